@@ -1,0 +1,17 @@
+"""neurontrace: where did the time go, why was the accelerator waiting, which line is responsible?
+
+    >>> import neurontrace
+    >>> trace = neurontrace.load("sample_traces/cpu_train_loop.pt.trace.json.gz")  # doctest: +SKIP
+
+Importing the package loads neither torch nor Dash.
+"""
+
+from __future__ import annotations
+
+from neurontrace.errors import NeurontraceError
+from neurontrace.load import FORMATS, detect, load, register
+from neurontrace.trace import ParseAccounting, Trace
+
+__version__ = "0.1.0"
+
+__all__ = ["FORMATS", "NeurontraceError", "ParseAccounting", "Trace", "__version__", "detect", "load", "register"]

@@ -1,0 +1,3 @@
+from neurontrace.cli import main
+
+raise SystemExit(main())

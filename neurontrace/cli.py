@@ -1,0 +1,197 @@
+"""The `neurontrace` command: a thin adapter over the public API.
+
+One class per subcommand; user mistakes become one line on stderr and a documented exit code
+(`neurontrace.errors`), never a traceback. Progress bars show only on a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import ClassVar
+
+from neurontrace import __version__, errors
+from neurontrace.load import FORMATS, detect, load
+from neurontrace.progress import Progress, no_progress
+from neurontrace.trace import Trace
+
+EXIT_CODES_HELP = """exit codes:
+  0  success
+  1  internal error (a bug: please report it with the traceback)
+  2  bad command-line usage
+  3  input path not found
+  4  unknown or empty input format
+  5  malformed or truncated input that could not be salvaged
+  6  output exists (pass --force to replace it)
+  7  an optional dependency is missing (the message names the extra to install)
+  8  this command's engine is not built yet
+"""
+
+
+class Command:
+    name: ClassVar[str]
+    help: ClassVar[str]
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        raise NotImplementedError
+
+    def run(self, args: argparse.Namespace) -> int:
+        raise NotImplementedError
+
+
+def _add_input(parser: argparse.ArgumentParser, nargs: str | None = None) -> None:
+    parser.add_argument("path", nargs=nargs, help="trace file or directory (format detected from content)")
+    parser.add_argument("--format", choices=sorted(FORMATS), help="skip detection and use this format")
+
+
+class ConvertCommand(Command):
+    name = "convert"
+    help = "normalize a trace into Parquet tables (docs/schema.md)"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _add_input(parser)
+        parser.add_argument("-o", "--output", required=True, type=Path, help="output directory")
+        parser.add_argument("--force", action="store_true", help="replace the output directory if it exists")
+
+    def run(self, args: argparse.Namespace) -> int:
+        out: Path = args.output
+        if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
+            raise errors.OutputExistsError(f"{out} already exists and is not empty; pass --force to replace it")
+        with progress_bar() as progress:
+            trace = load(args.path, format=args.format, progress=progress)
+        trace.to_parquet(out, force=args.force)
+        print(f"wrote {out}/ ({trace.num_events} events)")
+        _print_accounting(trace)
+        print(f"next: python -c \"import neurontrace; print(neurontrace.load('{out}'))\"")
+        return errors.EXIT_OK
+
+
+class InfoCommand(Command):
+    name = "info"
+    help = "show the detected format, table sizes and what parsing kept and skipped"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _add_input(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        fmt = args.format or _format_name(Path(args.path))
+        with progress_bar() as progress:
+            trace = load(args.path, format=args.format, progress=progress)
+        print(f"{args.path}: {fmt}")
+        for name, table in trace.tables.items():
+            print(f"  {name:<14} {table.num_rows:>10} rows")
+        _print_accounting(trace)
+        return errors.EXIT_OK
+
+
+class PendingCommand(Command):
+    """A documented command whose engine arrives in a later release: it says so plainly."""
+
+    issue: ClassVar[str]
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _add_input(parser, nargs="+")
+
+    def run(self, args: argparse.Namespace) -> int:
+        raise errors.NotYetImplementedError(
+            f"`neurontrace {self.name}` is not built yet ({self.issue}); "
+            "`neurontrace convert` and `neurontrace info` work today"
+        )
+
+
+class DiagnoseCommand(PendingCommand):
+    name = "diagnose"
+    help = "report where device time went and why it waited (not built yet)"
+    issue = "stall attribution is the next milestone"
+
+
+class ViewCommand(PendingCommand):
+    name = "view"
+    help = "open the local timeline viewer (not built yet)"
+    issue = "the Dash viewer is a later milestone"
+
+
+class DiffCommand(PendingCommand):
+    name = "diff"
+    help = "compare two runs (not built yet)"
+    issue = "run comparison is a later milestone"
+
+
+COMMANDS: tuple[Command, ...] = (DiagnoseCommand(), ConvertCommand(), InfoCommand(), ViewCommand(), DiffCommand())
+
+
+def _format_name(path: Path) -> str:
+    try:
+        return detect(path).name
+    except errors.UnknownFormatError:
+        if path.is_dir():
+            return "a directory of traces"
+        raise
+
+
+def _print_accounting(trace: Trace) -> None:
+    for acct in trace.accounting:
+        kept = ", ".join(f"{n} {t}" for t, n in sorted(acct.kept.items()))
+        skipped = ", ".join(f"{n} {r}" for r, n in sorted(acct.skipped.items())) or "none"
+        print(f"  {acct.source}: read {acct.events_read} events; kept {kept}; skipped {skipped}")
+        for w in acct.warnings:
+            print(f"  warning: {w}")
+
+
+@contextmanager
+def progress_bar() -> Iterator[Progress]:
+    """A transient rich progress bar on a terminal; silence otherwise (pipes, CI, tests)."""
+    if not sys.stderr.isatty():
+        yield no_progress
+        return
+    from rich.progress import BarColumn, DownloadColumn, TextColumn
+    from rich.progress import Progress as RichProgress
+
+    with RichProgress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def report(stage: str, done: int, total: int | None) -> None:
+            if stage not in tasks:
+                tasks[stage] = int(bar.add_task(stage, total=total))
+            bar.update(tasks[stage], completed=done, total=total)  # type: ignore[arg-type]
+
+        yield report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="neurontrace",
+        description="Where did the time go? Stall attribution for AWS Neuron and torch.profiler traces.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"neurontrace {__version__}")
+    parser.add_argument("--traceback", action="store_true", help="show tracebacks of errors (debugging)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help, epilog=EXIT_CODES_HELP,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        cmd.add_arguments(p)
+        p.set_defaults(handler=cmd)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            # Trace warnings reach the user through the accounting lines printed after loading.
+            warnings.simplefilter("ignore", errors.TraceWarning)
+            return int(args.handler.run(args))
+    except errors.NeurontraceError as exc:
+        if args.traceback:
+            raise
+        print(f"neurontrace {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"neurontrace {args.command}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,77 @@
+"""Errors in one voice: each says what was expected, what was found, and what to do.
+
+Every error a user can cause derives from :class:`NeurontraceError` and carries the exit code the
+CLI returns for it, so the CLI maps errors to codes in one place and never prints a traceback
+for a user mistake. The codes are part of the CLI's documented interface (README, "Exit codes").
+"""
+
+from __future__ import annotations
+
+# Exit codes of the `neurontrace` command. Codes 10-19 belong to `diagnose --fail-on`.
+EXIT_OK = 0
+EXIT_INTERNAL = 1  # a bug in neurontrace: please report it with the traceback
+EXIT_USAGE = 2  # bad command-line usage (argparse's own convention)
+EXIT_NOT_FOUND = 3
+EXIT_UNKNOWN_FORMAT = 4
+EXIT_MALFORMED = 5
+EXIT_OUTPUT_EXISTS = 6
+EXIT_MISSING_DEPENDENCY = 7
+EXIT_NOT_IMPLEMENTED = 8
+
+
+class NeurontraceError(Exception):
+    """Base class of every error neurontrace raises on purpose."""
+
+    exit_code = EXIT_INTERNAL
+
+
+class InputNotFoundError(NeurontraceError, FileNotFoundError):
+    """The path given does not exist."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+class UnknownFormatError(NeurontraceError):
+    """The input exists but is not a format any registered parser reads."""
+
+    exit_code = EXIT_UNKNOWN_FORMAT
+
+
+class EmptyInputError(UnknownFormatError):
+    """The input is a file of zero bytes (or a directory with nothing to load)."""
+
+
+class MalformedTraceError(NeurontraceError):
+    """The input looks like a known format but its content is broken beyond salvage."""
+
+    exit_code = EXIT_MALFORMED
+
+
+class TruncatedTraceError(MalformedTraceError):
+    """The input was cut off before any complete event (nothing could be salvaged)."""
+
+
+class OutputExistsError(NeurontraceError, FileExistsError):
+    """Refusing to overwrite an existing output without ``force``."""
+
+    exit_code = EXIT_OUTPUT_EXISTS
+
+
+class MissingDependencyError(NeurontraceError, ImportError):
+    """An optional feature needs a package that is not installed."""
+
+    exit_code = EXIT_MISSING_DEPENDENCY
+
+
+class NotYetImplementedError(NeurontraceError):
+    """A documented command whose engine has not been built yet."""
+
+    exit_code = EXIT_NOT_IMPLEMENTED
+
+
+class TraceWarning(UserWarning):
+    """Something in the input was unusual but loading could continue; the message has counts."""
+
+
+class TruncatedTraceWarning(TraceWarning):
+    """The input was cut off; every complete event before the cut was kept."""

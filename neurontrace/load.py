@@ -1,0 +1,147 @@
+"""`load(path)`: sniff the format from content, dispatch to the parser registered for it.
+
+A format is a name plus the import path of a parser module exposing
+
+    sniff(probe: Probe) -> bool      # cheap: looks at the head of the file or the directory listing
+    parse(path: Path, *, progress: Progress) -> Trace
+
+Modules are imported only when their format is used, so ``import neurontrace`` stays light and
+the registry never imports a parser it does not need (DESIGN.md: one-way dependencies).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Protocol, cast
+
+from neurontrace._io import describe_magic, existing, read_head
+from neurontrace.errors import EmptyInputError, UnknownFormatError
+from neurontrace.progress import Progress, no_progress
+from neurontrace.trace import Trace
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What sniffers look at: the path, and (lazily) the head of its content."""
+
+    path: Path
+
+    @cached_property
+    def head(self) -> bytes:
+        return b"" if self.path.is_dir() else read_head(self.path)
+
+    @property
+    def is_dir(self) -> bool:
+        return self.path.is_dir()
+
+
+class ParserModule(Protocol):
+    def sniff(self, probe: Probe) -> bool: ...
+    def parse(self, path: Path, *, progress: Progress = ...) -> Trace: ...
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    module: str
+    description: str
+
+    def parser(self) -> ParserModule:
+        return cast(ParserModule, importlib.import_module(self.module))
+
+
+FORMATS: dict[str, Format] = {}
+
+
+def register(name: str, module: str, description: str) -> None:
+    """Register a format; ``module`` is an import path (third-party parsers welcome)."""
+    FORMATS[name] = Format(name, module, description)
+
+
+register("neurontrace-parquet", "neurontrace.parsers.neurontrace_parquet",
+         "a directory written by `neurontrace convert` / Trace.to_parquet")
+register("kineto", "neurontrace.parsers.kineto",
+         "torch.profiler / Kineto Chrome-trace JSON (.json, .json.gz, .pt.trace.json)")
+
+
+def detect(path: str | Path) -> Format:
+    """The format of ``path``, decided from its content; raises a named error when none fits."""
+    p = existing(path)
+    probe = Probe(p)
+    for fmt in FORMATS.values():
+        if fmt.parser().sniff(probe):
+            return fmt
+    raise _unknown(probe)
+
+
+def _unknown(probe: Probe) -> UnknownFormatError:
+    expected = "; ".join(f"{f.name} ({f.description})" for f in FORMATS.values())
+    if probe.is_dir:
+        found = "a directory with no trace files neurontrace can read"
+    elif probe.path.stat().st_size == 0:
+        return EmptyInputError(f"{probe.path}: the file is empty (0 bytes); expected one of: {expected}")
+    else:
+        found = describe_magic(probe.head) or _describe_text(probe.head)
+    return UnknownFormatError(f"{probe.path}: found {found}; expected one of: {expected}")
+
+
+def _describe_text(head: bytes) -> str:
+    text = head[:60].decode("utf-8", "replace").strip().replace("\n", " ")
+    if not text:
+        return "no readable content"
+    return f"content starting {text[:40]!r}"
+
+
+def load(
+    path: str | Path,
+    *,
+    format: str | None = None,
+    progress: Progress = no_progress,
+) -> Trace:
+    """Load a trace file or directory into a :class:`Trace`.
+
+    ``format`` forces a registered format by name; otherwise the format is sniffed from content.
+    A directory that is not itself a known format is loaded as a set of traces (one per rank),
+    combined into one Trace with ``rank``/``host`` set from each file.
+    """
+    p = existing(path)
+    if format is not None:
+        if format not in FORMATS:
+            raise UnknownFormatError(f"unknown format {format!r}; formats are: {', '.join(FORMATS)}")
+        return FORMATS[format].parser().parse(p, progress=progress)
+    probe = Probe(p)
+    for fmt in FORMATS.values():
+        if fmt.parser().sniff(probe):
+            return fmt.parser().parse(p, progress=progress)
+    if probe.is_dir:
+        return _load_collection(p, progress)
+    raise _unknown(probe)
+
+
+def _load_collection(directory: Path, progress: Progress) -> Trace:
+    members: list[tuple[Path, Callable[..., Trace]]] = []
+    for child in sorted(directory.iterdir()):
+        if child.name.startswith(".") or not (child.is_file() or child.is_dir()):
+            continue
+        probe = Probe(child)
+        if child.is_file() and child.stat().st_size == 0:
+            continue
+        for fmt in FORMATS.values():
+            parser = fmt.parser()
+            if parser.sniff(probe):
+                members.append((child, parser.parse))
+                break
+    if not members:
+        if not any(directory.iterdir()):
+            raise EmptyInputError(f"{directory}: the directory is empty; expected trace files")
+        raise _unknown(Probe(directory))
+    traces = []
+    for i, (child, parse) in enumerate(members):
+        progress("files", i, len(members))
+        traces.append(parse(child, progress=progress))
+    progress("files", len(members), len(members))
+    return Trace.concat(traces)

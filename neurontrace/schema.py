@@ -1,0 +1,222 @@
+"""The normalized event model: every table declared once, every column documented.
+
+Each column states its Arrow type, unit, nullability, meaning and (where it has one) the column it
+joins to. The declarations are data, so the reference page ``docs/schema.md`` is generated from them
+(``python scripts/gen_schema_doc.py``) and a test fails when the page is stale.
+
+Conventions (see DESIGN.md, "The data model"):
+- time is int64 nanoseconds on the trace's own clock (recorded in ``metadata`` as ``clock``);
+- strings that repeat (names, categories, tracks) are dictionary encoded;
+- fields without a dedicated column are kept verbatim in ``args`` (a JSON object text).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+DICT_STRING = pa.dictionary(pa.int32(), pa.string())
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str
+    unit: str = ""
+    nullable: bool = True
+    references: str = ""
+
+    def field(self) -> pa.Field:
+        meta = {"doc": self.doc, "unit": self.unit, "references": self.references}
+        return pa.field(self.name, self.type, nullable=self.nullable, metadata=meta)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    doc: str
+    columns: tuple[Column, ...]
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema([c.field() for c in self.columns], metadata={"table": self.name, "doc": self.doc})
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def empty(self) -> pa.Table:
+        return self.schema.empty_table()
+
+
+# What an event *is*, whatever format it came from. Analyses key on these, never on raw strings.
+CATEGORIES: dict[str, str] = {
+    "compute": "a device kernel or engine instruction doing arithmetic",
+    "collective": "a collective-communication op or kernel (all-reduce, all-gather, send/recv ...)",
+    "memcpy": "a device memory copy (host<->device, device<->device, peer)",
+    "memset": "a device memory fill",
+    "dma": "a NeuronCore DMA transfer (queue or packet)",
+    "sync_wait": "a wait for another stream, event, semaphore or the host",
+    "throttle": "a window in which the device clock or power was throttled",
+    "execution": "a whole device execution (Neuron nc_exec_running, a NEFF run)",
+    "runtime": "a host call into the accelerator runtime (cudaLaunchKernel, nrt_execute, privateuse1_runtime)",
+    "driver": "a host call into the accelerator driver (cuLaunchKernel, privateuse1_driver)",
+    "framework_op": "a framework operator on the host (aten::mm, a record_param_comms op)",
+    "python": "a Python function frame recorded with with_stack=True",
+    "annotation": "a user range (record_function, gpu_user_annotation); marks a region, is not work",
+    "step": "a training-step marker (ProfilerStep#N, a Neuron execution step)",
+    "compile": "graph capture, compilation or code generation",
+    "load": "loading a compiled artifact onto the device (NEFF load, module load)",
+    "transfer": "a host-side data transfer call not seen as device activity",
+    "memory": "an allocator event ([memory], [OutOfMemory])",
+    "overhead": "profiler overhead (CUPTI buffer requests, instrumentation)",
+    "other": "anything else; the raw category is kept",
+}
+
+_EVENT_ID = Column(
+    "event_id", pa.int64(), "unique id of the event within the trace, shared by both event tables",
+    nullable=False,
+)
+_TIME = (
+    Column("ts_ns", pa.int64(), "start time on the trace clock", unit="ns", nullable=False),
+    Column("dur_ns", pa.int64(), "duration; 0 for instant events", unit="ns", nullable=False),
+)
+_WHAT = (
+    Column("name", DICT_STRING, "event name as recorded (op, kernel, instruction ...)", nullable=False),
+    Column("category", DICT_STRING, "normalized category, one of schema.CATEGORIES", nullable=False),
+    Column("raw_category", DICT_STRING, "category string exactly as in the input (null when it had none)"),
+    Column("phase", DICT_STRING, "input event phase ('X' complete, 'i' instant, or the format's own kind)"),
+)
+_WHERE = (
+    Column("host", DICT_STRING, "host name or instance id the event was recorded on"),
+    Column("rank", pa.int32(), "distributed rank (null when the input does not say)"),
+    Column("pid", DICT_STRING, "process id as written in the input (ints and strings both occur)"),
+    Column("tid", DICT_STRING, "thread id / stream id as written in the input"),
+)
+_LINKS = (
+    Column("correlation", pa.int64(), "runtime<->device correlation id (CUPTI correlation, Neuron exec id)"),
+    Column("external_id", pa.int64(), "id linking a framework op to the runtime calls and device ops it caused"),
+    Column("frame_id", pa.int64(), "innermost user source frame responsible for the event",
+           references="frames.frame_id"),
+    Column("args", pa.string(), "every input field without its own column, as a JSON object"),
+)
+
+SYSTEM_EVENTS = TableSpec(
+    "system_events",
+    "What ran on hosts: framework ops, Python frames, runtime and driver calls, annotations, "
+    "compilation and load events, allocator events.",
+    (
+        _EVENT_ID, *_TIME, *_WHAT, *_WHERE,
+        Column("track", DICT_STRING, "display track: the thread label"),
+        Column("device", DICT_STRING, "device a runtime call targets, when known (cuda:0, neuron:nc0)"),
+        *_LINKS,
+    ),
+)
+
+DEVICE_EVENTS = TableSpec(
+    "device_events",
+    "What ran on accelerators: kernels, copies, collectives, NeuronCore instructions, DMA, waits, "
+    "throttling windows, executions.",
+    (
+        _EVENT_ID, *_TIME, *_WHAT, *_WHERE,
+        Column("device", DICT_STRING, "the accelerator (cuda:0, rocm:1, neuron:nc3)", nullable=False),
+        Column("track", DICT_STRING, "stream, engine, DMA queue or collective stream on the device",
+               nullable=False),
+        Column("bytes", pa.int64(), "bytes moved (copies, memsets, DMA)", unit="bytes"),
+        Column("direction", DICT_STRING, "copy direction: h2d, d2h, d2d, p2p, h2h (null when not a copy)"),
+        *_LINKS,
+    ),
+)
+
+FLOWS = TableSpec(
+    "flows",
+    "Directed links between events: a CPU launch to the device op it enqueued, a forward op to its "
+    "backward op, an instruction to the DMA it triggered.",
+    (
+        Column("flow_id", pa.string(), "the link's id as written in the input"),
+        Column("kind", DICT_STRING, "normalized link kind: launch, fwdbwd, dependency, other", nullable=False),
+        Column("raw_category", DICT_STRING, "link category exactly as in the input"),
+        Column("src_event_id", pa.int64(), "where the link starts (null when that end was not found)",
+               references="system_events.event_id | device_events.event_id"),
+        Column("dst_event_id", pa.int64(), "where the link ends (null when that end was not found)",
+               references="system_events.event_id | device_events.event_id"),
+        Column("src_ts_ns", pa.int64(), "time of the start marker", unit="ns"),
+        Column("dst_ts_ns", pa.int64(), "time of the end marker", unit="ns"),
+        Column("rank", pa.int32(), "distributed rank"),
+    ),
+)
+
+COUNTERS = TableSpec(
+    "counters",
+    "Time series samples: allocator totals, HBM/SBUF usage, CPU utilization, hardware counters.",
+    (
+        Column("ts_ns", pa.int64(), "sample time on the trace clock", unit="ns", nullable=False),
+        Column("name", DICT_STRING, "series name ([memory], HBM usage, a counter event's name)", nullable=False),
+        Column("field", DICT_STRING, "which value of the series (Total Allocated, Bytes, ...)", nullable=False),
+        Column("value", pa.float64(), "the sample value, in `unit`", nullable=False),
+        Column("unit", DICT_STRING, "unit of `value` (bytes, percent, count) when known"),
+        Column("host", DICT_STRING, "host name or instance id"),
+        Column("rank", pa.int32(), "distributed rank"),
+        Column("pid", DICT_STRING, "process id as written in the input"),
+        Column("tid", DICT_STRING, "thread id as written in the input"),
+        Column("device", DICT_STRING, "device the sample describes (cpu, cuda:0, neuron:nc0)"),
+        Column("args", pa.string(), "the input event's other fields as JSON (on the first row of an event)"),
+    ),
+)
+
+FRAMES = TableSpec(
+    "frames",
+    "Source locations as a calling-context tree: each row is one frame under its caller, so a "
+    "frame_id names a whole stack.",
+    (
+        Column("frame_id", pa.int64(), "id of this stack node", nullable=False),
+        Column("parent_id", pa.int64(), "the calling frame (null at the root)", references="frames.frame_id"),
+        Column("file", DICT_STRING, "source file as recorded"),
+        Column("line", pa.int32(), "line number (1-based)"),
+        Column("function", DICT_STRING, "function, kernel, HLO op or layer name"),
+        Column("kind", DICT_STRING, "python, nki, hlo, layer, call_stack", nullable=False),
+        Column("is_user", pa.bool_(), "true when the file is user code (not the framework, stdlib or site-packages)",
+               nullable=False),
+    ),
+)
+
+METADATA = TableSpec(
+    "metadata",
+    "Key/value facts about the trace: source format and version, clock, devices, ranks, tool versions, "
+    "parse accounting.",
+    (
+        Column("key", pa.string(), "fact name (format, clock, distributedInfo, deviceProperties ...)", nullable=False),
+        Column("value", pa.string(), "the fact as JSON text", nullable=False),
+        Column("source", pa.string(), "input file the fact came from (null for trace-wide facts)"),
+        Column("rank", pa.int32(), "rank of that input"),
+    ),
+)
+
+TABLES: dict[str, TableSpec] = {
+    t.name: t for t in (SYSTEM_EVENTS, DEVICE_EVENTS, FLOWS, COUNTERS, FRAMES, METADATA)
+}
+
+
+def to_markdown() -> str:
+    """The reference page for docs/schema.md, generated from the declarations above."""
+    out = [
+        "# neurontrace data model",
+        "",
+        "Generated from `neurontrace/schema.py` by `python scripts/gen_schema_doc.py`; do not edit by hand.",
+        "Times are int64 nanoseconds on the trace clock named in `metadata` (`clock`).",
+        "",
+    ]
+    for spec in TABLES.values():
+        out += [f"## `{spec.name}`", "", spec.doc, "", "| column | type | unit | null | meaning |",
+                "|---|---|---|---|---|"]
+        for c in spec.columns:
+            meaning = c.doc + (f" (→ `{c.references}`)" if c.references else "")
+            null = "yes" if c.nullable else "no"
+            typ = "string (dictionary)" if c.type == DICT_STRING else str(c.type)
+            out.append(f"| `{c.name}` | `{typ}` | {c.unit} | {null} | {meaning} |")
+        out.append("")
+    out += ["## Categories", "", "| category | meaning |", "|---|---|"]
+    out += [f"| `{k}` | {v} |" for k, v in CATEGORIES.items()]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,322 @@
+"""`Trace`: the normalized tables of one profiled run, plus what parsing kept and skipped."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from neurontrace import schema
+from neurontrace.errors import InputNotFoundError, MalformedTraceError, OutputExistsError
+
+ACCOUNTING_KEY = "neurontrace.accounting"
+PARQUET_MARKER = "neurontrace.json"
+PARQUET_LAYOUT_VERSION = 1
+_EVENT_TABLES = ("system_events", "device_events")
+
+
+@dataclass
+class ParseAccounting:
+    """What one parse of one input did with every event it read.
+
+    The invariant (checked by :meth:`check`): ``events_read == kept_total + skipped_total``.
+    ``kept`` counts input events by the table they went to; ``skipped`` by reason.
+    """
+
+    source: str
+    format: str
+    events_read: int = 0
+    kept: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def kept_total(self) -> int:
+        return sum(self.kept.values())
+
+    @property
+    def skipped_total(self) -> int:
+        return sum(self.skipped.values())
+
+    def keep(self, table: str, n: int) -> None:
+        if n:
+            self.kept[table] = self.kept.get(table, 0) + n
+
+    def skip(self, reason: str, n: int) -> None:
+        if n:
+            self.skipped[reason] = self.skipped.get(reason, 0) + n
+
+    def check(self) -> None:
+        if self.kept_total + self.skipped_total != self.events_read:
+            raise AssertionError(
+                f"{self.source}: read {self.events_read} events but kept {self.kept_total} "
+                f"and skipped {self.skipped_total}"
+            )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def metadata_table(facts: Mapping[str, Any], *, source: str | None = None, rank: int | None = None) -> pa.Table:
+    """Key/value facts as a ``metadata`` table; values are stored as JSON text."""
+    keys = list(facts)
+    return pa.table(
+        {
+            "key": pa.array(keys, pa.string()),
+            "value": pa.array([json.dumps(facts[k], sort_keys=True, default=str) for k in keys], pa.string()),
+            "source": pa.array([source] * len(keys), pa.string()),
+            "rank": pa.array([rank] * len(keys), pa.int32()),
+        },
+        schema=schema.METADATA.schema,
+    )
+
+
+def conform(table: pa.Table | None, spec: schema.TableSpec) -> pa.Table:
+    """Cast ``table`` to the declared schema (column order, types, field docs); missing → empty."""
+    if table is None:
+        return spec.empty()
+    extra = set(table.column_names) - set(spec.column_names)
+    if extra:
+        raise ValueError(f"{spec.name}: columns not in the schema: {sorted(extra)}")
+    n = table.num_rows
+    cols = []
+    for col in spec.columns:
+        if col.name in table.column_names:
+            arr = table.column(col.name)
+            if arr.type != col.type:
+                arr = arr.cast(col.type)
+        else:
+            if not col.nullable:
+                raise ValueError(f"{spec.name}: required column {col.name!r} is missing")
+            arr = pa.nulls(n, col.type)
+        cols.append(arr)
+    return pa.Table.from_arrays(cols, schema=spec.schema)
+
+
+class Trace:
+    """The normalized tables of a profiled run (see ``docs/schema.md``).
+
+    Tables are pyarrow Tables conforming to :mod:`neurontrace.schema`. Per-input parse accounting
+    lives in ``metadata`` (key ``neurontrace.accounting``) so it survives a Parquet round trip.
+    """
+
+    def __init__(
+        self,
+        *,
+        system_events: pa.Table | None = None,
+        device_events: pa.Table | None = None,
+        flows: pa.Table | None = None,
+        counters: pa.Table | None = None,
+        frames: pa.Table | None = None,
+        metadata: pa.Table | None = None,
+    ) -> None:
+        self.system_events = conform(system_events, schema.SYSTEM_EVENTS)
+        self.device_events = conform(device_events, schema.DEVICE_EVENTS)
+        self.flows = conform(flows, schema.FLOWS)
+        self.counters = conform(counters, schema.COUNTERS)
+        self.frames = conform(frames, schema.FRAMES)
+        self.metadata = conform(metadata, schema.METADATA)
+
+    # -- access ---------------------------------------------------------------------------------
+
+    @property
+    def tables(self) -> dict[str, pa.Table]:
+        return {name: getattr(self, name) for name in schema.TABLES}
+
+    @property
+    def accounting(self) -> list[ParseAccounting]:
+        rows = self.metadata.filter(pc.equal(self.metadata["key"], ACCOUNTING_KEY))
+        return [ParseAccounting(**json.loads(v)) for v in rows["value"].to_pylist()]
+
+    def meta(self, key: str, default: Any = None) -> Any:
+        """The first value recorded for ``key`` (JSON-decoded), or ``default``."""
+        rows = self.metadata.filter(pc.equal(self.metadata["key"], key))
+        return json.loads(rows["value"][0].as_py()) if rows.num_rows else default
+
+    def meta_all(self, key: str) -> list[Any]:
+        rows = self.metadata.filter(pc.equal(self.metadata["key"], key))
+        return [json.loads(v) for v in rows["value"].to_pylist()]
+
+    def to_pandas(self, table: str = "system_events") -> Any:
+        """One table as a pandas DataFrame (dictionary columns become categoricals)."""
+        return self._table(table).to_pandas()
+
+    def to_polars(self, table: str = "system_events") -> Any:
+        """One table as a polars DataFrame; needs ``pip install neurontrace[polars]``."""
+        from neurontrace._optional import require
+
+        pl = require("polars", extra="polars")
+        return pl.from_arrow(self._table(table))
+
+    def _table(self, name: str) -> pa.Table:
+        if name not in schema.TABLES:
+            raise KeyError(f"no table {name!r}; tables are {', '.join(schema.TABLES)}")
+        return getattr(self, name)
+
+    @property
+    def num_events(self) -> int:
+        return int(self.system_events.num_rows + self.device_events.num_rows)
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{n}={t.num_rows}" for n, t in self.tables.items())
+        return f"<Trace {sizes}>"
+
+    def equals(self, other: Trace) -> bool:
+        """Same rows in the same order with the same values (dictionary layout aside)."""
+        return all(_plain(t).equals(_plain(other.tables[n])) for n, t in self.tables.items())
+
+    # -- selection ------------------------------------------------------------------------------
+
+    def filter(
+        self,
+        *,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+        device: str | None = None,
+        rank: int | None = None,
+    ) -> Trace:
+        """Events overlapping ``[start_ns, end_ns)``, on ``device``, of ``rank``.
+
+        Host events are kept for a device filter unless they name another device; flows are kept
+        when either end survives.
+        """
+        out = {}
+        for name in _EVENT_TABLES:
+            t = self.tables[name]
+            mask = _overlap_mask(t, start_ns, end_ns)
+            if rank is not None:
+                mask = pc.and_(mask, pc.fill_null(pc.equal(t["rank"], rank), False))
+            if device is not None:
+                dev = pc.equal(pc.cast(t["device"], pa.string()), device)
+                if name == "system_events":
+                    dev = pc.or_(pc.is_null(t["device"]), pc.fill_null(dev, False))
+                mask = pc.and_(mask, pc.fill_null(dev, False))
+            out[name] = t.filter(mask)
+        kept_ids = pa.concat_arrays(
+            [out[n]["event_id"].combine_chunks() for n in _EVENT_TABLES]
+        )
+        fl = self.flows
+        fmask = pc.or_(
+            pc.fill_null(pc.is_in(fl["src_event_id"], kept_ids), False),
+            pc.fill_null(pc.is_in(fl["dst_event_id"], kept_ids), False),
+        )
+        c = self.counters
+        cmask = _overlap_mask(c, start_ns, end_ns)
+        if rank is not None:
+            cmask = pc.and_(cmask, pc.fill_null(pc.equal(c["rank"], rank), False))
+        if device is not None:
+            cmask = pc.and_(cmask, pc.fill_null(pc.equal(pc.cast(c["device"], pa.string()), device), True))
+        return Trace(
+            **out, flows=fl.filter(fmask), counters=c.filter(cmask), frames=self.frames, metadata=self.metadata
+        )
+
+    # -- persistence ----------------------------------------------------------------------------
+
+    def to_parquet(self, directory: str | Path, *, force: bool = False) -> Path:
+        """Write every table as ``<table>.parquet`` in ``directory`` (lossless, see from_parquet).
+
+        Refuses to write into an existing non-empty directory unless ``force``. The tables are
+        written to a sibling temporary directory first, so a failure never leaves half a trace.
+        """
+        out = Path(directory)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+            raise OutputExistsError(f"{out} already exists and is not empty; pass --force to replace it")
+        tmp = out.with_name(out.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for name, table in self.tables.items():
+            pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
+        marker = {"layout_version": PARQUET_LAYOUT_VERSION, "tables": list(schema.TABLES)}
+        (tmp / PARQUET_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        tmp.rename(out)
+        return out
+
+    @classmethod
+    def from_parquet(cls, directory: str | Path) -> Trace:
+        """Read a directory written by :meth:`to_parquet`; the tables compare equal to the original."""
+        d = Path(directory)
+        marker = d / PARQUET_MARKER
+        if not marker.is_file():
+            raise InputNotFoundError(f"{d} is not a neurontrace Parquet directory (no {PARQUET_MARKER})")
+        try:
+            layout = json.loads(marker.read_text())["layout_version"]
+        except (ValueError, KeyError) as exc:
+            raise MalformedTraceError(f"{marker}: unreadable marker file ({exc})") from exc
+        if layout != PARQUET_LAYOUT_VERSION:
+            raise MalformedTraceError(
+                f"{d}: layout version {layout}, this neurontrace reads {PARQUET_LAYOUT_VERSION}; "
+                "convert the original trace again"
+            )
+        tables = {}
+        for name in schema.TABLES:
+            path = d / f"{name}.parquet"
+            if not path.is_file():
+                raise MalformedTraceError(f"{d}: {path.name} is missing; convert the original trace again")
+            try:
+                tables[name] = pq.read_table(path)
+            except (pa.ArrowException, OSError) as exc:
+                raise MalformedTraceError(f"{path}: not readable Parquet ({exc})") from exc
+        return cls(**tables)
+
+    # -- combining ------------------------------------------------------------------------------
+
+    @classmethod
+    def concat(cls, traces: Iterable[Trace]) -> Trace:
+        """One trace from several (ranks, hosts, device + host profiles); ids are renumbered."""
+        parts = list(traces)
+        if len(parts) == 1:
+            return parts[0]
+        events: dict[str, list[pa.Table]] = {n: [] for n in schema.TABLES}
+        event_offset = frame_offset = 0
+        for t in parts:
+            for name in _EVENT_TABLES:
+                events[name].append(_shift(t.tables[name], {"event_id": event_offset, "frame_id": frame_offset}))
+            events["flows"].append(_shift(t.flows, {"src_event_id": event_offset, "dst_event_id": event_offset}))
+            events["frames"].append(_shift(t.frames, {"frame_id": frame_offset, "parent_id": frame_offset}))
+            events["counters"].append(t.counters)
+            events["metadata"].append(t.metadata)
+            event_offset += _next_id(t.system_events, t.device_events, column="event_id")
+            frame_offset += _next_id(t.frames, column="frame_id")
+        return cls(**{n: pa.concat_tables(ts, promote_options="permissive") for n, ts in events.items()})
+
+
+def _plain(t: pa.Table) -> pa.Table:
+    """Dictionary columns decoded, so tables compare by value, not by dictionary layout."""
+    cols = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in t.columns]
+    return pa.Table.from_arrays(cols, names=t.column_names)
+
+
+def _overlap_mask(t: pa.Table, start_ns: int | None, end_ns: int | None) -> pa.ChunkedArray | pa.Array:
+    mask = pa.array([True] * t.num_rows, pa.bool_())
+    if start_ns is not None:
+        end = pc.add(t["ts_ns"], t["dur_ns"]) if "dur_ns" in t.column_names else t["ts_ns"]
+        # Instants at exactly start_ns belong to the window; spans must reach into it.
+        mask = pc.and_(mask, pc.or_(pc.greater(end, start_ns), pc.greater_equal(t["ts_ns"], start_ns)))
+    if end_ns is not None:
+        mask = pc.and_(mask, pc.less(t["ts_ns"], end_ns))
+    return mask
+
+
+def _shift(t: pa.Table, offsets: Mapping[str, int]) -> pa.Table:
+    for col, off in offsets.items():
+        if off:
+            i = t.schema.get_field_index(col)
+            t = t.set_column(i, t.schema.field(i), pc.add(t[col], off))
+    return t
+
+
+def _next_id(*tables: pa.Table, column: str) -> int:
+    top = -1
+    for t in tables:
+        if t.num_rows:
+            top = max(top, int(pc.max(t[column]).as_py()))
+    return top + 1

@@ -1,0 +1,537 @@
+"""torch.profiler / Kineto Chrome-trace JSON → `Trace` (spec: shared/formats/kineto.md).
+
+Reads all four format generations (legacy ``Operator``/``Runtime``/``Kernel`` categories and
+``async`` flows; ``async_cpu_to_gpu``; ``ac2g``; float µs relative to ``baseTimeNanoseconds``),
+``.json``/``.json.gz``/``.tmp`` files, CUDA, ROCm, MTIA, CPU-only and PrivateUse1 backends.
+
+Every input event lands somewhere, and the accounting says where:
+- ``X`` events → ``system_events`` (host categories) or ``device_events`` (device categories);
+- ``[memory]``/``[OutOfMemory]`` instants and ``C`` events → ``counters``;
+- other instants → ``system_events`` (``dur_ns`` 0); unknown phases too, with the phase kept;
+- ``s``/``f``/``t`` flow markers → ``flows`` (a pair of markers is one row);
+- ``M`` events (process/thread names) → ``metadata`` (key ``kineto.names``);
+- events without a timestamp (other than ``M``) are skipped with that reason.
+
+The viewer hints ``s`` (instant scope), ``bp`` and ``cname`` of an event are not kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neurontrace._io import read_all
+from neurontrace.errors import TruncatedTraceWarning
+from neurontrace.load import Probe
+from neurontrace.progress import Progress, no_progress
+from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
+
+from . import _kineto_json
+from ._arrow import codes, flat, map_unique
+from ._stacks import innermost_enclosing, python_frames, rows_of
+
+FORMAT = "kineto"
+
+# Kineto category → normalized category. Legacy (torch 1.8/1.9) aliases map like their successors.
+HOST_CATEGORIES = {
+    "cpu_op": "framework_op", "Operator": "framework_op",
+    "user_annotation": "annotation", "Trace": "annotation",
+    "cuda_runtime": "runtime", "Runtime": "runtime", "xpu_runtime": "runtime", "mtia_runtime": "runtime",
+    "privateuse1_runtime": "runtime", "glow_runtime": "runtime", "hpu_op": "framework_op",
+    "cuda_driver": "driver", "xpu_driver": "driver", "privateuse1_driver": "driver",
+    "python_function": "python", "overhead": "overhead", "cpu_instant_event": "memory",
+    "cuda_event": "runtime", "mtia_insight": "other",
+}
+DEVICE_CATEGORIES = {
+    "kernel": "compute", "Kernel": "compute",
+    "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
+    "gpu_memset": "memset", "Memset": "memset",
+    "gpu_user_annotation": "annotation",
+    "cuda_sync": "sync_wait", "xpu_sync": "sync_wait",
+    "mtia_ccp_events": "compute", "collective_comm": "collective",
+}
+LAUNCH_FLOWS = frozenset({"ac2g", "async", "async_cpu_to_gpu", "async_gpu"})
+MEMORY_EVENTS = frozenset({"[memory]", "[OutOfMemory]"})
+MEMORY_FIELDS = {"mem_bytes": "Bytes", "mem_total_allocated": "Total Allocated",
+                 "mem_total_reserved": "Total Reserved"}
+# HTA's communication-kernel pattern (kineto.md §1.10), plus MTIA hccl ops.
+_COLLECTIVE = re.compile(r"(^nccl)|(ncclKernel)|(ncclDevKernel)|(^rccl)|(^hccl)|(^c10d::)")
+_MEMCPY_DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH|DtoA|AtoD|AtoH|HtoA|AtoA)\b")
+_DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH": "h2h",
+               "AtoD": "d2d", "DtoA": "d2d", "AtoA": "d2d", "HtoA": "h2d", "AtoH": "d2h"}
+_STEP = re.compile(r"^ProfilerStep#\d+")
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_TB_WORKER = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json")
+
+
+def sniff(probe: Probe) -> bool:
+    if probe.is_dir:
+        return False
+    head = probe.head.lstrip()
+    if head.startswith(b"{"):
+        return b'"traceEvents"' in head or (b'"schemaVersion"' in head and b'"deviceProperties"' in head)
+    return head.startswith(b"[") and b'"ph"' in head[:4096]
+
+
+def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = None) -> Trace:
+    data, complete = read_all(path, progress)
+    decoded = _kineto_json.decode(data, complete=complete, progress=progress)
+    del data
+    return normalize(decoded, source=str(path), rank=rank, progress=progress)
+
+
+def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = None) -> Trace:
+    """Parse a trace held in memory (tests, notebooks)."""
+    return normalize(_kineto_json.decode(data, complete=True), source=source, rank=rank)
+
+
+# -- normalization ------------------------------------------------------------------------------
+
+
+def normalize(
+    decoded: _kineto_json.Decoded, *, source: str, rank: int | None = None, progress: Progress = no_progress
+) -> Trace:
+    ev = decoded.events
+    top = decoded.top
+    acct = ParseAccounting(source=source, format=FORMAT, events_read=ev.num_rows + decoded.partial_events)
+    acct.skip("cut in half by truncation", decoded.partial_events)
+    rank, rank_source = _rank(top, source, rank)
+    host = _host(top, source)
+    backend = _backend(top, ev)
+
+    ph = ev["ph"]
+    is_meta = pc.equal(ph, "M")
+    no_ts = pc.and_(pc.is_null(ev["ts_ns"]), pc.invert(is_meta))
+    acct.skip("no timestamp", _count(no_ts))
+    ev = ev.filter(pc.invert(no_ts))
+    base = top.get("baseTimeNanoseconds")
+    if isinstance(base, int) and base:  # generation (d): ts is relative to this epoch-ns origin
+        ev = ev.set_column(ev.schema.get_field_index("ts_ns"), "ts_ns", pc.add_checked(ev["ts_ns"], base))
+    ph = ev["ph"]
+    is_meta = pc.equal(ph, "M")
+    is_flow = pc.is_in(ph, pa.array(["s", "f", "t"]))
+    is_counter = pc.equal(ph, "C")
+    is_instant = pc.is_in(ph, pa.array(["i", "I"]))
+    is_memory = pc.and_(is_instant, pc.is_in(ev["name"], pa.array(sorted(MEMORY_EVENTS))))
+    is_device = pc.and_(pc.equal(ph, "X"), pc.is_in(ev["cat"], pa.array(sorted(DEVICE_CATEGORIES))))
+    is_device = pc.fill_null(is_device, False)
+    is_system = pc.invert(pc.or_(pc.or_(is_meta, is_flow), pc.or_(pc.or_(is_counter, is_memory), is_device)))
+
+    names = _names(ev.filter(is_meta))
+    acct.keep("metadata", _count(is_meta))
+    progress("normalize", 1, 4)
+
+    system = ev.filter(is_system)
+    device = ev.filter(is_device)
+    frames, system, device = _link_frames(system, device, acct)
+    progress("normalize", 2, 4)
+    sys_table = _system_table(system, names, host, rank, backend)
+    dev_table = _device_table(device, names, host, rank, backend)
+    acct.keep("system_events", sys_table.num_rows)
+    acct.keep("device_events", dev_table.num_rows)
+
+    counters = pa.concat_tables(
+        [_memory_counters(ev.filter(is_memory), host, rank, backend), _counter_events(ev.filter(is_counter), host, rank)]
+    )
+    acct.keep("counters", _count(is_memory) + _count(is_counter))
+    flows = _flows(ev.filter(is_flow), sys_table, dev_table, rank)
+    acct.keep("flows", _count(is_flow))
+    progress("normalize", 3, 4)
+
+    if decoded.truncated_at is not None:
+        msg = (f"{source}: the trace was cut off at byte {decoded.truncated_at}; kept the "
+               f"{ev.num_rows} complete events before the cut (metadata written after the events is lost)")
+        acct.warnings.append(msg)
+        warnings.warn(msg, TruncatedTraceWarning, stacklevel=3)
+    acct.check()
+    facts: dict[str, Any] = {
+        "format": FORMAT,
+        "clock": "unix_epoch_ns" if _absolute_clock(top, sys_table, dev_table) else "trace_relative_ns",
+        "backend": backend,
+        "rank_source": rank_source,
+        "kineto.names": names,
+        ACCOUNTING_KEY: acct.as_dict(),
+    }
+    facts.update({f"kineto.{k}": v for k, v in top.items()})
+    progress("normalize", 4, 4)
+    return Trace(
+        system_events=sys_table,
+        device_events=dev_table,
+        flows=flows,
+        counters=counters,
+        frames=frames,
+        metadata=metadata_table(facts, source=source, rank=rank),
+    )
+
+
+def _count(mask: pa.Array | pa.ChunkedArray) -> int:
+    return int(pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0)
+
+
+def _rank(top: dict[str, Any], source: str, given: int | None) -> tuple[int | None, str]:
+    if given is not None:
+        return given, "caller"
+    info = top.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return int(info["rank"]), "distributedInfo"
+    m = _RANK_IN_NAME.search(Path(source).name)
+    if m:
+        return int(m.group(1)), "file name"
+    return None, "unknown"
+
+
+def _host(top: dict[str, Any], source: str) -> str | None:
+    for key in ("host_name", "hostname", "host"):
+        if isinstance(top.get(key), str):
+            return str(top[key])
+    m = _TB_WORKER.match(Path(source).name)
+    return m.group("host") if m else None
+
+
+def _backend(top: dict[str, Any], ev: pa.Table) -> str:
+    cats = set(pc.unique(ev["cat"].combine_chunks() if isinstance(ev["cat"], pa.ChunkedArray) else ev["cat"])
+               .to_pylist())
+    props = top.get("deviceProperties") or []
+    names = " ".join(str(p.get("name", "")) for p in props if isinstance(p, dict))
+    if cats & {"privateuse1_runtime", "privateuse1_driver"}:
+        return "neuron" if "neuron" in json.dumps(top).lower() else "privateuse1"
+    if cats & {"mtia_runtime", "mtia_ccp_events"}:
+        return "mtia"
+    if cats & {"xpu_runtime", "xpu_driver"}:
+        return "xpu"
+    if "roctracer_version" in top or "hip_runtime_version" in top or re.search(r"AMD|Radeon|Instinct", names):
+        return "rocm"
+    return "cuda"
+
+
+def _absolute_clock(top: dict[str, Any], *tables: pa.Table) -> bool:
+    if isinstance(top.get("baseTimeNanoseconds"), int):
+        return True
+    lows = [pc.min(t["ts_ns"]).as_py() for t in tables if t.num_rows]
+    # Epoch-µs timestamps (older generations) are after 2001 in ns; relative ones are far smaller.
+    return bool(lows) and min(lows) > 10**18
+
+
+def _names(meta: pa.Table) -> dict[str, Any]:
+    """process/thread names and labels from M events (few per trace): {'pid': ..., 'pid/tid': ...}."""
+    out: dict[str, Any] = {}
+    for name, pid, tid, label, labels in zip(
+        meta["name"].to_pylist(), meta["pid"].to_pylist(), meta["tid"].to_pylist(),
+        meta["label"].to_pylist(), meta["labels"].to_pylist(), strict=True,
+    ):
+        if name == "process_name" and label is not None:
+            out[f"{pid}"] = label
+        elif name == "process_labels" and labels is not None:
+            out[f"{pid}#labels"] = labels
+        elif name == "thread_name" and label is not None:
+            out[f"{pid}/{tid}"] = label.strip()
+    return out
+
+
+def _common(t: pa.Table, host: str | None, rank: int | None) -> dict[str, Any]:
+    n = t.num_rows
+    return {
+        "event_id": t["index"],
+        "ts_ns": t["ts_ns"],
+        "dur_ns": pc.fill_null(pc.max_element_wise(t["dur_ns"], 0), 0),
+        "name": pc.fill_null(t["name"], ""),
+        "raw_category": t["cat"],
+        "phase": t["ph"],
+        "host": pa.array([host] * n, pa.string()),
+        "rank": pa.array([rank] * n, pa.int32()),
+        "pid": t["pid"],
+        "tid": t["tid"],
+        "correlation": t["correlation"],
+        "external_id": pc.coalesce(t["external_id"], t["external_id_legacy"]),
+        "frame_id": t["frame_id"],
+        "args": t["args"],
+    }
+
+
+def _system_table(t: pa.Table, names: dict[str, Any], host: str | None, rank: int | None, backend: str) -> pa.Table:
+    cols = _common(t, host, rank)
+    cat = map_unique(pc.fill_null(t["cat"], ""), lambda c: HOST_CATEGORIES.get(c, "other"), pa.string())
+    is_step = pc.fill_null(pc.match_substring_regex(t["name"], _STEP.pattern), False)
+    cat = pc.if_else(pc.and_(is_step, pc.is_in(cat, pa.array(["annotation", "framework_op"]))), "step", cat)
+    # Instants other than memory events mark moments (Record Window End, Iteration Start).
+    instant = pc.is_in(t["ph"], pa.array(["i", "I"]))
+    cat = pc.if_else(pc.and_(instant, pc.equal(cat, "other")), "annotation", cat)
+    cols["category"] = cat
+    cols["track"] = _tracks(t, names, "thread")
+    cols["device"] = pa.nulls(t.num_rows, pa.string())
+    return pa.table(cols)
+
+
+def _device_table(t: pa.Table, names: dict[str, Any], host: str | None, rank: int | None, backend: str) -> pa.Table:
+    cols = _common(t, host, rank)
+    cat = map_unique(t["cat"], lambda c: DEVICE_CATEGORIES.get(c, "other"), pa.string())
+    collective = map_unique(pc.fill_null(t["name"], ""), lambda n: bool(_COLLECTIVE.search(n)), pa.bool_())
+    cat = pc.if_else(pc.and_(collective, pc.is_in(cat, pa.array(["compute", "other"]))), "collective", cat)
+    cols["category"] = cat
+    index = pc.coalesce(t["device"], t["pid"])
+    cols["device"] = map_unique(pc.fill_null(index, "?"), lambda d: f"{backend}:{d}", pa.string())
+    cols["track"] = _tracks(t, names, "stream")
+    is_copy = pc.is_in(cat, pa.array(["memcpy", "memset"]))
+    cols["bytes"] = pc.if_else(is_copy, t["nbytes"], pa.scalar(None, pa.int64()))
+    direction = map_unique(pc.fill_null(t["name"], ""), _direction, pa.string())
+    rocm_kind = map_unique(pc.fill_null(t["kind"], ""), _direction, pa.string())
+    cols["direction"] = pc.if_else(pc.equal(cat, "memcpy"), pc.coalesce(direction, rocm_kind), None)
+    return pa.table(cols)
+
+
+def _direction(name: str) -> str | None:
+    m = _MEMCPY_DIRECTION.search(name)
+    return _DIRECTIONS[m.group(1)] if m else None
+
+
+def _tracks(t: pa.Table, names: dict[str, Any], default: str) -> pa.Array:
+    key = pc.binary_join_element_wise(pc.fill_null(t["pid"], ""), pc.fill_null(t["tid"], ""), "/")
+
+    def label(k: str) -> str:
+        tid = k.split("/", 1)[1]
+        if k in names:
+            return str(names[k])
+        return tid if tid.startswith(("stream", "thread")) else f"{default} {tid}"
+
+    return map_unique(key, label, pa.string())
+
+
+def _link_frames(
+    system: pa.Table, device: pa.Table, acct: ParseAccounting
+) -> tuple[pa.Table | None, pa.Table, pa.Table]:
+    """Frames from python_function events; each host event linked to its innermost user frame.
+
+    Device events inherit the frame of the framework op that launched them (same External id).
+    """
+    none = pa.nulls(system.num_rows, pa.int64())
+    is_py = pc.fill_null(pc.equal(system["cat"], "python_function"), False)
+    py = system.filter(is_py)
+    if py.num_rows == 0:
+        return (None, system.append_column("frame_id", none),
+                device.append_column("frame_id", pa.nulls(device.num_rows, pa.int64())))
+    py_id = pc.fill_null(py["python_id"], -1).to_numpy()
+    parent = pc.fill_null(py["python_parent_id"], -1).to_numpy()
+    try:
+        pf = python_frames(py["name"].combine_chunks(), py_id, parent)
+    except ValueError:
+        acct.warnings.append("Python parent ids form a cycle; frames kept without their callers")
+        pf = python_frames(py["name"].combine_chunks(), py_id, np.full(len(py_id), -1))
+        parent = np.full(len(py_id), -1)
+    frame_of_row = np.full(system.num_rows, -1, dtype=np.int64)
+    py_rows = np.flatnonzero(is_py.to_numpy(zero_copy_only=False))
+    frame_of_row[py_rows] = pf.node_of_event
+    parent_rows = rows_of(py_id, parent)  # per python event: its parent's python-event index
+
+    # Each non-python host event: the innermost python frame on its thread enclosing it.
+    start = system["ts_ns"].to_numpy()
+    end = start + pc.fill_null(system["dur_ns"], 0).to_numpy()
+    thread_codes = codes(pc.binary_join_element_wise(pc.fill_null(system["pid"], ""),
+                                                     pc.fill_null(system["tid"], ""), "/"))
+    is_py_np = is_py.to_numpy(zero_copy_only=False)
+    pos_of_row = np.full(system.num_rows, -1, dtype=np.int64)  # reused: valid for the current thread
+    for code in np.unique(thread_codes[py_rows]):
+        in_thread = thread_codes == code
+        fr = np.flatnonzero(in_thread & is_py_np)
+        fr = fr[np.lexsort((fr, start[fr]))]
+        pos_of_row[fr] = np.arange(len(fr))
+        fr_parent_rows = parent_rows[np.searchsorted(py_rows, fr)]
+        fr_parent = np.where(fr_parent_rows >= 0, pos_of_row[py_rows[np.maximum(fr_parent_rows, 0)]], -1)
+        targets = np.flatnonzero(in_thread & ~is_py_np)
+        if not len(targets):
+            continue
+        enc = innermost_enclosing(start[fr], end[fr], fr_parent, start[targets], end[targets])
+        node = np.where(enc >= 0, frame_of_row[fr[np.maximum(enc, 0)]], -1)
+        user = np.where(node >= 0, pf.nearest_user[np.maximum(node, 0)], -1)
+        frame_of_row[targets] = np.where(user >= 0, user, node)
+    frame_col = pa.array(frame_of_row, mask=frame_of_row < 0)
+    system = system.append_column("frame_id", frame_col)
+    return pf.frames, system, device.append_column("frame_id", _frames_by_external_id(system, device))
+
+
+def _frames_by_external_id(system: pa.Table, device: pa.Table) -> pa.Array:
+    ops = system.filter(pc.and_(pc.fill_null(pc.equal(system["cat"], "cpu_op"), False), pc.is_valid(system["frame_id"])))
+    ext = pc.coalesce(ops["external_id"], ops["external_id_legacy"])
+    keys = pa.table({"ext": ext, "frame_id": ops["frame_id"]}).filter(pc.is_valid(ext))
+    if keys.num_rows == 0 or device.num_rows == 0:
+        return pa.nulls(device.num_rows, pa.int64())
+    keys = keys.group_by("ext").aggregate([("frame_id", "min")])
+    dev_ext = pc.coalesce(device["external_id"], device["external_id_legacy"])
+    idx = pc.index_in(dev_ext, keys["ext"])
+    return pc.take(keys["frame_id_min"], idx)
+
+
+def _memory_counters(t: pa.Table, host: str | None, rank: int | None, backend: str) -> pa.Table:
+    parts = []
+    dtype = pc.fill_null(t["mem_device_type"], -1)
+    did = pc.fill_null(t["mem_device_id"], -1)
+    key = pc.binary_join_element_wise(pc.cast(dtype, pa.string()), pc.cast(did, pa.string()), ":")
+    device = map_unique(key, lambda k: _memory_device(k, backend), pa.string())
+    first = True
+    for col, field in MEMORY_FIELDS.items():
+        has = pc.is_valid(t[col])
+        sub = t.filter(has)
+        n = sub.num_rows
+        parts.append(pa.table({
+            "ts_ns": sub["ts_ns"],
+            "name": sub["name"],
+            "field": pa.array([field] * n, pa.string()),
+            "value": sub[col],
+            "unit": pa.array(["bytes"] * n, pa.string()),
+            "host": pa.array([host] * n, pa.string()),
+            "rank": pa.array([rank] * n, pa.int32()),
+            "pid": sub["pid"],
+            "tid": sub["tid"],
+            "device": device.filter(has),
+            "args": sub["args"] if first else pa.nulls(n, pa.string()),
+        }))
+        first = False
+    return pa.concat_tables(parts)
+
+
+def _memory_device(key: str, backend: str) -> str:
+    kind, _, idx = key.partition(":")
+    if kind == "0":
+        return "cpu"
+    if kind == "1":
+        return f"{backend}:{idx}"
+    return f"device_type{kind}:{idx}"
+
+
+def _counter_events(t: pa.Table, host: str | None, rank: int | None) -> pa.Table:
+    """``C`` events: each numeric arg becomes one row (series = event name, field = arg key)."""
+    rows: dict[str, list[Any]] = {k: [] for k in ("ts_ns", "name", "field", "value", "pid", "tid", "args")}
+    for ts, name, pid, tid, args in zip(
+        t["ts_ns"].to_pylist(), t["name"].to_pylist(), t["pid"].to_pylist(), t["tid"].to_pylist(),
+        t["args"].to_pylist(), strict=True,
+    ):
+        values = json.loads(args) if args else {}
+        numeric = {k: v for k, v in values.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+        for i, (k, v) in enumerate(numeric.items() or [("value", float("nan"))]):
+            for col, val in zip(rows, (ts, name or "", k, float(v), pid, tid, args if i == 0 else None),
+                                strict=True):
+                rows[col].append(val)
+    n = len(rows["ts_ns"])
+    return pa.table({
+        "ts_ns": pa.array(rows["ts_ns"], pa.int64()),
+        "name": pa.array(rows["name"], pa.string()),
+        "field": pa.array(rows["field"], pa.string()),
+        "value": pa.array(rows["value"], pa.float64()),
+        "unit": pa.nulls(n, pa.string()),
+        "host": pa.array([host] * n, pa.string()),
+        "rank": pa.array([rank] * n, pa.int32()),
+        "pid": pa.array(rows["pid"], pa.string()),
+        "tid": pa.array(rows["tid"], pa.string()),
+        "device": pa.nulls(n, pa.string()),
+        "args": pa.array(rows["args"], pa.string()),
+    })
+
+
+def _flows(markers: pa.Table, system: pa.Table, device: pa.Table, rank: int | None) -> pa.Table | None:
+    """Pair s/f markers (same category and id, n-th start with n-th finish) and bind their ends.
+
+    An end binds to the event on the same pid/tid starting at the marker's time, written before the
+    marker (Kineto writes a flow right after its event); launch flows whose end is not found that
+    way fall back to the correlation id (kineto.md §1.9: prefer correlation).
+    """
+    if markers.num_rows == 0:
+        return None
+    cat = pc.fill_null(markers["cat"], "")
+    flow_id = pc.fill_null(markers["flow_id"], "")
+    is_src = pc.equal(markers["ph"], "s").to_numpy(zero_copy_only=False)
+    index = markers["index"].to_numpy()
+    events = pa.concat_tables([system.select(["event_id", "pid", "tid", "ts_ns"]),
+                               device.select(["event_id", "pid", "tid", "ts_ns"])])
+    bound = _bind(markers, index, events)
+    launch = pc.is_in(cat, pa.array(sorted(LAUNCH_FLOWS))).to_numpy(zero_copy_only=False) & (bound < 0)
+    if launch.any():
+        corr = pc.cast(pc.if_else(pc.match_substring_regex(flow_id, r"^-?\d{1,18}$"), flow_id, None), pa.int64())
+        corr_np = pc.fill_null(corr, -1).to_numpy()
+        bound = np.where(launch & is_src, _first_with(system, corr_np), bound)
+        bound = np.where(launch & ~is_src, _first_with(device, corr_np), bound)
+    pair = codes(pc.binary_join_element_wise(cat, flow_id, "\x1f"))
+    ordinal = _ordinal(pair * 2 + is_src)
+    ts = markers["ts_ns"].to_numpy()
+    side = {}
+    for name, mask in (("src", is_src), ("dst", ~is_src)):
+        side[name] = pa.table({"pair": pair[mask], "n": ordinal[mask], f"{name}_index": index[mask],
+                               f"{name}_event_id": bound[mask], f"{name}_ts_ns": ts[mask]})
+    joined = side["src"].join(side["dst"], keys=["pair", "n"], join_type="full outer")
+    first = pc.min_element_wise(joined["src_index"], joined["dst_index"])
+    joined = joined.append_column("first", first).sort_by("first")
+    at = pc.take(markers, pc.coalesce(pc.index_in(joined["first"], markers["index"])))
+    kinds = map_unique(pc.fill_null(at["cat"], ""), _flow_kind, pa.string())
+    return pa.table({
+        "flow_id": at["flow_id"],
+        "kind": kinds,
+        "raw_category": at["cat"],
+        "src_event_id": _nonneg(joined["src_event_id"]),
+        "dst_event_id": _nonneg(joined["dst_event_id"]),
+        "src_ts_ns": joined["src_ts_ns"],
+        "dst_ts_ns": joined["dst_ts_ns"],
+        "rank": pa.array([rank] * joined.num_rows, pa.int32()),
+    })
+
+
+def _flow_kind(cat: str) -> str:
+    return "launch" if cat in LAUNCH_FLOWS else ("fwdbwd" if cat == "fwdbwd" else "other")
+
+
+def _nonneg(col: pa.ChunkedArray) -> pa.Array:
+    return pc.if_else(pc.greater_equal(col, 0), col, pa.scalar(None, pa.int64()))
+
+
+def _ordinal(group: np.ndarray) -> np.ndarray:
+    """Position of each row among the earlier rows of its group (rows are in file order)."""
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    starts = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1]
+    first = np.repeat(starts, np.diff(np.r_[starts, len(g)]))
+    out = np.empty(len(group), dtype=np.int64)
+    out[order] = np.arange(len(group)) - first
+    return out
+
+
+def _bind(markers: pa.Table, index: np.ndarray, events: pa.Table) -> np.ndarray:
+    """Event id at the marker's pid/tid and time, the last one written before the marker; -1 if none."""
+    n_ev = events.num_rows
+    if n_ev == 0:
+        return np.full(len(index), -1, dtype=np.int64)
+    where = pc.binary_join_element_wise(
+        pc.fill_null(pa.concat_arrays([flat(events["pid"]), flat(markers["pid"])]), ""),
+        pc.fill_null(pa.concat_arrays([flat(events["tid"]), flat(markers["tid"])]), ""), "/")
+    place = codes(where)
+    _, ts_rank = np.unique(np.r_[events["ts_ns"].to_numpy(), markers["ts_ns"].to_numpy()], return_inverse=True)
+    key = place * (1 << 31) + ts_rank.reshape(-1)
+    ev_key, mk_key = key[:n_ev], key[n_ev:]
+    ev_id = events["event_id"].to_numpy()
+    order = np.lexsort((ev_id, ev_key))
+    ev_key, ev_id = ev_key[order], ev_id[order]
+    lo = np.searchsorted(ev_key, mk_key, side="left")
+    cand = np.searchsorted(ev_key, mk_key, side="right") - 1
+    for _ in range(n_ev + 1):
+        later = (cand >= lo) & (ev_id[np.maximum(cand, 0)] > index)
+        if not later.any():
+            break
+        cand[later] -= 1
+    return np.where(cand >= lo, ev_id[np.maximum(cand, 0)], -1)
+
+
+def _first_with(events: pa.Table, corr: np.ndarray) -> np.ndarray:
+    """Smallest event id carrying each correlation id; -1 where none does."""
+    t = events.select(["event_id", "correlation"]).filter(pc.is_valid(events["correlation"]))
+    if t.num_rows == 0:
+        return np.full(len(corr), -1)
+    firsts = t.group_by("correlation").aggregate([("event_id", "min")])
+    keys = firsts["correlation"].to_numpy()
+    ids = firsts["event_id_min"].to_numpy()
+    order = np.argsort(keys)
+    keys, ids = keys[order], ids[order]
+    pos = np.minimum(np.searchsorted(keys, corr), len(keys) - 1)
+    return np.where((keys[pos] == corr) & (corr >= 0), ids[pos], -1)

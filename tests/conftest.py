@@ -1,0 +1,34 @@
+"""Shared fixtures: where the real-trace corpus lives, and real CPU traces made with PyTorch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces"
+
+
+def corpus_root() -> Path | None:
+    """shared/corpus/kineto beside the project (or $NEURONTRACE_CORPUS), if present."""
+    env = os.environ.get("NEURONTRACE_CORPUS")
+    candidates = [Path(env)] if env else []
+    candidates += [ROOT.parent / "shared" / "corpus" / "kineto"]
+    return next((c for c in candidates if c.is_dir()), None)
+
+
+def corpus_files() -> list[Path]:
+    root = corpus_root()
+    if root is None:
+        return []
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.name.endswith((".json", ".json.gz")))
+
+
+@pytest.fixture
+def corpus() -> Path:
+    root = corpus_root()
+    if root is None:
+        pytest.skip("the real-trace corpus (../shared/corpus/kineto) is not beside this checkout")
+    return root

@@ -1,0 +1,92 @@
+"""The CLI as users run it: a subprocess, one-line errors, documented exit codes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from neurontrace import Trace, errors
+from tests.conftest import SAMPLES
+
+SAMPLE = SAMPLES / "cpu_train_loop.pt.trace.json.gz"
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(64)
+
+
+def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "neurontrace", *map(str, args)],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_convert_writes_parquet_that_reads_back_equal(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = run("convert", SAMPLE, "-o", out)
+    assert res.returncode == 0, res.stderr
+    assert f"wrote {out}/" in res.stdout
+    assert "skipped none" in res.stdout
+    import neurontrace
+
+    assert Trace.from_parquet(out).equals(neurontrace.load(SAMPLE))
+
+
+def test_info_reports_tables_and_accounting() -> None:
+    res = run("info", SAMPLE)
+    assert res.returncode == 0, res.stderr
+    assert ": kineto" in res.stdout and "system_events" in res.stdout and "read 1" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("make", "code", "message"),
+    [
+        (lambda d: d / "missing.json", errors.EXIT_NOT_FOUND, "no such file or directory"),
+        (lambda d: _write(d / "empty.json", b""), errors.EXIT_UNKNOWN_FORMAT, "empty (0 bytes)"),
+        (lambda d: _write(d / "picture.json", PNG), errors.EXIT_UNKNOWN_FORMAT, "found a PNG image"),
+        (lambda d: _write(d / "notes.json", b"hello"), errors.EXIT_UNKNOWN_FORMAT, "content starting 'hello'"),
+        (lambda d: _write(d / "bad.json", b'{"traceEvents": [{"ph": "X"}, 2}'), errors.EXIT_MALFORMED,
+         "not valid JSON"),
+    ],
+    ids=["missing", "empty", "png", "text", "corrupt"],
+)
+def test_bad_inputs_give_one_line_and_a_documented_code(tmp_path: Path, make: object, code: int,
+                                                        message: str) -> None:
+    path = make(tmp_path)  # type: ignore[operator]
+    res = run("convert", path, "-o", tmp_path / "out")
+    assert res.returncode == code
+    assert message in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_existing_output_needs_force(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("precious")
+    res = run("convert", SAMPLE, "-o", out)
+    assert res.returncode == errors.EXIT_OUTPUT_EXISTS and "--force" in res.stderr
+    assert (out / "keep.txt").read_text() == "precious"
+    assert run("convert", SAMPLE, "-o", out, "--force").returncode == 0
+    assert not (out / "keep.txt").exists()
+
+
+def test_pending_commands_say_so_plainly() -> None:
+    res = run("diagnose", SAMPLE)
+    assert res.returncode == errors.EXIT_NOT_IMPLEMENTED
+    assert "not built yet" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_usage_errors_use_argparse_code() -> None:
+    res = run("convert", SAMPLE)
+    assert res.returncode == errors.EXIT_USAGE and "-o/--output" in res.stderr
+
+
+def test_help_documents_exit_codes() -> None:
+    res = run("--help")
+    assert res.returncode == 0
+    for code in range(9):
+        assert f"\n  {code}  " in res.stdout
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
