@@ -35,7 +35,7 @@ from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_t
 
 from . import _kineto_json
 from ._arrow import codes, flat, map_unique
-from ._stacks import innermost_enclosing, python_frames, rows_of
+from ._kineto_frames import link_frames
 
 FORMAT = "kineto"
 
@@ -130,7 +130,7 @@ def normalize(
 
     system = ev.filter(is_system)
     device = ev.filter(is_device)
-    frames, system, device = _link_frames(system, device, acct)
+    frames, system, device = link_frames(system, device, acct)
     progress("normalize", 2, 4)
     sys_table = _system_table(system, names, host, rank, backend)
     dev_table = _device_table(device, names, host, rank, backend)
@@ -301,70 +301,6 @@ def _tracks(t: pa.Table, names: dict[str, Any], default: str) -> pa.Array:
         return tid if tid.startswith(("stream", "thread")) else f"{default} {tid}"
 
     return map_unique(key, label, pa.string())
-
-
-def _link_frames(
-    system: pa.Table, device: pa.Table, acct: ParseAccounting
-) -> tuple[pa.Table | None, pa.Table, pa.Table]:
-    """Frames from python_function events; each host event linked to its innermost user frame.
-
-    Device events inherit the frame of the framework op that launched them (same External id).
-    """
-    none = pa.nulls(system.num_rows, pa.int64())
-    is_py = pc.fill_null(pc.equal(system["cat"], "python_function"), False)
-    py = system.filter(is_py)
-    if py.num_rows == 0:
-        return (None, system.append_column("frame_id", none),
-                device.append_column("frame_id", pa.nulls(device.num_rows, pa.int64())))
-    py_id = pc.fill_null(py["python_id"], -1).to_numpy()
-    parent = pc.fill_null(py["python_parent_id"], -1).to_numpy()
-    try:
-        pf = python_frames(py["name"].combine_chunks(), py_id, parent)
-    except ValueError:
-        acct.warnings.append("Python parent ids form a cycle; frames kept without their callers")
-        pf = python_frames(py["name"].combine_chunks(), py_id, np.full(len(py_id), -1))
-        parent = np.full(len(py_id), -1)
-    frame_of_row = np.full(system.num_rows, -1, dtype=np.int64)
-    py_rows = np.flatnonzero(is_py.to_numpy(zero_copy_only=False))
-    frame_of_row[py_rows] = pf.node_of_event
-    parent_rows = rows_of(py_id, parent)  # per python event: its parent's python-event index
-
-    # Each non-python host event: the innermost python frame on its thread enclosing it.
-    start = system["ts_ns"].to_numpy()
-    end = start + pc.fill_null(system["dur_ns"], 0).to_numpy()
-    thread_codes = codes(pc.binary_join_element_wise(pc.fill_null(system["pid"], ""),
-                                                     pc.fill_null(system["tid"], ""), "/"))
-    is_py_np = is_py.to_numpy(zero_copy_only=False)
-    pos_of_row = np.full(system.num_rows, -1, dtype=np.int64)  # reused: valid for the current thread
-    for code in np.unique(thread_codes[py_rows]):
-        in_thread = thread_codes == code
-        fr = np.flatnonzero(in_thread & is_py_np)
-        fr = fr[np.lexsort((fr, start[fr]))]
-        pos_of_row[fr] = np.arange(len(fr))
-        fr_parent_rows = parent_rows[np.searchsorted(py_rows, fr)]
-        fr_parent = np.where(fr_parent_rows >= 0, pos_of_row[py_rows[np.maximum(fr_parent_rows, 0)]], -1)
-        targets = np.flatnonzero(in_thread & ~is_py_np)
-        if not len(targets):
-            continue
-        enc = innermost_enclosing(start[fr], end[fr], fr_parent, start[targets], end[targets])
-        node = np.where(enc >= 0, frame_of_row[fr[np.maximum(enc, 0)]], -1)
-        user = np.where(node >= 0, pf.nearest_user[np.maximum(node, 0)], -1)
-        frame_of_row[targets] = np.where(user >= 0, user, node)
-    frame_col = pa.array(frame_of_row, mask=frame_of_row < 0)
-    system = system.append_column("frame_id", frame_col)
-    return pf.frames, system, device.append_column("frame_id", _frames_by_external_id(system, device))
-
-
-def _frames_by_external_id(system: pa.Table, device: pa.Table) -> pa.Array:
-    ops = system.filter(pc.and_(pc.fill_null(pc.equal(system["cat"], "cpu_op"), False), pc.is_valid(system["frame_id"])))
-    ext = pc.coalesce(ops["external_id"], ops["external_id_legacy"])
-    keys = pa.table({"ext": ext, "frame_id": ops["frame_id"]}).filter(pc.is_valid(ext))
-    if keys.num_rows == 0 or device.num_rows == 0:
-        return pa.nulls(device.num_rows, pa.int64())
-    keys = keys.group_by("ext").aggregate([("frame_id", "min")])
-    dev_ext = pc.coalesce(device["external_id"], device["external_id_legacy"])
-    idx = pc.index_in(dev_ext, keys["ext"])
-    return pc.take(keys["frame_id_min"], idx)
 
 
 def _memory_counters(t: pa.Table, host: str | None, rank: int | None, backend: str) -> pa.Table:

@@ -481,7 +481,8 @@ def test_rank_unavailable(corpus: Path, rel: str) -> None:
 
 
 def test_mtia_backend(corpus: Path) -> None:
-    raw, trace = named(corpus, MTIA).raw, named(corpus, MTIA).trace
+    c = named(corpus, MTIA)
+    raw, trace = c.raw, c.trace
     assert trace.meta("backend") == "mtia"
     devices = set(trace.device_events["device"].to_pylist())
     assert devices and all(d.startswith("mtia:") for d in devices), devices

@@ -305,3 +305,22 @@ def test_corrupt_gzip_is_malformed(tmp_path: Path) -> None:
     path.write_bytes(gzip.compress(b'{"traceEvents": []}')[:10] + b"garbage" * 10)
     with pytest.raises(MalformedTraceError, match="corrupt gzip"):
         neurontrace.load(path, format="kineto")
+
+
+def test_legacy_call_stack_args_become_frames(tmp_path: Path) -> None:
+    lib = "/env/lib/python3.7/site-packages/torch/nn/modules/module.py(889): _call_impl"
+    t = load(tmp_path, [
+        x("Operator", "aten::conv2d", 10, 5, **{"Call stack": f"{lib};train.py(44): <module>"}),
+        x("Operator", "aten::relu", 20, 5, **{"Call stack": f"{lib};model.py(12): forward;train.py(44): <module>"}),
+        x("Operator", "aten::add", 30, 5, **{"Call stack": lib}),
+    ])
+    frames = {r[0]: r[1:] for r in rows(t, "frames", "frame_id", "parent_id", "file", "line", "function", "kind")}
+    charged = {name: frames[f][1:4] for name, f in rows(t, "system_events", "name", "frame_id")}
+    assert charged == {
+        "aten::conv2d": ("train.py", 44, "<module>"),     # innermost user frame, at its call-site line
+        "aten::relu": ("model.py", 12, "forward"),
+        "aten::add": (lib.split("(")[0], 889, "_call_impl"),  # no user code: the innermost frame
+    }
+    assert {f[-1] for f in frames.values()} == {"call_stack"}
+    # <module> is shared by the first two stacks; module.py appears under three different callers.
+    assert sorted(f[2] for f in frames.values()).count("train.py") == 1 and len(frames) == 5
