@@ -23,6 +23,8 @@ Targets (PASS/FAIL): >= 150 MB/s, >= 10x HTA's speed, peak RSS <= 2.5x the raw s
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -121,6 +123,17 @@ def raw_copy(path: Path, tmp: Path) -> Path:
     return out
 
 
+def code_fingerprint() -> str:
+    """A hash of neurontrace's source, to flag code edited while a measurement ran."""
+    h = hashlib.sha1()
+    for mod in ("neurontrace", "neurontrace.parsers"):
+        spec = importlib.util.find_spec(mod)
+        for d in (spec.submodule_search_locations or []) if spec else []:
+            for f in sorted(Path(d).rglob("*.py")):
+                h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def warm_cache(path: Path) -> None:
     with path.open("rb") as f:
         while f.read(64 << 20):
@@ -143,6 +156,7 @@ def bench_one(path: Path, args: argparse.Namespace, tmp: Path) -> None:
     warm_cache(raw)
     print(f"\n== {path}  (raw JSON {mb:.1f} MB{', decompressed to ' + str(raw) if raw != path else ''})")
     me = sys.executable
+    code = code_fingerprint()
     rows: list[tuple[str, dict[str, Any]]] = []
     base = measure(me, _BASELINE, [], args.repeat)
     nt = measure(me, _NEURONTRACE, [str(raw)], args.repeat)
@@ -164,7 +178,10 @@ def bench_one(path: Path, args: argparse.Namespace, tmp: Path) -> None:
             rows.append((label, r))
 
     base_mb = base.get("rss_mb", float("nan"))
-    print(f"baseline RSS (import neurontrace+pyarrow+kineto parser): {base_mb:.0f} MB; repeats: {args.repeat}")
+    print(f"baseline RSS (import neurontrace+pyarrow+kineto parser): {base_mb:.0f} MB; repeats: {args.repeat}; "
+          f"neurontrace source {code}")
+    if code_fingerprint() != code:
+        print("WARNING: neurontrace's source changed during these measurements; rerun for consistent figures")
     head = f"{'tool':<20}{'time s':>9}{'MB/s':>9}{'peak RSS MB':>13}{'RSS/size':>10}{'net/size':>10}{'rows':>12}"
     print(head)
     print("-" * len(head))
