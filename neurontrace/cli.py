@@ -7,6 +7,7 @@ One class per subcommand; user mistakes become one line on stderr and a document
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from neurontrace import __version__, errors
+from neurontrace.analysis.findings import SEVERITIES
 from neurontrace.load import FORMATS, detect, load
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace
@@ -29,6 +31,7 @@ EXIT_CODES_HELP = """exit codes:
   6  output exists (pass --force to replace it)
   7  an optional dependency is missing (the message names the extra to install)
   8  this command's engine is not built yet
+  10 diagnose --fail-on: a finding reached the given severity
 """
 
 
@@ -99,14 +102,64 @@ class PendingCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         raise errors.NotYetImplementedError(
             f"`neurontrace {self.name}` is not built yet ({self.issue}); "
-            "`neurontrace convert` and `neurontrace info` work today"
+            "`neurontrace diagnose`, `convert` and `info` work today"
         )
 
 
-class DiagnoseCommand(PendingCommand):
+class DiagnoseCommand(Command):
     name = "diagnose"
-    help = "report where device time went and why it waited (not built yet)"
-    issue = "stall attribution is the next milestone"
+    help = "report where device time went, why the device waited, and which line is responsible"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        _add_input(parser, nargs="+")
+        parser.add_argument("--json", action="store_true", help="print the neurontrace.diagnose/1 JSON document")
+        parser.add_argument("--window", metavar="START_NS:END_NS", type=_window,
+                            help="analyse this window (trace clock, ns) instead of the profiled steps")
+        parser.add_argument("--fallback-ops", metavar="OP[,OP...]", default="",
+                            help="ops known to have fallen back to the CPU (e.g. aten::nonzero)")
+        parser.add_argument("--fallback-log", metavar="FILE", type=Path,
+                            help="a TorchNeuron log whose fallback lines name the ops")
+        parser.add_argument("--top", type=int, default=10, help="how many top stalls per device (default 10)")
+        parser.add_argument("--fail-on", choices=SEVERITIES, metavar="SEVERITY",
+                            help=f"exit {errors.EXIT_FINDINGS} when a finding reaches SEVERITY "
+                                 f"({', '.join(SEVERITIES)})")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from neurontrace.analysis.diagnose import diagnose
+        from neurontrace.analysis.fallback import ops_from_log
+
+        explicit = [op.strip() for op in args.fallback_ops.split(",") if op.strip()]
+        if args.fallback_log is not None:
+            if not args.fallback_log.is_file():
+                raise errors.InputNotFoundError(f"{args.fallback_log}: no such fallback log")
+            explicit += ops_from_log(args.fallback_log)
+        with progress_bar() as progress:
+            traces = [load(p, format=args.format, progress=progress) for p in args.path]
+        trace = Trace.concat(traces)
+        inputs = [{"path": str(p), "format": args.format or _format_name(Path(p))} for p in args.path]
+        diag = diagnose(trace, inputs=inputs, window=args.window, fallback_ops=explicit, top=args.top)
+        if args.json:
+            print(json.dumps(diag.as_dict(), indent=2))
+        else:
+            from rich.console import Console
+
+            from neurontrace.report import render
+
+            render(diag, Console(highlight=False))
+        if args.fail_on and diag.worst_severity is not None and \
+                SEVERITIES.index(diag.worst_severity) >= SEVERITIES.index(args.fail_on):
+            return errors.EXIT_FINDINGS
+        return errors.EXIT_OK
+
+
+def _window(text: str) -> tuple[int, int]:
+    try:
+        start, end = (int(v) for v in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected START_NS:END_NS (integers), got {text!r}") from None
+    if end <= start:
+        raise argparse.ArgumentTypeError(f"the window must end after it starts, got {text!r}")
+    return start, end
 
 
 class ViewCommand(PendingCommand):

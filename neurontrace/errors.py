@@ -17,6 +17,7 @@ EXIT_MALFORMED = 5
 EXIT_OUTPUT_EXISTS = 6
 EXIT_MISSING_DEPENDENCY = 7
 EXIT_NOT_IMPLEMENTED = 8
+EXIT_FINDINGS = 10  # diagnose --fail-on: a finding reached the requested severity
 
 
 class NeurontraceError(Exception):

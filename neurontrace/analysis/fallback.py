@@ -1,0 +1,174 @@
+"""Host fallback: ops that ran on the CPU while the accelerator waited.
+
+Found two ways (DESIGN.md, "Host fallback"), and each reported op says which:
+
+- ``explicit``: the user names the ops (``--fallback-ops``, a TorchNeuron log via ``--fallback-log``
+  whose lines read ``Operator '<op>' executed via CPU fallback`` or ``... fell back to CPU``, or the
+  ``fallback_ops`` list a neurontrace capture wrote to run.json);
+- ``signature`` (a documented heuristic): a device→host copy, then framework ops on the host that
+  launch no device work while the device sits idle, then a host→device copy. The ops between the
+  two copies are the suspects. Ops that merely move or view data (``aten::to``, ``aten::copy_``,
+  ``aten::item``, views, allocations) are never suspects.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neurontrace.analysis import names
+from neurontrace.analysis.intervals import union
+from neurontrace.trace import Trace
+
+# Host ops that accompany any device<->host round trip without being computation themselves.
+NOT_SUSPECT = re.compile(
+    r"^aten::(to|_to_copy|copy_|item|_local_scalar_dense|empty.*|detach.*|view.*|as_strided|resolve_.*|lift.*"
+    r"|alias|t|transpose|permute|contiguous|clone|numpy_T|size|stride|is_nonzero|select|slice|unsqueeze"
+    r"|squeeze|reshape|expand|result_type|set_|record_stream)$"
+)
+MAX_DEVICE_BUSY_FRACTION = 0.1  # a suspect op may overlap device work for at most this share of its time
+
+
+@dataclass
+class FallbackOp:
+    name: str
+    calls: int
+    host_ns: int
+    device_idle_ns: int
+    found_by: str
+    source: str | None
+    event_ids: list[int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "calls": self.calls, "host_ns": self.host_ns,
+                "device_idle_ns": self.device_idle_ns, "found_by": self.found_by, "source": self.source}
+
+
+def ops_from_log(path: str | Path) -> list[str]:
+    """Op names from a TorchNeuron log (formats/neuron.md §9.3)."""
+    text = Path(path).read_text(errors="replace")
+    found = [m.group("op1") or m.group("op2") for m in names.FALLBACK_LOG.finditer(text)]
+    return sorted(set(found))
+
+
+def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, str] | None = None) -> list[FallbackOp]:
+    """Explicitly named fallback ops, then signature suspects not already named."""
+    ops = trace.system_events.filter(pc.equal(trace.system_events["category"].cast(pa.string()), "framework_op"))
+    busy_s, busy_e = _device_busy(trace)
+    frames = frames or {}
+    wanted = {n for n in explicit if n}
+    out: list[FallbackOp] = []
+    if wanted:
+        name = ops["name"].cast(pa.string())
+        short = pc.replace_substring_regex(name, r"^.*::", "")  # "aten::nonzero" also matches "nonzero"
+        hit = pc.or_(pc.is_in(name, pa.array(sorted(wanted))), pc.is_in(short, pa.array(sorted(wanted))))
+        hit = pc.fill_null(hit, False).to_numpy(zero_copy_only=False)
+        out += _summarize(ops, np.flatnonzero(hit), "explicit", busy_s, busy_e, frames)
+    seen = {i for op in out for i in op.event_ids}
+    suspects = [i for i in _signature_rows(trace, ops, busy_s, busy_e)
+                if int(ops["event_id"][int(i)].as_py()) not in seen]
+    out += _summarize(ops, np.asarray(suspects, dtype=np.int64), "signature", busy_s, busy_e, frames)
+    return sorted(out, key=lambda o: -o.device_idle_ns)
+
+
+def _device_busy(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    dev = trace.device_events
+    work = pc.is_in(dev["category"].cast(pa.string()), pa.array(["compute", "collective", "memcpy", "memset", "dma"]))
+    d = dev.filter(work)
+    s = d["ts_ns"].to_numpy()
+    return union(s, s + d["dur_ns"].to_numpy())
+
+
+def _signature_rows(trace: Trace, ops: pa.Table, busy_s: np.ndarray, busy_e: np.ndarray) -> np.ndarray:
+    dev = trace.device_events
+    copies = dev.filter(pc.equal(dev["category"].cast(pa.string()), "memcpy"))
+    direction = copies["direction"].cast(pa.string()).to_numpy(zero_copy_only=False)
+    cs = copies["ts_ns"].to_numpy()
+    ce = cs + copies["dur_ns"].to_numpy()
+    d2h_end = np.sort(ce[direction == "d2h"])
+    h2d_start = np.sort(cs[direction == "h2d"])
+    if not len(d2h_end) or not len(h2d_start) or ops.num_rows == 0:
+        return np.zeros(0, dtype=np.int64)
+    s = ops["ts_ns"].to_numpy()
+    e = s + ops["dur_ns"].to_numpy()
+    # The round trip around each op: the last d2h copy finished before it, the next h2d after it.
+    prev = np.searchsorted(d2h_end, s, side="right") - 1
+    nxt = np.searchsorted(h2d_start, e, side="left")
+    between = (prev >= 0) & (nxt < len(h2d_start))
+    # ... with no other h2d copy between the d2h and the op (the pair belongs together).
+    if between.any():
+        last_h2d_before = np.searchsorted(h2d_start, s, side="right") - 1
+        paired = last_h2d_before < 0
+        paired |= h2d_start[np.maximum(last_h2d_before, 0)] < d2h_end[np.maximum(prev, 0)]
+        between &= paired
+    launches_nothing = ~np.isin(ops["external_id"].fill_null(-1).to_numpy(),
+                                dev["external_id"].drop_null().to_numpy())
+    names_ok = ~pc.match_substring_regex(ops["name"].cast(pa.string()), NOT_SUSPECT.pattern).to_numpy(
+        zero_copy_only=False)
+    cand = np.flatnonzero(between & launches_nothing & names_ok & (e > s))
+    if not len(cand):
+        return cand
+    busy = _overlap(s[cand], e[cand], busy_s, busy_e)
+    cand = cand[busy <= MAX_DEVICE_BUSY_FRACTION * (e[cand] - s[cand])]
+    return _outermost(ops, cand)
+
+
+def _outermost(ops: pa.Table, rows: np.ndarray) -> np.ndarray:
+    """Drop suspects nested inside another suspect on the same thread (the outer one owns the time)."""
+    if len(rows) < 2:
+        return rows
+    tid = ops["tid"].cast(pa.string()).to_numpy(zero_copy_only=False)[rows].astype(str)
+    s = ops["ts_ns"].to_numpy()[rows]
+    e = s + ops["dur_ns"].to_numpy()[rows]
+    order = np.lexsort((-e, s, tid))
+    t, so, eo = tid[order], s[order], e[order]
+    new_thread = np.r_[True, t[1:] != t[:-1]]
+    reach = eo.copy()
+    # Running max of ends within each thread: an op ending before it is nested in an earlier one.
+    for i in range(1, len(reach)):  # loops over suspects only (few)
+        if not new_thread[i]:
+            reach[i] = max(reach[i - 1], eo[i])
+    nested = np.r_[False, (~new_thread[1:]) & (eo[1:] <= reach[:-1])]
+    return np.sort(rows[order][~nested])
+
+
+def _overlap(s: np.ndarray, e: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np.ndarray:
+    """Per interval [s, e): nanoseconds covered by the disjoint sorted union (us, ue)."""
+    if not len(us):
+        return np.zeros(len(s), dtype=np.int64)
+    covered = np.r_[0, np.cumsum(ue - us)]
+
+    def upto(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(us, t, side="right")  # intervals starting at or before t
+        partial = np.where(i > 0, np.minimum(t, ue[np.maximum(i - 1, 0)]) - us[np.maximum(i - 1, 0)], 0)
+        return covered[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(partial, 0)
+
+    return upto(e) - upto(s)
+
+
+def _summarize(ops: pa.Table, rows: np.ndarray, how: str, busy_s: np.ndarray, busy_e: np.ndarray,
+               frames: dict[int, str]) -> list[FallbackOp]:
+    if not len(rows):
+        return []
+    name = ops["name"].cast(pa.string()).to_numpy(zero_copy_only=False)[rows]
+    s = ops["ts_ns"].to_numpy()[rows]
+    e = s + ops["dur_ns"].to_numpy()[rows]
+    ids = ops["event_id"].to_numpy()[rows]
+    frame = ops["frame_id"].to_numpy(zero_copy_only=False)[rows]
+    out = []
+    for op in sorted(set(name)):
+        m = name == op
+        us, ue = union(s[m], e[m])
+        idle = int((ue - us).sum() - _overlap(us, ue, busy_s, busy_e).sum())
+        srcs = [frames.get(int(f)) for f in frame[m] if f == f and f is not None]
+        source = max(set(srcs), key=srcs.count) if srcs else None
+        out.append(FallbackOp(str(op), int(m.sum()), int((e[m] - s[m]).sum()), idle, how, source,
+                              [int(i) for i in ids[m]]))
+    return out

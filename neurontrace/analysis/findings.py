@@ -1,0 +1,191 @@
+"""Findings: plain-language diagnoses with evidence and a suggested action.
+
+Every rule and its threshold is listed here (and in docs/diagnose.md). A finding has a severity:
+``info`` (worth knowing), ``warning`` (costs real time), ``error`` (the run is mostly wasted or
+not on the accelerator). ``neurontrace diagnose --fail-on SEVERITY`` exits non-zero when any
+finding reaches that severity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from neurontrace.analysis.attribution import DeviceAttribution
+from neurontrace.analysis.fallback import FallbackOp
+from neurontrace.analysis.phases import Phases
+
+SEVERITIES = ("info", "warning", "error")
+
+FALLBACK_WARN = 0.01  # host fallback above 1% of a device's window
+FALLBACK_ERROR = 0.10
+EXPOSED_COLLECTIVES = 0.15  # collectives not hidden behind compute
+EXPOSED_DATA_MOVEMENT = 0.15
+HOST_BOUND = 0.30  # host overhead share above which the device is starved by the host...
+HOST_BOUND_COMPUTE = 0.50  # ... while compute is below this share
+SYNC_SHARE = 0.10  # host synchronizations (.item(), cudaStreamSynchronize) stalling the device
+IDLE_SHARE = 0.30  # unexplained idle time
+COMPILE_DOMINATES = 0.50  # compile + load above half of the profiled time
+FIRST_STEP_SLOW = 3.0  # first step slower than this multiple of the steady-state median
+COLLECTIVE_OUTLIER = 1.5  # a collective slower than this multiple of its group's median
+# Neuron device-profile Summary metrics (fractions 0..1, formats/neuron.md §3.7 Summary).
+SPILL_RELOAD_SHARE = 0.25  # spill reloads above this share of HBM reads
+TRANSPOSE_SHARE = 0.10  # transposes above this share of tensor-engine FLOPs
+LOW_MFU_RATIO = 0.5  # MFU below half of the active-FLOPs utilization
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: str
+    title: str
+    evidence: str
+    advice: str
+    device: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "severity": self.severity, "title": self.title, "evidence": self.evidence,
+                "advice": self.advice, "device": self.device}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def device_findings(a: DeviceAttribution) -> list[Finding]:
+    out = []
+    f = a.fraction
+    detail = a.detail_ns
+    win = a.window_ns or 1
+    if f("host_fallback") > FALLBACK_WARN:
+        out.append(Finding(
+            "host_fallback", "error" if f("host_fallback") > FALLBACK_ERROR else "warning",
+            "Ops fell back to the CPU while the device waited",
+            f"{_pct(f('host_fallback'))} of {a.device}'s window is host fallback",
+            "Replace or rewrite the fallback ops listed below with device-supported ones; on TorchNeuron "
+            "set TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 and check the fallback log.", a.device))
+    if f("collectives") > EXPOSED_COLLECTIVES:
+        out.append(Finding(
+            "exposed_collectives", "warning", "Communication is not hidden behind compute",
+            f"{_pct(f('collectives'))} of {a.device}'s window is collectives with no compute running",
+            "Overlap communication with compute (bucketed/async all-reduce, FSDP prefetch), or reduce "
+            "message volume (gradient compression, larger buckets).", a.device))
+    if f("data_movement") > EXPOSED_DATA_MOVEMENT:
+        top = max((k for k in detail if k.startswith("data_movement.")), key=detail.__getitem__, default="")
+        out.append(Finding(
+            "exposed_data_movement", "warning", "The device waits on data movement",
+            f"{_pct(f('data_movement'))} of {a.device}'s window is copies/DMA with no compute ({top} largest)",
+            "Use pinned memory and non_blocking copies, prefetch the next batch, keep tensors on the device; "
+            "on Neuron, check DMA sizes and spills.", a.device))
+    launch = sum(v for k, v in detail.items() if k in (
+        "host_overhead.launch", "host_overhead.dispatch", "host_overhead.python", "host_overhead.runtime"))
+    if f("host_overhead") > HOST_BOUND and f("compute") < HOST_BOUND_COMPUTE and launch / win > HOST_BOUND / 2:
+        out.append(Finding(
+            "host_bound", "warning", "The host cannot feed the device fast enough (launch/dispatch bound)",
+            f"{_pct(f('host_overhead'))} host overhead ({_pct(launch / win)} launch, dispatch and Python) "
+            f"against {_pct(f('compute'))} compute on {a.device}",
+            "Batch more work per launch: torch.compile / CUDA graphs, larger batches, fewer small ops.", a.device))
+    sync = detail.get("host_overhead.sync", 0)
+    if sync / win > SYNC_SHARE:
+        out.append(Finding(
+            "host_sync", "warning", "Host synchronizations stall the device",
+            f"{_pct(sync / win)} of {a.device}'s window is the host waiting in synchronizing calls "
+            "(.item(), .cpu(), cudaStreamSynchronize)",
+            "Avoid reading device values on the host every step; log metrics every N steps.", a.device))
+    if f("idle") > IDLE_SHARE:
+        out.append(Finding(
+            "unexplained_idle", "info", "The device is idle and nothing recorded explains why",
+            f"{_pct(f('idle'))} of {a.device}'s window has no device work and no host work recorded",
+            "Profile with with_stack=True and the CPU activity to see what the host was doing.", a.device))
+    return out
+
+
+def fallback_findings(ops: Iterable[FallbackOp]) -> list[Finding]:
+    out = []
+    for op in ops:
+        if op.found_by == "signature" and op.device_idle_ns > 0:
+            out.append(Finding(
+                "fallback_suspect", "info", f"{op.name} may be running on the CPU",
+                f"{op.calls} call(s) between a device→host and a host→device copy while the device idled "
+                f"{op.device_idle_ns / 1e6:.3f} ms",
+                "Check whether this op is supported on the device; pass --fallback-ops or --fallback-log "
+                "to confirm.", None))
+    return out
+
+
+def phase_findings(p: Phases) -> list[Finding]:
+    out = []
+    span = max(1, p.trace_end_ns - p.trace_start_ns)
+    if (p.compile_ns + p.load_ns) / span > COMPILE_DOMINATES:
+        out.append(Finding(
+            "compile_dominates", "warning", "Compilation and loading dominate the profiled time",
+            f"compile {p.compile_ns / 1e6:.1f} ms + load {p.load_ns / 1e6:.1f} ms of {span / 1e6:.1f} ms",
+            "Profile steady-state steps (a schedule with warmup), cache compiled graphs (Neuron persistent "
+            "cache, torch.compile cache), and avoid shape changes that trigger recompiles.", None))
+    first, steady = p.first_step_ns, p.steady_median_ns
+    if first and steady and first > FIRST_STEP_SLOW * steady:
+        out.append(Finding(
+            "slow_first_step", "info", "The first step is much slower than the steady state",
+            f"first step {first / 1e6:.2f} ms vs median {steady / 1e6:.2f} ms of the following steps",
+            "Expected with compilation or warm-up; exclude it from throughput numbers.", None))
+    return out
+
+
+def collective_outliers(groups: dict[str, list[int]]) -> list[Finding]:
+    """Collectives slower than COLLECTIVE_OUTLIER x their group's median (same op and size)."""
+    out = []
+    for key, durs in groups.items():
+        if len(durs) < 3:
+            continue
+        med = sorted(durs)[len(durs) // 2]
+        slow = [d for d in durs if med and d > COLLECTIVE_OUTLIER * med]
+        if slow:
+            out.append(Finding(
+                "collective_outliers", "info", f"Some {key} collectives are much slower than their peers",
+                f"{len(slow)} of {len(durs)} took more than {COLLECTIVE_OUTLIER}x the median "
+                f"({med / 1e3:.1f} µs); slowest {max(slow) / 1e3:.1f} µs",
+                "Look for stragglers: rank skew, a slow link, or a rank arriving late (see cross-rank skew).",
+                None))
+    return out
+
+
+def neuron_findings(summary: dict[str, Any], device: str | None = None) -> list[Finding]:
+    """Rules over Neuron device-profile Summary metrics (fractions 0..1), when the trace carries them."""
+    out = []
+
+    def num(*keys: str) -> float | None:
+        for k in keys:
+            v = summary.get(k)
+            if isinstance(v, int | float):
+                return float(v)
+        return None
+
+    spill, hbm_read = num("spill_reload_bytes"), num("hbm_read_bytes")
+    if spill is not None and hbm_read and spill / hbm_read > SPILL_RELOAD_SHARE:
+        out.append(Finding("spill_reload", "warning", "Spill reloads are a large share of HBM reads",
+                           f"spill reloads {_pct(spill / hbm_read)} of HBM read bytes",
+                           "Reduce live tensor sizes (smaller tiles/batch, recompute) so SBUF does not spill.",
+                           device))
+    transpose = num("transpose_flops_percent", "tensor_transpose_percent")
+    if transpose is not None and transpose > TRANSPOSE_SHARE:
+        out.append(Finding("transpose_heavy", "warning", "Transposes take a large share of tensor-engine FLOPs",
+                           f"transposes are {_pct(transpose)} of tensor FLOPs",
+                           "Choose layouts that avoid transposes (keep the contraction dim on partitions).", device))
+    throttle = num("throttle_time_percent", "throttled_percent", "throttle_percent")
+    if throttle is not None and throttle > 0:
+        out.append(Finding("throttling", "warning", "The device was throttled",
+                           f"throttled for {_pct(throttle)} of the profile",
+                           "Check power/thermal limits of the instance; compare with an unthrottled run.", device))
+    mfu, active = num("mfu_estimated_percent", "mfu_percent"), num("mfu_active_percent", "hfu_estimated_percent")
+    if mfu is not None and active and mfu < LOW_MFU_RATIO * active:
+        out.append(Finding("low_mfu", "info", "Model FLOPs utilization is low relative to active FLOPs",
+                           f"MFU {_pct(mfu)} vs {_pct(active)} while active",
+                           "The engines are busy with work that is not model FLOPs (data movement, "
+                           "transposes, recompute) or idle between kernels.", device))
+    return out
+
+
+def worst(findings: Iterable[Finding]) -> str | None:
+    ranks = [SEVERITIES.index(f.severity) for f in findings]
+    return SEVERITIES[max(ranks)] if ranks else None

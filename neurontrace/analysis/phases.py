@@ -1,0 +1,99 @@
+"""Phases: compile and load time versus execution, and time to first step versus steady state.
+
+Compile and load events are recognized by category (``compile``, ``load``) or by the name tables
+in :mod:`neurontrace.analysis.names` (torch.compile/Dynamo/Inductor, Neuron compiler, NEFF and
+module loading). Steps are ``ProfilerStep#N`` markers, else Neuron device executions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neurontrace.analysis import names
+from neurontrace.analysis.intervals import union
+from neurontrace.trace import Trace
+
+_STEP_NUMBER = re.compile(r"#(\d+)")
+
+
+@dataclass
+class Phases:
+    trace_start_ns: int
+    trace_end_ns: int
+    compile_ns: int
+    load_ns: int
+    steps: list[dict[str, int]] = field(default_factory=list)  # {"step", "start_ns", "dur_ns"}
+
+    @property
+    def execution_ns(self) -> int:
+        return max(0, self.trace_end_ns - self.trace_start_ns - self.compile_ns - self.load_ns)
+
+    @property
+    def first_step_ns(self) -> int | None:
+        return self.steps[0]["dur_ns"] if self.steps else None
+
+    @property
+    def steady_median_ns(self) -> int | None:
+        rest = [s["dur_ns"] for s in self.steps[1:]]
+        return int(np.median(rest)) if rest else None
+
+    @property
+    def steady_p90_ns(self) -> int | None:
+        rest = [s["dur_ns"] for s in self.steps[1:]]
+        return int(np.percentile(rest, 90)) if rest else None
+
+    @property
+    def time_to_first_step_ns(self) -> int | None:
+        if not self.steps:
+            return None
+        first = self.steps[0]
+        return first["start_ns"] + first["dur_ns"] - self.trace_start_ns
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "trace_start_ns": self.trace_start_ns, "trace_end_ns": self.trace_end_ns,
+            "compile_ns": self.compile_ns, "load_ns": self.load_ns, "execution_ns": self.execution_ns,
+            "steps": self.steps, "first_step_ns": self.first_step_ns, "steady_median_ns": self.steady_median_ns,
+            "steady_p90_ns": self.steady_p90_ns, "time_to_first_step_ns": self.time_to_first_step_ns,
+        }
+
+
+def phases(trace: Trace) -> Phases:
+    host, dev = trace.system_events, trace.device_events
+    spans = [t for t in (host, dev) if t.num_rows]
+    start = min((int(pc.min(t["ts_ns"]).as_py()) for t in spans), default=0)
+    end = max((int(pc.max(pc.add(t["ts_ns"], t["dur_ns"])).as_py()) for t in spans), default=0)
+    return Phases(start, end, _time_of(host, "compile", names.COMPILE), _time_of(host, "load", names.LOAD),
+                  _steps(host, dev))
+
+
+def _time_of(host: pa.Table, category: str, pattern: re.Pattern[str]) -> int:
+    cat = host["category"].cast(pa.string())
+    hit = pc.or_(pc.equal(cat, category), pc.match_substring_regex(host["name"].cast(pa.string()), pattern.pattern))
+    t = host.filter(pc.fill_null(hit, False))
+    s = t["ts_ns"].to_numpy()
+    us, ue = union(s, s + t["dur_ns"].to_numpy())
+    return int((ue - us).sum())
+
+
+def _steps(host: pa.Table, dev: pa.Table) -> list[dict[str, int]]:
+    steps = host.filter(pc.equal(host["category"].cast(pa.string()), "step"))
+    if steps.num_rows == 0:
+        steps = dev.filter(pc.equal(dev["category"].cast(pa.string()), "execution"))
+    rows = []
+    for i, (name, ts, dur) in enumerate(zip(steps["name"].cast(pa.string()).to_pylist(), steps["ts_ns"].to_pylist(),
+                                             steps["dur_ns"].to_pylist(), strict=True)):
+        m = _STEP_NUMBER.search(name or "")
+        rows.append({"step": int(m.group(1)) if m else i, "start_ns": int(ts), "dur_ns": int(dur)})
+    # One row per step (several ranks or processes may mark the same step): earliest start, longest.
+    merged: dict[int, dict[str, int]] = {}
+    for r in sorted(rows, key=lambda r: (r["start_ns"], r["step"])):
+        cur = merged.setdefault(r["step"], dict(r))
+        cur["dur_ns"] = max(cur["start_ns"] + cur["dur_ns"], r["start_ns"] + r["dur_ns"]) - cur["start_ns"]
+    return sorted(merged.values(), key=lambda r: r["start_ns"])

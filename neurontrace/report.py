@@ -1,0 +1,84 @@
+"""Human report of a Diagnosis (rich text). Rendering only: the numbers come from analysis/."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from neurontrace.analysis.attribution import CAUSES, DeviceAttribution
+from neurontrace.analysis.diagnose import Diagnosis
+
+COLORS = {"compute": "green", "collectives": "magenta", "data_movement": "cyan", "host_fallback": "red",
+          "host_overhead": "yellow", "idle": "bright_black"}
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
+BAR_WIDTH = 60
+
+
+def _ms(ns: int | None) -> str:
+    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+
+
+def cause_bar(d: DeviceAttribution, width: int = BAR_WIDTH) -> Text:
+    """The six causes as one stacked bar, widths proportional to time."""
+    bar = Text()
+    total = d.window_ns or 1
+    used = 0
+    for i, cause in enumerate(CAUSES):
+        cells = width - used if i == len(CAUSES) - 1 else round(width * d.causes_ns[cause] / total)
+        bar.append("█" * max(0, cells), style=COLORS[cause])
+        used += max(0, cells)
+    return bar
+
+
+def _device_panel(d: DeviceAttribution) -> Panel:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("cause")
+    table.add_column("time", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("largest parts")
+    for cause in CAUSES:
+        parts = sorted(((k.split(".", 1)[1], v) for k, v in d.detail_ns.items() if k.startswith(cause + ".")),
+                       key=lambda kv: -kv[1])[:3]
+        table.add_row(Text(cause, style=COLORS[cause]), _ms(d.causes_ns[cause]), f"{100 * d.fraction(cause):.1f}%",
+                      ", ".join(f"{k} {_ms(v)}" for k, v in parts))
+    stalls = Text("top stalls\n", style="bold")
+    for s in d.top_stalls[:5]:
+        stalls.append(f"  {_ms(s.dur_ns):>12}  {s.cause}.{s.detail}", style=COLORS[s.cause])
+        stalls.append(f" at +{(s.start_ns - d.window[0]) / 1e6:,.3f} ms: {s.evidence[0] if s.evidence else '-'}")
+        stalls.append(f"\n{'':16}source: {s.source or '-'}\n")
+    head = Text(f"window {_ms(d.window_ns)} ({d.window_source})")
+    rank = "" if d.rank is None else f" rank {d.rank}"
+    return Panel(Group(head, cause_bar(d), table, stalls), title=f"{d.device}{rank}", title_align="left")
+
+
+def render(diag: Diagnosis, console: Console) -> None:
+    if diag.synthetic:
+        console.print("[bold red]SYNTHETIC INPUT[/]: these figures come from a generated profile, not a measurement.")
+    for inp in diag.inputs:
+        console.print(f"[bold]{inp['path']}[/] ({inp['format']})")
+    for d in diag.devices:
+        console.print(_device_panel(d))
+    if diag.fallback_ops:
+        t = Table(title="host fallback", title_justify="left", header_style="bold")
+        for col in ("op", "calls", "host", "device idle", "found by", "source"):
+            t.add_column(col)
+        for op in diag.fallback_ops[:10]:
+            t.add_row(op.name, str(op.calls), _ms(op.host_ns), _ms(op.device_idle_ns), op.found_by, op.source or "-")
+        console.print(t)
+    p = diag.phases
+    console.print(f"[bold]phases[/]: compile {_ms(p.compile_ns)}, load {_ms(p.load_ns)}, "
+                  f"execution {_ms(p.execution_ns)}; first step {_ms(p.first_step_ns)}, steady median "
+                  f"{_ms(p.steady_median_ns)} (p90 {_ms(p.steady_p90_ns)}), time to first step "
+                  f"{_ms(p.time_to_first_step_ns)}")
+    if diag.cross_rank.get("step_skew"):
+        worst = max(diag.cross_rank["step_skew"], key=lambda s: s["start_skew_ns"])
+        console.print(f"[bold]cross-rank[/]: {len(diag.cross_rank['ranks'])} ranks; worst step start skew "
+                      f"{_ms(worst['start_skew_ns'])} ({worst['step']}, slowest rank {worst['slowest_rank']})")
+    if not diag.findings:
+        console.print("[green]no findings[/]: nothing above the documented thresholds (docs/diagnose.md)")
+    for f in diag.findings:
+        where = f" [{f.device}]" if f.device else ""
+        console.print(f"[{SEVERITY_STYLE[f.severity]}]{f.severity.upper()}[/] {f.title}{where}\n"
+                      f"    evidence: {f.evidence}\n    action:   {f.advice}")
