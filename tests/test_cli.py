@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -70,7 +71,7 @@ def test_existing_output_needs_force(tmp_path: Path) -> None:
 
 
 def test_pending_commands_say_so_plainly() -> None:
-    res = run("diagnose", SAMPLE)
+    res = run("view", SAMPLE)
     assert res.returncode == errors.EXIT_NOT_IMPLEMENTED
     assert "not built yet" in res.stderr and "Traceback" not in res.stderr
 
@@ -85,8 +86,45 @@ def test_help_documents_exit_codes() -> None:
     assert res.returncode == 0
     for code in range(9):
         assert f"\n  {code}  " in res.stdout
+    assert "\n  10 diagnose --fail-on" in res.stdout
 
 
 def _write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
+
+
+def test_diagnose_human_report() -> None:
+    res = run("diagnose", SAMPLE)
+    assert res.returncode == 0, res.stderr
+    for part in ("cpu", "compute", "host_overhead", "top stalls", "phases", "make_samples.py"):
+        assert part in res.stdout
+
+
+def test_diagnose_json_and_fail_on(tmp_path: Path) -> None:
+    res = run("diagnose", SAMPLE, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "neurontrace.diagnose/1"
+    (dev,) = doc["devices"]
+    assert sum(dev["causes_ns"].values()) == dev["window"]["end_ns"] - dev["window"]["start_ns"]
+    # The sample's first step is slow (an info finding): --fail-on info trips, --fail-on error does not.
+    assert {f["severity"] for f in doc["findings"]} == {"info"}
+    assert run("diagnose", SAMPLE, "--fail-on", "info").returncode == errors.EXIT_FINDINGS
+    assert run("diagnose", SAMPLE, "--fail-on", "error").returncode == 0
+
+
+def test_diagnose_options_are_validated(tmp_path: Path) -> None:
+    res = run("diagnose", SAMPLE, "--window", "5:1")
+    assert res.returncode == errors.EXIT_USAGE and "must end after it starts" in res.stderr
+    res = run("diagnose", SAMPLE, "--fallback-log", tmp_path / "nope.log")
+    assert res.returncode == errors.EXIT_NOT_FOUND and "no such fallback log" in res.stderr
+
+
+def test_diagnose_explicit_fallback_ops(tmp_path: Path) -> None:
+    res = run("diagnose", SAMPLE, "--json", "--fallback-ops", "aten::addmm")
+    doc = json.loads(res.stdout)
+    (op,) = doc["fallback_ops"]
+    assert (op["name"], op["found_by"], op["source"]) == ("aten::addmm", "explicit",
+                                                           "make_samples.py:39 forward")
+    assert op["calls"] > 0 and op["host_ns"] > 0

@@ -517,3 +517,51 @@ def test_nanosecond_fractions_exact(corpus: Path, rel: str) -> None:
         assert base == 0 and min(got.values()) > 10**18  # absolute epoch floats, beyond double's exact range
     else:
         assert base > 0
+
+
+# -- attribution on every file ---------------------------------------------------------------------
+
+COMPUTE_EXCLUDED = re.compile(r"^(nccl|rccl|hccl|c10d::)|ncclKernel|ncclDevKernel")
+
+
+def _merged_length(intervals: list[tuple[int, int]]) -> int:
+    """Total length of a union of intervals, by the textbook sort-and-merge (independent of the sweep)."""
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s  # type: ignore[operator]
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s  # type: ignore[operator]
+    return total
+
+
+def test_attribution_conserves_time_and_matches_compute_union(case: Case) -> None:
+    from neurontrace.analysis.diagnose import diagnose
+
+    diag = diagnose(case.trace)
+    backend = expected_backend(case.raw)
+    base = base_ns(case.raw)
+    assert diag.devices
+    for dev in diag.devices:
+        lo, hi = dev.window
+        assert sum(dev.causes_ns.values()) == hi - lo
+        assert set(dev.causes_ns) == {"compute", "collectives", "data_movement", "host_fallback",
+                                      "host_overhead", "idle"}
+        if dev.device == "cpu":
+            continue
+        kernels = []
+        for e in case.raw.events:
+            if e.get("ph") != "X" or e.get("cat") not in KERNEL_CATS or COMPUTE_EXCLUDED.search(e.get("name") or ""):
+                continue
+            a = args_of(e)
+            if f"{backend}:{a.get('device', e.get('pid'))}" != dev.device or not has_ts(e):
+                continue
+            s = base + ns(e["ts"])
+            end = s + max(0, ns(e.get("dur", 0)))
+            if min(end, hi) > max(s, lo):
+                kernels.append((max(s, lo), min(end, hi)))
+        assert dev.causes_ns["compute"] == _merged_length(kernels), dev.device

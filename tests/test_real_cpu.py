@@ -98,3 +98,18 @@ def test_memory_counters_track_the_allocator(fresh: tuple[Path, Trace]) -> None:
     c = trace.counters.to_pandas()
     alloc = c[(c.name == "[memory]") & (c.field == "Total Allocated")]
     assert len(alloc) > 10 and (alloc.value >= 0).all() and set(c.device.astype(str)) == {"cpu"}
+
+
+def test_diagnose_a_real_cpu_run_end_to_end(fresh: tuple[Path, Trace]) -> None:
+    from neurontrace.analysis.diagnose import diagnose
+
+    _, trace = fresh
+    diag = diagnose(trace)
+    (dev,) = diag.devices
+    assert dev.device == "cpu" and dev.window_source == "3 profiled steps"
+    assert sum(dev.causes_ns.values()) == dev.window_ns
+    assert dev.causes_ns["compute"] > 0 and dev.causes_ns["host_overhead"] > 0
+    # Every stall between ops is Python time in the workload's own functions.
+    assert dev.top_stalls and all(s.cause == "host_overhead" for s in dev.top_stalls)
+    assert all((s.source or "").startswith("sample_traces/make_samples.py:") for s in dev.top_stalls)
+    assert [s["step"] for s in diag.phases.steps] == [2, 3, 4]

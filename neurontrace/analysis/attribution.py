@@ -357,11 +357,11 @@ def frame_sources(trace: Trace) -> dict[int, str]:
         f["frame_id"].to_pylist(), f["file"].cast(pa.string()).to_pylist(), f["line"].to_pylist(),
         f["function"].cast(pa.string()).to_pylist(), strict=True)}
     out = {}
-    for fid in text:
+    for fid, own in text.items():
         node: int | None = fid
         while node is not None and not user.get(node):
             node = parent.get(node)
-        out[fid] = text[node] if node is not None else text[fid]
+        out[fid] = text[node] if node is not None else own
     return out
 
 

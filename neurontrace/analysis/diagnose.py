@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import findings as rules
-from neurontrace.analysis.attribution import DeviceAttribution, frame_sources, attribute
+from neurontrace.analysis.attribution import DeviceAttribution, attribute, frame_sources
 from neurontrace.analysis.fallback import FallbackOp, find_fallback
 from neurontrace.analysis.phases import Phases, phases
 from neurontrace.trace import Trace

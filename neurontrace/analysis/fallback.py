@@ -54,8 +54,7 @@ class FallbackOp:
 def ops_from_log(path: str | Path) -> list[str]:
     """Op names from a TorchNeuron log (formats/neuron.md §9.3)."""
     text = Path(path).read_text(errors="replace")
-    found = [m.group("op1") or m.group("op2") for m in names.FALLBACK_LOG.finditer(text)]
-    return sorted(set(found))
+    return sorted({m.group("op") for m in names.FALLBACK_LOG.finditer(text)})
 
 
 def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, str] | None = None) -> list[FallbackOp]:
@@ -128,7 +127,7 @@ def _outermost(ops: pa.Table, rows: np.ndarray) -> np.ndarray:
     s = ops["ts_ns"].to_numpy()[rows]
     e = s + ops["dur_ns"].to_numpy()[rows]
     order = np.lexsort((-e, s, tid))
-    t, so, eo = tid[order], s[order], e[order]
+    t, eo = tid[order], e[order]
     new_thread = np.r_[True, t[1:] != t[:-1]]
     reach = eo.copy()
     # Running max of ends within each thread: an op ending before it is nested in an earlier one.
@@ -148,9 +147,9 @@ def _overlap(s: np.ndarray, e: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np
     def upto(t: np.ndarray) -> np.ndarray:
         i = np.searchsorted(us, t, side="right")  # intervals starting at or before t
         partial = np.where(i > 0, np.minimum(t, ue[np.maximum(i - 1, 0)]) - us[np.maximum(i - 1, 0)], 0)
-        return covered[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(partial, 0)
+        return np.asarray(covered[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(partial, 0))
 
-    return upto(e) - upto(s)
+    return np.asarray(upto(e) - upto(s))
 
 
 def _summarize(ops: pa.Table, rows: np.ndarray, how: str, busy_s: np.ndarray, busy_e: np.ndarray,
@@ -167,7 +166,7 @@ def _summarize(ops: pa.Table, rows: np.ndarray, how: str, busy_s: np.ndarray, bu
         m = name == op
         us, ue = union(s[m], e[m])
         idle = int((ue - us).sum() - _overlap(us, ue, busy_s, busy_e).sum())
-        srcs = [frames.get(int(f)) for f in frame[m] if f == f and f is not None]
+        srcs = [frames.get(int(f)) for f in frame[m] if f is not None and not np.isnan(f)]
         source = max(set(srcs), key=srcs.count) if srcs else None
         out.append(FallbackOp(str(op), int(m.sum()), int((e[m] - s[m]).sum()), idle, how, source,
                               [int(i) for i in ids[m]]))

@@ -56,9 +56,7 @@ COLLECTIVE_OPS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 # -- TorchNeuron CPU fallback log lines (formats/neuron.md §9.3) ----------------------------------
-FALLBACK_LOG = re.compile(
-    r"(?:Operator\s+'(?P<op1>[^']+)'\s+executed via CPU fallback|(?P<op2>[\w:.]+)[^\n]*?fell back to CPU)"
-)
+FALLBACK_LOG = re.compile(r"Operator\s+'(?P<op>[^']+)'\s+(?:executed via CPU fallback|fell back to CPU)")
 
 
 def classify(name: str, table: tuple[tuple[str, re.Pattern[str]], ...], default: str) -> str:
