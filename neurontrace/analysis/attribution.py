@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis.intervals import NONE, Sweep, sweep, union
+from neurontrace.analysis._columns import distinct, isin, matches, select
+from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
 from neurontrace.trace import Trace
 
 CAUSES = ("compute", "collectives", "data_movement", "host_fallback", "host_overhead", "idle")
@@ -35,6 +36,8 @@ HOST_WORK = ("framework_op", "runtime", "driver", "compile", "load", "python", "
 HOST_DETAIL_ORDER = ("compile", "load", "sync", "input_pipeline", "launch", "runtime", "dispatch", "python")
 DATA_DETAIL_ORDER = ("h2d", "d2h", "d2d", "p2p", "h2h", "dma_weights", "dma_io", "spill", "memset", "other")
 CPU_DEVICE = "cpu"
+LINK_SAMPLE = 4096  # correlation ids sampled to find the processes driving a device
+MAX_GAPS_PER_STALL = 20  # how many compute gaps per requested stall the stall search examines at most
 
 
 @dataclass
@@ -85,8 +88,8 @@ class _Label:
     detail: str
     starts: np.ndarray
     ends: np.ndarray
-    table: str  # "device_events" or "system_events": where the intervals' rows live
-    rows: np.ndarray
+    table: pa.Table  # the events behind the intervals ...
+    rows: np.ndarray  # ... at these positions
 
 
 def attribute(
@@ -98,7 +101,7 @@ def attribute(
 ) -> list[DeviceAttribution]:
     """Attribution for every device of ``trace`` (or the host CPU when it has no device activity)."""
     dev = trace.device_events
-    devices = sorted(d for d in pc.unique(dev["device"].cast(pa.string())).to_pylist() if d is not None)
+    devices = distinct(dev["device"])
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
     if not devices:
         return [_attribute_cpu(trace, window, fallback, top)]
@@ -107,7 +110,7 @@ def attribute(
 
 def _attribute_device(trace: Trace, device: str, window: tuple[int, int] | None, fallback: np.ndarray,
                       top: int) -> DeviceAttribution:
-    dev = trace.device_events.filter(pc.equal(trace.device_events["device"].cast(pa.string()), device))
+    dev = select(trace.device_events, "device", device)
     host = driving_host_events(trace, dev)
     rank = _first(dev["rank"])
     win, source = (window, "--window") if window else default_window(host, dev)
@@ -119,11 +122,11 @@ def _attribute_cpu(trace: Trace, window: tuple[int, int] | None, fallback: np.nd
                    top: int) -> DeviceAttribution:
     """No accelerator in the trace: the CPU is the device, framework ops are its compute."""
     host = trace.system_events
-    ops = host.filter(pc.equal(host["category"].cast(pa.string()), "framework_op"))
+    ops = select(host, "category", "framework_op")
     rank = _first(host["rank"])
     win, source = (window, "--window") if window else default_window(host, ops)
     s, e = _spans(ops)
-    labels = [_Label("compute", "cpu_ops", s, e, "system_events", ops["event_id"].to_numpy())]
+    labels = [_Label("compute", "cpu_ops", s, e, ops, np.arange(ops.num_rows))]
     labels += _host_labels(host, fallback)
     return _finish(trace, CPU_DEVICE, rank, win, source, labels, top)
 
@@ -131,20 +134,19 @@ def _attribute_cpu(trace: Trace, window: tuple[int, int] | None, fallback: np.nd
 def _finish(trace: Trace, device: str, rank: int | None, win: tuple[int, int], source: str,
             labels: list[_Label], top: int) -> DeviceAttribution:
     labels = _ordered(labels)
-    result = sweep(win, [(lb.starts, lb.ends) for lb in labels])
-    per_label = result.time_per_label(len(labels))
+    owned, unexplained, unions = layered(win, [(lb.starts, lb.ends) for lb in labels])
     causes = dict.fromkeys(CAUSES, 0)
     detail: dict[str, int] = {}
-    for lb, ns in zip(labels, per_label[:-1], strict=True):
+    for lb, ns in zip(labels, owned, strict=True):
         if ns:
-            causes[lb.cause] += int(ns)
+            causes[lb.cause] += ns
             key = f"{lb.cause}.{lb.detail}"
-            detail[key] = detail.get(key, 0) + int(ns)
-    causes["idle"] = int(per_label[-1])
-    if causes["idle"]:
-        detail["idle.unexplained"] = causes["idle"]
+            detail[key] = detail.get(key, 0) + ns
+    causes["idle"] = unexplained
+    if unexplained:
+        detail["idle.unexplained"] = unexplained
     out = DeviceAttribution(device, rank, win, source, causes, detail)
-    out.top_stalls = _top_stalls(trace, result, labels, top)
+    out.top_stalls = _top_stalls(trace, win, labels, unions, top)
     out.check()
     return out
 
@@ -161,19 +163,12 @@ def _ordered(labels: list[_Label]) -> list[_Label]:
 
 
 def _device_labels(dev: pa.Table) -> list[_Label]:
-    cat = dev["category"].cast(pa.string())
-    work = pc.is_in(cat, pa.array(list(DEVICE_WORK))).to_numpy(zero_copy_only=False)
-    is_coll = pc.equal(cat, "collective").to_numpy(zero_copy_only=False)
+    cat = dev["category"]
+    work = isin(cat, DEVICE_WORK)
+    is_coll = isin(cat, ["collective"])
     coll = pa.array(_arg(dev, "Collective name", is_coll), pa.string())
-    detail = _per_distinct(
-        [cat, dev["name"].cast(pa.string()), dev["direction"].cast(pa.string()),
-         dev["track"].cast(pa.string()), coll],
-        _device_detail,
-    )
-    start, end = _spans(dev)
-    ids = dev["event_id"].to_numpy()
-    return [_Label(DEVICE_WORK[c], d, start[rows], end[rows], "device_events", ids[rows])
-            for (c, d), rows in _groups(cat.to_numpy(zero_copy_only=False), detail, work).items()]
+    columns = [cat, dev["name"], dev["direction"], dev["track"], coll]
+    return _labels(dev, columns, lambda c, *rest: (DEVICE_WORK.get(c, ""), _device_detail(c, *rest)), work)
 
 
 def _device_detail(cat: str, name: str, direction: str | None, track: str | None, coll: str | None) -> str:
@@ -195,35 +190,49 @@ def _device_detail(cat: str, name: str, direction: str | None, track: str | None
     return "dma_io"
 
 
-def _groups(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> dict[tuple[str, str], np.ndarray]:
-    """Row indices grouped by the pair (a, b), over rows where mask holds (few distinct pairs)."""
+def _labels(table: pa.Table, columns: list[Any], fn: Any, mask: np.ndarray) -> list[_Label]:
+    """One label per distinct (cause, detail) that ``fn`` gives the rows selected by ``mask``."""
+    codes, keys = _per_distinct(columns, fn)
     rows = np.flatnonzero(mask)
     if not len(rows):
-        return {}
-    pairs = pa.array(np.char.add(np.char.add(a[rows].astype(str), "\x1f"), b[rows].astype(str)))
-    enc = pc.dictionary_encode(pairs)
-    code = enc.indices.to_numpy(zero_copy_only=False)
+        return []
+    start, end = _spans(table)
+    code = codes[rows]
     order = np.argsort(code, kind="stable")
-    splits = np.split(rows[order], np.cumsum(np.bincount(code, minlength=len(enc.dictionary)))[:-1])
-    keys = [tuple(k.split("\x1f", 1)) for k in enc.dictionary.to_pylist()]
-    return {(k[0], k[1]): r for k, r in zip(keys, splits, strict=True)}
-
-
-def _per_distinct(columns: list[pa.Array | pa.ChunkedArray], fn: Any) -> np.ndarray:
-    """``fn`` over each distinct combination of the columns' values (few), spread to all rows."""
-    n = len(columns[0])
-    if n == 0:
-        return np.zeros(0, dtype=object)
-    joined = pc.binary_join_element_wise(*[pc.fill_null(c, "\x01") for c in columns], "\x00")
-    enc = pc.dictionary_encode(joined)
-    if isinstance(enc, pa.ChunkedArray):
-        enc = enc.combine_chunks()
-    values = []
-    for key in enc.dictionary.to_pylist():
-        parts = [None if p == "\x01" else p for p in key.split("\x00")]
-        values.append(fn(*parts))
-    out: np.ndarray = np.asarray(values, dtype=object)[enc.indices.to_numpy(zero_copy_only=False)]
+    counts = np.bincount(code, minlength=len(keys))
+    out = []
+    for k, part in zip(keys, np.split(rows[order], np.cumsum(counts)[:-1]), strict=True):
+        if len(part):
+            out.append(_Label(k[0], k[1], start[part], end[part], table, part))
     return out
+
+
+def _per_distinct(columns: list[Any], fn: Any) -> tuple[np.ndarray, list[Any]]:
+    """(code per row, ``fn`` of each distinct combination of the columns' values): fn runs once per
+    distinct combination (few), never per row."""
+    n = len(columns[0])
+    combined = np.zeros(n, dtype=np.int64)
+    dictionaries = []
+    for col in columns:
+        enc = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if not pa.types.is_dictionary(enc.type):  # Trace string columns are already dictionaries
+            enc = pc.dictionary_encode(enc)
+        idx = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1  # 0 = null
+        combined = combined * (len(enc.dictionary) + 1) + idx
+        dictionaries.append([None, *enc.dictionary.to_pylist()])
+    distinct, inverse = np.unique(combined, return_inverse=True)
+    results: list[Any] = []
+    code_of_combo = []
+    for combo in distinct.tolist():
+        values, rest = [], combo
+        for d in reversed(dictionaries):
+            rest, i = divmod(rest, len(d))
+            values.append(d[i])
+        result = fn(*reversed(values))
+        if result not in results:
+            results.append(result)
+        code_of_combo.append(results.index(result))
+    return np.asarray(code_of_combo, dtype=np.int64)[inverse.reshape(-1)], results
 
 
 # -- what is host work ---------------------------------------------------------------------------
@@ -237,6 +246,8 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
     """
     host = trace.system_events
     corr = pc.unique(dev["correlation"].drop_null())
+    if len(corr) > LINK_SAMPLE:  # a few thousand links name the driving processes as well as all do
+        corr = corr.take(pa.array(np.linspace(0, len(corr) - 1, LINK_SAMPLE).astype(np.int64)))
     if len(corr):
         linked = host.filter(pc.fill_null(pc.is_in(host["correlation"], corr), False))
         pids = pc.unique(linked["pid"].cast(pa.string()).drop_null())
@@ -249,23 +260,24 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
 
 
 def _host_labels(host: pa.Table, fallback: np.ndarray) -> list[_Label]:
-    cat = host["category"].cast(pa.string())
-    name = host["name"].cast(pa.string())
-    start, end = _spans(host)
+    cat = host["category"]
+    name = host["name"]
     ids = host["event_id"].to_numpy()
     is_fallback = np.isin(ids, fallback)
-    work = pc.is_in(cat, pa.array(HOST_WORK)).to_numpy(zero_copy_only=False) & ~is_fallback
+    work = isin(cat, HOST_WORK)
     # Data-loader ranges are annotations, but what they mark is host work: the input pipeline.
-    pipeline = pc.and_(pc.equal(cat, "annotation"), pc.match_substring_regex(name, names.INPUT_PIPELINE.pattern))
-    pipeline_np = pc.fill_null(pipeline, False).to_numpy(zero_copy_only=False) & ~is_fallback
-    detail = _per_distinct([cat, name], lambda c, n: "input_pipeline" if c == "annotation"
-                           else names.host_detail(n or "", c or ""))
-    labels = [_Label("host_fallback", "ops", start[is_fallback], end[is_fallback], "system_events",
-                     ids[is_fallback])]
-    marker = np.full(host.num_rows, "h", dtype=object)
-    for (_, d), rows in _groups(marker, detail, work | pipeline_np).items():
-        labels.append(_Label("host_overhead", d, start[rows], end[rows], "system_events", ids[rows]))
-    return labels
+    pipeline_np = isin(cat, ["annotation"]) & matches(name, names.INPUT_PIPELINE)
+    start, end = _spans(host)
+    labels = [_Label("host_fallback", "ops", start[is_fallback], end[is_fallback], host,
+                     np.flatnonzero(is_fallback))]
+    return labels + _labels(host, [cat, name], lambda c, n: ("host_overhead", _host_detail(c, n)),
+                            (work | pipeline_np) & ~is_fallback)
+
+
+def _host_detail(category: str | None, name: str | None) -> str:
+    if category == "annotation":
+        return "input_pipeline"
+    return names.host_detail(name or "", category or "")
 
 
 # -- windows -------------------------------------------------------------------------------------
@@ -273,11 +285,11 @@ def _host_labels(host: pa.Table, fallback: np.ndarray) -> list[_Label]:
 
 def default_window(host: pa.Table, dev: pa.Table) -> tuple[tuple[int, int], str]:
     """The profiled steps (ProfilerStep#N, Neuron executions); else first to last device activity."""
-    steps = host.filter(pc.equal(host["category"].cast(pa.string()), "step"))
+    steps = select(host, "category", "step")
     if steps.num_rows:
         s, e = _spans(steps)
         return (int(s.min()), int(e.max())), f"{steps.num_rows} profiled steps"
-    execs = dev.filter(pc.equal(dev["category"].cast(pa.string()), "execution"))
+    execs = select(dev, "category", "execution")
     if execs.num_rows:
         s, e = _spans(execs)
         return (int(s.min()), int(e.max())), f"{execs.num_rows} device executions"
@@ -291,39 +303,51 @@ def default_window(host: pa.Table, dev: pa.Table) -> tuple[tuple[int, int], str]
 # -- top stalls ----------------------------------------------------------------------------------
 
 
-def _top_stalls(trace: Trace, result: Sweep, labels: list[_Label], top: int) -> list[Stall]:
-    start, end, label = result.runs()
-    cause = np.array([labels[k].cause if k != NONE else "idle" for k in label], dtype=object)
-    stall = cause != "compute"
-    # Merge neighbouring runs of one cause (e.g. h2d then d2h) into one stall.
-    keep = np.flatnonzero(stall)
-    if not len(keep):
-        return []
-    s, e, lab, cs = start[keep], end[keep], label[keep], cause[keep]
-    new = np.r_[True, (cs[1:] != cs[:-1]) | (s[1:] != e[:-1])]
-    group = np.cumsum(new) - 1
-    g_start = s[new]
-    g_end = np.zeros(len(g_start), dtype=np.int64)
-    np.maximum.at(g_end, group, e)
-    # The label covering the most time in each group names its detail and evidence.
-    dominant = _dominant(group, lab, e - s, len(g_start))
-    order = np.argsort(-(g_end - g_start), kind="stable")[:top]
+def _top_stalls(trace: Trace, win: tuple[int, int], labels: list[_Label],
+                unions: list[tuple[np.ndarray, np.ndarray]], top: int) -> list[Stall]:
+    """The longest stretches of one non-compute cause, with the events that explain them.
+
+    Stalls live in the gaps between compute. Gaps are visited longest first and cut into runs of
+    one cause by an exact sweep of that gap alone. The visit stops once no remaining gap can hold
+    a run longer than the shortest of the ``top`` runs found (then the answer is exact), or after
+    ``MAX_GAPS_PER_STALL * top`` gaps (then they are the longest runs within the longest gaps).
+    """
+    compute = [u for lb, u in zip(labels, unions, strict=True) if lb.cause == "compute" and len(u[0])]
+    cs = np.concatenate([u[0] for u in compute]) if compute else np.zeros(0, dtype=np.int64)
+    ce = np.concatenate([u[1] for u in compute]) if compute else np.zeros(0, dtype=np.int64)
+    gs, ge = gaps(win, *union(cs, ce))
+    runs: list[tuple[int, int, int, str]] = []  # (length, start, label index or NONE, cause)
+    for gi in np.argsort(-(ge - gs), kind="stable")[: MAX_GAPS_PER_STALL * top]:
+        lo, hi = int(gs[gi]), int(ge[gi])
+        if len(runs) >= top and hi - lo <= runs[top - 1][0]:
+            break
+        runs += _runs_in(lo, hi, labels, unions)
+        runs.sort(key=lambda r: (-r[0], r[1]))
+        del runs[top:]
     frames = frame_sources(trace)
     out = []
-    for gi in order:
-        k = int(dominant[gi])
+    for length, start, k, cause in runs:
         lb = labels[k] if k != NONE else None
-        evidence, source = _evidence(trace, lb, int(g_start[gi]), int(g_end[gi]), frames)
-        out.append(Stall(str(cs[new][gi]), lb.detail if lb else "unexplained", int(g_start[gi]),
-                         int(g_end[gi] - g_start[gi]), evidence, source))
+        evidence, source = _evidence(trace, lb, start, start + length, frames)
+        out.append(Stall(cause, lb.detail if lb else "unexplained", start, length, evidence, source))
     return out
 
 
-def _dominant(group: np.ndarray, lab: np.ndarray, length: np.ndarray, n: int) -> np.ndarray:
-    order = np.lexsort((-length, group))
-    first = np.r_[True, group[order][1:] != group[order][:-1]]
-    out = np.full(n, NONE, dtype=np.int64)
-    out[group[order][first]] = lab[order][first]
+def _runs_in(lo: int, hi: int, labels: list[_Label],
+             unions: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[int, int, int, str]]:
+    """Runs of one cause inside one gap; each named after the label owning most of it."""
+    result = sweep((lo, hi), [within(us, ue, lo, hi) for us, ue in unions])
+    start, end, label = result.runs()
+    cause = [labels[k].cause if k != NONE else "idle" for k in label.tolist()]
+    out: list[tuple[int, int, int, str]] = []
+    best: dict[int, int] = {}
+    run_start = 0
+    for i in range(len(cause)):  # the runs of one gap (a handful)
+        best[int(label[i])] = best.get(int(label[i]), 0) + int(end[i] - start[i])
+        if i + 1 == len(cause) or cause[i + 1] != cause[i]:
+            owner = max(best, key=best.__getitem__)
+            out.append((int(end[i] - start[run_start]), int(start[run_start]), owner, cause[i]))
+            best, run_start = {}, i + 1
     return out
 
 
@@ -339,9 +363,7 @@ def _evidence(trace: Trace, lb: _Label | None, lo: int, hi: int,
     # specific (an innermost Python frame beats <module>, which covers everything).
     score = overlap.astype(np.float64) ** 2 / np.maximum(lb.ends[hit] - lb.starts[hit], 1)
     best = hit[np.argsort(-score, kind="stable")[:3]]
-    table = trace.tables[lb.table]
-    idx = pc.index_in(pa.array(lb.rows[best]), table["event_id"])
-    picked = table.take(idx)
+    picked = lb.table.select(["name", "frame_id"]).take(pa.array(lb.rows[best]))
     evidence = [f"{n} ({(e - s) / 1e3:.1f} µs)" for n, s, e in
                 zip(picked["name"].cast(pa.string()).to_pylist(), lb.starts[best], lb.ends[best], strict=True)]
     source = next((frames[f] for f in picked["frame_id"].to_pylist() if f is not None and f in frames), None)

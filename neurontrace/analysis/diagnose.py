@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import findings as rules
+from neurontrace.analysis._columns import select
 from neurontrace.analysis.attribution import DeviceAttribution, attribute, frame_sources
 from neurontrace.analysis.fallback import FallbackOp, find_fallback
 from neurontrace.analysis.phases import Phases, phases
@@ -100,7 +101,7 @@ def _recorded_fallback_ops(trace: Trace) -> list[str]:
 
 def _collective_groups(trace: Trace) -> dict[str, list[int]]:
     dev = trace.device_events
-    coll = dev.filter(pc.equal(dev["category"].cast(pa.string()), "collective"))
+    coll = select(dev, "category", "collective")
     groups: dict[str, list[int]] = defaultdict(list)
     for name, dur, args in zip(coll["name"].cast(pa.string()).to_pylist(), coll["dur_ns"].to_pylist(),
                                coll["args"].to_pylist(), strict=True):
@@ -115,7 +116,7 @@ def _cross_rank(trace: Trace) -> dict[str, Any]:
     ranks = sorted(r for r in pc.unique(host["rank"]).to_pylist() if r is not None)
     if len(ranks) < 2:
         return {}
-    steps = host.filter(pc.equal(host["category"].cast(pa.string()), "step"))
+    steps = select(host, "category", "step")
     by_step: dict[str, dict[int, tuple[int, int]]] = defaultdict(dict)
     for name, rank, ts, dur in zip(steps["name"].cast(pa.string()).to_pylist(), steps["rank"].to_pylist(),
                                    steps["ts_ns"].to_pylist(), steps["dur_ns"].to_pylist(), strict=True):
@@ -131,7 +132,7 @@ def _cross_rank(trace: Trace) -> dict[str, Any]:
                           "max_dur_ns": max(durs.values()), "min_dur_ns": min(durs.values()),
                           "slowest_rank": max(durs, key=durs.__getitem__)})
     dev = trace.device_events
-    coll = dev.filter(pc.equal(dev["category"].cast(pa.string()), "collective"))
+    coll = select(dev, "category", "collective")
     per_rank = coll.group_by("rank").aggregate([("dur_ns", "sum")]).to_pylist()
     return {"ranks": ranks, "step_skew": step_skew,
             "collective_ns_by_rank": {str(r["rank"]): int(r["dur_ns_sum"]) for r in per_rank}}

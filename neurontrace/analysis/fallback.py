@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
+from neurontrace.analysis._columns import matches, select
 from neurontrace.analysis.intervals import union
 from neurontrace.trace import Trace
 
@@ -59,7 +60,7 @@ def ops_from_log(path: str | Path) -> list[str]:
 
 def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, str] | None = None) -> list[FallbackOp]:
     """Explicitly named fallback ops, then signature suspects not already named."""
-    ops = trace.system_events.filter(pc.equal(trace.system_events["category"].cast(pa.string()), "framework_op"))
+    ops = select(trace.system_events, "category", "framework_op")
     busy_s, busy_e = _device_busy(trace)
     frames = frames or {}
     wanted = {n for n in explicit if n}
@@ -79,15 +80,14 @@ def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, 
 
 def _device_busy(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     dev = trace.device_events
-    work = pc.is_in(dev["category"].cast(pa.string()), pa.array(["compute", "collective", "memcpy", "memset", "dma"]))
-    d = dev.filter(work)
+    d = select(dev, "category", "compute", "collective", "memcpy", "memset", "dma")
     s = d["ts_ns"].to_numpy()
     return union(s, s + d["dur_ns"].to_numpy())
 
 
 def _signature_rows(trace: Trace, ops: pa.Table, busy_s: np.ndarray, busy_e: np.ndarray) -> np.ndarray:
     dev = trace.device_events
-    copies = dev.filter(pc.equal(dev["category"].cast(pa.string()), "memcpy"))
+    copies = select(dev, "category", "memcpy")
     direction = copies["direction"].cast(pa.string()).to_numpy(zero_copy_only=False)
     cs = copies["ts_ns"].to_numpy()
     ce = cs + copies["dur_ns"].to_numpy()
@@ -109,8 +109,7 @@ def _signature_rows(trace: Trace, ops: pa.Table, busy_s: np.ndarray, busy_e: np.
         between &= paired
     launches_nothing = ~np.isin(ops["external_id"].fill_null(-1).to_numpy(),
                                 dev["external_id"].drop_null().to_numpy())
-    names_ok = ~pc.match_substring_regex(ops["name"].cast(pa.string()), NOT_SUSPECT.pattern).to_numpy(
-        zero_copy_only=False)
+    names_ok = ~matches(ops["name"], NOT_SUSPECT)
     cand = np.flatnonzero(between & launches_nothing & names_ok & (e > s))
     if not len(cand):
         return cand

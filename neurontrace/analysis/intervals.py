@@ -82,9 +82,10 @@ def sweep(window: tuple[int, int], labelled: list[tuple[np.ndarray, np.ndarray]]
     Cost: one sort of all boundaries, then one pass over the segments per non-empty label.
     """
     lo, hi = window
-    clipped = [clip(s, e, lo, hi) for s, e in labelled]
-    points = [np.array([lo, hi], dtype=np.int64)] + [a for se in clipped for a in se]
-    bounds = np.unique(np.concatenate(points))
+    # Union each label first: overlapping or back-to-back work collapses, so far fewer boundaries.
+    clipped = [union(*clip(s, e, lo, hi)) for s, e in labelled]
+    points = np.sort(np.concatenate([np.array([lo, hi], dtype=np.int64)] + [a for se in clipped for a in se]))
+    bounds = points[np.r_[True, points[1:] != points[:-1]]]
     n_seg = len(bounds) - 1
     label = np.full(n_seg, NONE, dtype=np.int64)
     for k, (s, e) in enumerate(clipped):
@@ -95,3 +96,43 @@ def sweep(window: tuple[int, int], labelled: list[tuple[np.ndarray, np.ndarray]]
         covered = np.cumsum(delta[:n_seg]) > 0
         label[covered & (label == NONE)] = k
     return Sweep(bounds, label)
+
+
+def layered(window: tuple[int, int], labelled: list[tuple[np.ndarray, np.ndarray]]
+            ) -> tuple[list[int], int, list[tuple[np.ndarray, np.ndarray]]]:
+    """Like :func:`sweep`, but only the totals: (ns per label, ns covered by none, each label's union).
+
+    Label k owns |U_k + C| - |C| (+ = union) where C is everything earlier labels cover, so the work is one
+    merge of sorted disjoint lists per label instead of cutting the window into segments.
+    """
+    lo, hi = window
+    cs = ce = np.zeros(0, dtype=np.int64)
+    covered = 0
+    owned: list[int] = []
+    unions = []
+    for s, e in labelled:
+        us, ue = union(*clip(s, e, lo, hi))
+        unions.append((us, ue))
+        if len(us):
+            cs, ce = union(np.concatenate([cs, us]), np.concatenate([ce, ue]))
+        now = int((ce - cs).sum())
+        owned.append(now - covered)
+        covered = now
+    return owned, (hi - lo) - covered, unions
+
+
+def gaps(window: tuple[int, int], starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of the window not covered by the disjoint sorted intervals."""
+    lo, hi = window
+    s, e = clip(starts, ends, lo, hi)
+    gs = np.r_[lo, e]
+    ge = np.r_[s, hi]
+    keep = ge > gs
+    return gs[keep], ge[keep]
+
+
+def within(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint sorted intervals overlapping [lo, hi), cut to it (binary search, no scan)."""
+    i = np.searchsorted(ends, lo, side="right")
+    j = np.searchsorted(starts, hi, side="left")
+    return clip(starts[i:j], ends[i:j], lo, hi)

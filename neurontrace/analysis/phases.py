@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
+from neurontrace.analysis._columns import isin, matches, select
 from neurontrace.analysis.intervals import union
 from neurontrace.trace import Trace
 
@@ -74,18 +75,16 @@ def phases(trace: Trace) -> Phases:
 
 
 def _time_of(host: pa.Table, category: str, pattern: re.Pattern[str]) -> int:
-    cat = host["category"].cast(pa.string())
-    hit = pc.or_(pc.equal(cat, category), pc.match_substring_regex(host["name"].cast(pa.string()), pattern.pattern))
-    t = host.filter(pc.fill_null(hit, False))
+    t = host.filter(pa.array(isin(host["category"], [category]) | matches(host["name"], pattern)))
     s = t["ts_ns"].to_numpy()
     us, ue = union(s, s + t["dur_ns"].to_numpy())
     return int((ue - us).sum())
 
 
 def _steps(host: pa.Table, dev: pa.Table) -> list[dict[str, int]]:
-    steps = host.filter(pc.equal(host["category"].cast(pa.string()), "step"))
+    steps = select(host, "category", "step")
     if steps.num_rows == 0:
-        steps = dev.filter(pc.equal(dev["category"].cast(pa.string()), "execution"))
+        steps = select(dev, "category", "execution")
     rows = []
     for i, (name, ts, dur) in enumerate(zip(steps["name"].cast(pa.string()).to_pylist(), steps["ts_ns"].to_pylist(),
                                              steps["dur_ns"].to_pylist(), strict=True)):

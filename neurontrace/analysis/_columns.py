@@ -1,0 +1,59 @@
+"""Fast selections on the Trace's dictionary-encoded string columns.
+
+Names, categories and devices are dictionary encoded: a test runs once per distinct value and is
+spread to the rows through the indices, instead of decoding millions of strings first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def _dict(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_dictionary(arr.type):
+        arr = pc.dictionary_encode(arr)
+    return arr
+
+
+def _spread(arr: pa.Array, per_value: np.ndarray) -> np.ndarray:
+    idx = arr.indices.to_numpy(zero_copy_only=False)
+    if arr.null_count:
+        idx = np.where(np.isnan(idx), 0, idx).astype(np.int64) if idx.dtype.kind == "f" else idx
+        valid = arr.is_valid().to_numpy(zero_copy_only=False)
+        return np.asarray(per_value[idx] & valid) if len(per_value) else np.zeros(len(arr), bool)
+    return np.asarray(per_value[idx]) if len(per_value) else np.zeros(len(arr), bool)
+
+
+def isin(col: pa.Array | pa.ChunkedArray, values: Iterable[str]) -> np.ndarray:
+    """Boolean mask: the row's value is one of ``values`` (null rows are False)."""
+    arr = _dict(col)
+    wanted = set(values)
+    per_value = np.array([v in wanted for v in arr.dictionary.to_pylist()], dtype=bool)
+    return _spread(arr, per_value)
+
+
+def matches(col: pa.Array | pa.ChunkedArray, pattern: re.Pattern[str] | str) -> np.ndarray:
+    """Boolean mask: the row's value matches the regular expression (searched, null rows False)."""
+    rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+    arr = _dict(col)
+    per_value = np.array([bool(v is not None and rx.search(v)) for v in arr.dictionary.to_pylist()], dtype=bool)
+    return _spread(arr, per_value)
+
+
+def select(table: pa.Table, column: str, *values: str) -> pa.Table:
+    """Rows of ``table`` whose ``column`` is one of ``values``."""
+    return table.filter(pa.array(isin(table[column], values)))
+
+
+def distinct(col: pa.Array | pa.ChunkedArray) -> list[str]:
+    """The distinct non-null values that occur in the column."""
+    arr = _dict(col)
+    used: list[int] = np.unique(arr.indices.drop_null().to_numpy(zero_copy_only=False)).tolist()
+    values = arr.dictionary.to_pylist()
+    return sorted(values[int(i)] for i in used)
