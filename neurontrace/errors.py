@@ -17,6 +17,7 @@ EXIT_MALFORMED = 5
 EXIT_OUTPUT_EXISTS = 6
 EXIT_MISSING_DEPENDENCY = 7
 EXIT_NOT_IMPLEMENTED = 8
+EXIT_EXTERNAL_TOOL = 9  # neuron-explorer is missing, failed or timed out (the message has the command)
 EXIT_FINDINGS = 10  # diagnose --fail-on: a finding reached the requested severity
 
 
@@ -24,6 +25,12 @@ class NeurontraceError(Exception):
     """Base class of every error neurontrace raises on purpose."""
 
     exit_code = EXIT_INTERNAL
+
+
+class UsageError(NeurontraceError):
+    """The command line asks for something the command cannot do (argparse's own checks aside)."""
+
+    exit_code = EXIT_USAGE
 
 
 class InputNotFoundError(NeurontraceError, FileNotFoundError):
@@ -70,9 +77,57 @@ class NotYetImplementedError(NeurontraceError):
     exit_code = EXIT_NOT_IMPLEMENTED
 
 
+class NeffNotFoundError(InputNotFoundError):
+    """An NTFF's paired NEFF (the compiled graph needed to decode it) could not be found."""
+
+
+class NeffMismatchError(NeurontraceError):
+    """The NEFF and NTFF given do not belong together (their numeric hashes differ)."""
+
+    exit_code = EXIT_MALFORMED
+
+
+class EmptyNtffError(EmptyInputError):
+    """An NTFF of 0 bytes: the documented sign of a NeuronCore that ran nothing during capture."""
+
+
+class NeuronToolMissingError(NeurontraceError):
+    """Decoding an NTFF needs AWS's ``neuron-explorer`` (aws-neuronx-tools), which is not installed."""
+
+    exit_code = EXIT_EXTERNAL_TOOL
+
+
+class NeuronToolFailedError(NeurontraceError):
+    """``neuron-explorer`` ran but failed (or produced no tables); the message carries its output."""
+
+    exit_code = EXIT_EXTERNAL_TOOL
+
+
+class NeuronToolTimeoutError(NeuronToolFailedError):
+    """``neuron-explorer`` did not finish within the time allowed."""
+
+
 class TraceWarning(UserWarning):
     """Something in the input was unusual but loading could continue; the message has counts."""
 
 
 class TruncatedTraceWarning(TraceWarning):
     """The input was cut off; every complete event before the cut was kept."""
+
+
+class NeuronProfileWarning(TraceWarning):
+    """A row of Neuron Explorer's ``Warning`` table, or a gap in a Neuron profile (missing tables)."""
+
+
+class SchemaVersionWarning(TraceWarning):
+    """A Neuron Explorer schema version this neurontrace was not written against; columns were mapped
+    by name and presence."""
+
+
+class NeuronToolMissingWarning(TraceWarning):
+    """A capture directory's device profiles were not decoded because neuron-explorer is missing;
+    the framework trace was loaded alone."""
+
+
+class CaptureWarning(TraceWarning):
+    """A capture could not record or export something; the program ran on and the message says what."""

@@ -64,6 +64,18 @@ def register(name: str, module: str, description: str) -> None:
 
 register("neurontrace-parquet", "neurontrace.parsers.neurontrace_parquet",
          "a directory written by `neurontrace convert` / Trace.to_parquet")
+# Neuron: directory formats first (an Explorer directory, then a capture directory that may hold
+# one), then files with a recognisable head, before the generic Kineto JSON sniffer.
+register("neuron-explorer", "neurontrace.parsers.neuron_explorer",
+         "a Neuron Explorer Parquet directory (neuron-explorer view --output-format parquet)")
+register("torchneuron-capture", "neurontrace.parsers.torchneuron_capture",
+         "a TorchNeuron / Neuron inspect capture directory (<instance>_pid_<pid>/ with trace.json, .ntff, .neff)")
+register("ntff", "neurontrace.parsers.ntff",
+         "a Neuron NTFF device trace (*.ntff, decoded with neuron-explorer and its NEFF)")
+register("neuron-json", "neurontrace.parsers.neuron_json",
+         "legacy Neuron Explorer / neuron-profile JSON (--output-format json), device or system")
+register("neuron-summary", "neurontrace.parsers.neuron_summary",
+         "a Neuron summary (--output-format summary-json or summary-text)")
 register("kineto", "neurontrace.parsers.kineto",
          "torch.profiler / Kineto Chrome-trace JSON (.json, .json.gz, .pt.trace.json)")
 

@@ -1,0 +1,239 @@
+"""Source frames for NeuronCore instructions: which line of code each instruction came from.
+
+An instruction can name its origin several ways (neuron.md §3.4, §3.7): a framework Python stack
+(``stack_frame_ids`` → ``StackFrame*`` tables), a framework ``layer``, an ``hlo_name``, an NKI
+kernel stack (``kernel_instruction_name`` → ``KernelInstructions``/``KernelStackFrames``) and a
+source line (``nki_source_location``, ``bir_debug_info_source_location``). They are stacked into
+one calling-context path, outermost first:
+
+    python stack (root → leaf) → layer → hlo op → NKI kernel stack (root → leaf) → source line
+
+An instruction's ``frame_id`` is the innermost *user* node of its path (user code: not the
+framework, the standard library or an installed package), else the innermost node. Distinct
+combinations of link values are few, so paths are built once per combination in Python and
+spread to the rows with Arrow ``take``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ._neuron_read import SourceTable
+from ._stacks import is_user_file
+
+LINK_COLUMNS = ("stack_frame_ids", "layer", "hlo_name", "kernel_instruction_name", "nki_source_location",
+                "bir_debug_info_source_location")
+_LOCATION = re.compile(r"^(?P<file>.+?):(?P<line>\d+)(?::\d+)?$")
+
+Node = tuple[int | None, str, str | None, int | None, str | None]  # parent, kind, file, line, function
+
+
+class FrameBuilder:
+    """Grows the ``frames`` table as instructions ask for paths; one node per distinct path step."""
+
+    def __init__(self, tables: dict[str, SourceTable]) -> None:
+        self._nodes: dict[Node, int] = {}
+        self._rows: list[Node] = []
+        self._user: list[bool] = []
+        self._paths: dict[tuple[Any, ...], int | None] = {}
+        self._py = _python_stacks(tables)
+        self._kernel = _kernel_stacks(tables)
+
+    @property
+    def empty(self) -> bool:
+        return not self._rows
+
+    def link(self, batch: pa.Table) -> pa.Array | None:
+        """The frame id of each row of ``batch`` (null where it names no source), or None if none do."""
+        cols = [c for c in LINK_COLUMNS if c in batch.column_names]
+        if not cols:
+            return None
+        idx_cols: list[np.ndarray] = []
+        values: list[list[Any]] = []
+        codes: np.ndarray | None = None
+        for c in cols:
+            enc = _dict_chunk(batch[c])
+            idx = np.asarray(pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+            idx_cols.append(idx)
+            values.append(enc.dictionary.to_pylist())
+            # Combine column by column, compacting each time so the codes never overflow.
+            codes = idx + 1 if codes is None else _compact(codes * (len(values[-1]) + 1) + idx + 1)[0]
+        assert codes is not None
+        pos, n_combos = _compact(codes)
+        first = np.full(n_combos, -1, dtype=np.int64)
+        order = np.arange(len(pos), dtype=np.int64)
+        first[pos[::-1]] = order[::-1]  # the first row of each combination represents it
+        frame_of = np.full(n_combos, -1, dtype=np.int64)
+        for k, row in enumerate(first.tolist()):
+            key = {c: (vals[i[row]] if i[row] >= 0 else None)
+                   for c, i, vals in zip(cols, idx_cols, values, strict=True)}
+            fid = self._path(tuple(key.get(c) for c in LINK_COLUMNS))
+            frame_of[k] = -1 if fid is None else fid
+        out = frame_of[pos]
+        if (out < 0).all():
+            return None
+        return pa.array(out, pa.int64(), mask=out < 0)
+
+    def table(self) -> pa.Table:
+        rows = self._rows
+        return pa.table({
+            "frame_id": pa.array(range(len(rows)), pa.int64()),
+            "parent_id": pa.array([r[0] for r in rows], pa.int64()),
+            "file": pa.array([r[2] for r in rows], pa.string()),
+            "line": pa.array([r[3] for r in rows], pa.int32()),
+            "function": pa.array([r[4] for r in rows], pa.string()),
+            "kind": pa.array([r[1] for r in rows], pa.string()),
+            "is_user": pa.array(self._user, pa.bool_()),
+        })
+
+    # -- paths -------------------------------------------------------------------------------------
+
+    def _path(self, links: tuple[Any, ...]) -> int | None:
+        if links in self._paths:
+            return self._paths[links]
+        sf_ids, layer, hlo, kin, nki, bir = links
+        steps: list[tuple[str, str | None, int | None, str | None]] = []
+        first_sf = _first(_id_list(sf_ids))
+        if first_sf is not None:
+            steps += self._py.get(first_sf, [])
+        if layer:
+            steps.append(("layer", None, None, str(layer)))
+        if hlo:
+            steps.append(("hlo", None, None, str(hlo)))
+        kernel = self._kernel.get(str(kin)) if kin else None
+        if kernel:
+            steps += kernel
+        elif nki or bir:
+            loc = _first(_locations(nki)) or _first(_locations(bir))
+            if loc is not None:
+                steps.append(("nki", loc[0], loc[1], None))
+        parent: int | None = None
+        best: int | None = None
+        for kind, file, line, function in steps:
+            parent = self._node((parent, kind, file, line, function))
+            if self._user[parent]:
+                best = parent
+        result = best if best is not None else parent
+        self._paths[links] = result
+        return result
+
+    def _node(self, node: Node) -> int:
+        fid = self._nodes.get(node)
+        if fid is None:
+            fid = self._nodes[node] = len(self._rows)
+            self._rows.append(node)
+            kind, file = node[1], node[2]
+            self._user.append(kind in ("python", "nki") and is_user_file(file))
+        return fid
+
+
+def _compact(codes: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense codes 0..k-1 for the distinct values of ``codes`` (hash based, no sort), and k."""
+    arr = pa.array(codes)
+    uniq = pc.unique(arr)
+    pos = np.asarray(pc.index_in(arr, uniq).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return pos, len(uniq)
+
+
+def _dict_chunk(col: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_dictionary(arr.type):
+        arr = pc.dictionary_encode(arr.cast(pa.string()) if not pa.types.is_string(arr.type) else arr)
+    return arr
+
+
+def _first(items: Sequence[Any]) -> Any:
+    return items[0] if items else None
+
+
+def _id_list(value: Any) -> list[str]:
+    """``stack_frame_ids`` as written: a list, or its text (``[101, 102]``, ``101,102``)."""
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    text = str(value).strip().strip("[]")
+    return [t.strip().strip("'\"") for t in text.split(",") if t.strip()]
+
+
+def _locations(value: Any) -> list[tuple[str, int | None]]:
+    """``file.py:42`` locations from a string, a JSON list of strings, or a comma-separated list."""
+    if value is None:
+        return []
+    items: list[Any]
+    if isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        text = str(value).strip()
+        try:
+            parsed = json.loads(text) if text.startswith("[") else None
+        except ValueError:
+            parsed = None
+        items = parsed if isinstance(parsed, list) else [t for t in text.strip("[]").split(",") if t.strip()]
+    out: list[tuple[str, int | None]] = []
+    for item in items:
+        s = str(item).strip().strip("'\"")
+        m = _LOCATION.match(s)
+        out.append((m.group("file"), int(m.group("line"))) if m else (s, None))
+    return out
+
+
+def _python_stacks(tables: dict[str, SourceTable]) -> dict[str, list[tuple[str, str | None, int | None, str | None]]]:
+    """StackFrame id → its path (root first) of (kind, file, line, function)."""
+    need = ("StackFrame", "StackFrameFileLocation", "StackFrameFileName", "StackFrameFunctionName")
+    if any(t not in tables for t in need):
+        return {}
+    frames = {str(r["id"]): r for r in tables["StackFrame"].read().to_pylist()}
+    locs = {str(r["id"]): r for r in tables["StackFrameFileLocation"].read().to_pylist()}
+    files = {str(r["id"]): r.get("name") for r in tables["StackFrameFileName"].read().to_pylist()}
+    funcs = {str(r["id"]): r.get("name") for r in tables["StackFrameFunctionName"].read().to_pylist()}
+    out: dict[str, list[tuple[str, str | None, int | None, str | None]]] = {}
+    for fid in frames:
+        chain = []
+        cur: str | None = fid
+        seen: set[str] = set()
+        while cur is not None and cur in frames and cur not in seen:
+            seen.add(cur)
+            row = frames[cur]
+            loc = locs.get(str(row.get("file_location_id")), {})
+            chain.append(("python", files.get(str(loc.get("file_name_id"))), loc.get("line_number"),
+                          funcs.get(str(loc.get("function_name_id")))))
+            parent = row.get("parent_frame_id")
+            cur = None if parent in (None, "0", 0, "") else str(parent)
+        out[fid] = chain[::-1]
+    return out
+
+
+def _kernel_stacks(tables: dict[str, SourceTable]) -> dict[str, list[tuple[str, str | None, int | None, str | None]]]:
+    """kernel_instruction_name → NKI kernel function chain (root first) plus the instruction's line."""
+    if "KernelInstructions" not in tables:
+        return {}
+    stack_rows: dict[Any, dict[str, Any]] = {}
+    if "KernelStackFrames" in tables:
+        stack_rows = {r["stack_frame_id"]: r for r in tables["KernelStackFrames"].read().to_pylist()}
+    out: dict[str, list[tuple[str, str | None, int | None, str | None]]] = {}
+    for r in tables["KernelInstructions"].read().to_pylist():
+        chain: list[tuple[str, str | None, int | None, str | None]] = []
+        cur = r.get("stack_frame_id")
+        seen: set[Any] = set()
+        innermost: str | None = None
+        while cur is not None and cur in stack_rows and cur not in seen:
+            seen.add(cur)
+            sf = stack_rows[cur]
+            fn = sf.get("fully_qualified_function_name")
+            innermost = innermost or fn
+            chain.append(("nki", sf.get("file_path"), sf.get("line_number"), fn))
+            cur = sf.get("parent_stack_frame_id")
+        chain.reverse()
+        if r.get("file_path") is not None or r.get("line_number") is not None:
+            chain.append(("nki", r.get("file_path"), r.get("line_number"), innermost))
+        if chain and r.get("kernel_instruction_name") is not None:
+            out[str(r["kernel_instruction_name"])] = chain
+    return out

@@ -1,0 +1,214 @@
+"""What an NTFF shows without decoding its records, and where its NEFF is (neuron.md §1.3, §10.1).
+
+Container layout (observed on real files, v4 and v5): byte 0 is the format version, bytes 1-7 a
+little-endian length N, and at offset 128 a protobuf message of N bytes with capture metadata:
+field 1 the NEFF file name, 7 the capture time (v4), 8/11/12 runtime/driver/collectives versions
+as small messages of integer parts (8 also carries the runtime's git hash), 9 the instance type.
+Everything after that is raw hardware records, which are not decoded here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from neurontrace.errors import EmptyNtffError, NeffMismatchError, NeffNotFoundError
+
+from ._neuron_common import SYNTHETIC_PREFIX
+
+HEADER = 128
+_MAX_META = 64 << 20
+INSPECT_NTFF = re.compile(r"^(?P<hash>\d+)_instid_(?P<inst>\d+)_vnc_(?P<vnc>\d+)\.ntff$")
+HASHED_NEFF = re.compile(r"^(?:neff|graph)_(?P<hash>\d+)(?:_vnc_(?P<vnc>\d+))?\.neff$")
+
+
+@dataclass
+class NtffHeader:
+    path: str
+    size: int
+    version: int | None = None
+    metadata_bytes: int | None = None
+    neff_name: str | None = None
+    instance_type: str | None = None
+    runtime_version: str | None = None
+    runtime_git_hash: str | None = None
+    driver_version: str | None = None
+    collectives_version: str | None = None
+    capture_unix_s: int | None = None
+    note: str | None = None
+
+    @property
+    def synthetic(self) -> bool:
+        return bool(self.neff_name and self.neff_name.startswith(SYNTHETIC_PREFIX))
+
+    def facts(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def describe(self) -> str:
+        parts = [f"NTFF version {self.version}" if self.version is not None else "NTFF of unknown version",
+                 f"{self.size} bytes"]
+        if self.neff_name:
+            parts.append(f"captured against {self.neff_name}")
+        if self.instance_type:
+            parts.append(f"on {self.instance_type}")
+        tools = [f"{k} {v}" for k, v in (("runtime", self.runtime_version), ("driver", self.driver_version),
+                                          ("collectives", self.collectives_version)) if v]
+        if tools:
+            parts.append("(" + ", ".join(tools) + ")")
+        if self.note:
+            parts.append(f"[{self.note}]")
+        return " ".join(parts)
+
+
+def read_header(path: Path) -> NtffHeader:
+    size = path.stat().st_size
+    if size == 0:
+        raise EmptyNtffError(
+            f"{path}: the NTFF is empty (0 bytes), which is how Neuron marks a NeuronCore that ran nothing "
+            "during the capture; load the NTFF of a core that ran the model (a non-empty file)"
+        )
+    h = NtffHeader(path=str(path), size=size)
+    with path.open("rb") as f:
+        head = f.read(HEADER)
+        h.version = head[0]
+        if len(head) < HEADER:
+            h.note = "shorter than the 128-byte header"
+            return h
+        n = int.from_bytes(head[1:8], "little")
+        h.metadata_bytes = n
+        if n == 0 or n > min(size - HEADER, _MAX_META):
+            h.note = "metadata length does not fit the file; header facts unavailable"
+            return h
+        msg = f.read(n)
+    try:
+        fields = _fields(msg)
+    except ValueError as exc:
+        h.note = f"metadata not as observed ({exc})"
+        return h
+    h.neff_name = _text(fields.get(1))
+    h.instance_type = _text(fields.get(9))
+    h.capture_unix_s = fields.get(7) if isinstance(fields.get(7), int) else None
+    h.runtime_version, h.runtime_git_hash = _version(fields.get(8))
+    h.driver_version, _ = _version(fields.get(11))
+    h.collectives_version, _ = _version(fields.get(12))
+    return h
+
+
+def _fields(msg: bytes) -> dict[int, Any]:
+    """First value of each top-level field of a protobuf message (wire format only, no schema)."""
+    out: dict[int, Any] = {}
+    pos = 0
+    while pos < len(msg):
+        key, pos = _varint(msg, pos)
+        num, wire = key >> 3, key & 7
+        value: Any
+        if wire == 0:
+            value, pos = _varint(msg, pos)
+        elif wire == 1:
+            value, pos = msg[pos:pos + 8], pos + 8
+        elif wire == 2:
+            length, pos = _varint(msg, pos)
+            value, pos = msg[pos:pos + length], pos + length
+        elif wire == 5:
+            value, pos = msg[pos:pos + 4], pos + 4
+        else:
+            raise ValueError(f"wire type {wire} at byte {pos}")
+        if pos > len(msg):
+            raise ValueError("field runs past the message")
+        out.setdefault(num, value)
+    return out
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise ValueError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _text(value: Any) -> str | None:
+    if not isinstance(value, bytes):
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _version(value: Any) -> tuple[str | None, str | None]:
+    if not isinstance(value, bytes):
+        return None, None
+    try:
+        f = _fields(value)
+    except ValueError:
+        return None, None
+    parts = [str(f[k]) for k in (1, 2, 3) if isinstance(f.get(k), int)]
+    return (".".join(parts) or None), _text(f.get(5))
+
+
+# -- pairing with the NEFF ------------------------------------------------------------------------
+
+
+def find_neff(ntff: Path, header: NtffHeader, explicit: str | Path | None) -> tuple[Path, str]:
+    """The NEFF that decodes ``ntff``, and which documented rule found it."""
+    m = INSPECT_NTFF.match(ntff.name)
+    if explicit is not None:
+        neff = Path(explicit)
+        if not neff.is_file():
+            raise NeffNotFoundError(f"{neff}: no such NEFF (given for {ntff.name})")
+        other = _hashed(neff)
+        if m and other and other[0] != m.group("hash"):
+            raise _mismatch(ntff, m.group("hash"), [neff])
+        return neff, "given explicitly"
+    here = ntff.parent
+    places = [here, here / "neffs", here.parent]
+    if m:
+        want = m.group("hash")
+        hashed = [(p, h) for d in places if d.is_dir() for p in sorted(d.glob("*.neff"))
+                  if (h := _hashed(p)) is not None]
+        same = [(p, h) for p, h in hashed if h[0] == want]
+        if same:
+            vnc = [p for p, h in same if h[1] in (None, m.group("vnc"))]
+            return (vnc or [same[0][0]])[0], "same numeric hash as the NTFF name"
+        if hashed:
+            raise _mismatch(ntff, want, [p for p, _ in hashed])
+    if header.neff_name:
+        for d in places:
+            cand = d / header.neff_name
+            if cand.is_file():
+                return cand, "NEFF name recorded in the NTFF"
+    beside = here / "file.neff"
+    if beside.is_file():
+        return beside, "file.neff beside the NTFF"
+    local = sorted(here.glob("*.neff"))
+    if len(local) == 1:
+        return local[0], "the only NEFF beside the NTFF"
+    found = ", ".join(p.name for p in local) or "none"
+    raise NeffNotFoundError(
+        f"{ntff}: cannot find the NEFF this NTFF was captured against ({header.describe()}). Looked for "
+        f"{'neff_' + m.group('hash') + '.neff, ' if m else ''}{header.neff_name or 'the recorded NEFF name'} and "
+        f"file.neff beside it; NEFFs there: {found}. Pass the NEFF explicitly (--neff / neff=), e.g. the "
+        "compiled graph from your compile cache"
+    )
+
+
+def _hashed(p: Path) -> tuple[str, str | None] | None:
+    m = HASHED_NEFF.match(p.name)
+    return (m.group("hash"), m.group("vnc")) if m else None
+
+
+def _mismatch(ntff: Path, want: str, neffs: list[Path]) -> NeffMismatchError:
+    names = ", ".join(p.name for p in neffs[:8])
+    return NeffMismatchError(
+        f"{ntff.name}: NEFF/NTFF hash mismatch: the NTFF's numeric hash is {want} but the NEFF(s) found carry "
+        f"another ({names}). neuron-explorer refuses such pairs (ERROR_PROCESS_INCOMPLETE: the numeric hashes "
+        f"in the file names must be identical); pass the NEFF named neff_{want}.neff from the same capture"
+    )

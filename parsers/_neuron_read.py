@@ -1,0 +1,167 @@
+"""Finding and reading the tables of a Neuron Explorer Parquet directory (neuron.md §3.1-§3.2).
+
+A table is one ``<Table>.parquet`` file or several ``<Table>_<n>.parquet`` parts; any table may be
+missing. Columns are read by name and only when asked for, string columns that repeat (engines,
+opcodes, queue names) as dictionaries, and big tables a few row groups at a time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from neurontrace.errors import MalformedTraceError
+
+_FILE = re.compile(r"^(?P<table>[A-Z][A-Za-z0-9]*?)(?:_(?P<part>\d+))?\.parquet$")
+
+# Every table of schema 7.4.0 (neuron.md §3.3, §3.8); used to recognise a directory and to tell
+# a table this neurontrace does not know from one it deliberately leaves out.
+KNOWN_TABLES = frozenset({
+    "Instruction", "DmaPacket", "DmaPacketAggregated", "SemaphoreUpdate", "Throttle", "Error", "CcOp",
+    "CcInstruction", "ActiveTime", "CoreBarriers", "SystemProfileEvents", "SbufAllocation", "DmaUsage",
+    "HbmUsage", "PsumUsage", "SbufUsage", "PendingDma", "CpuUsage", "HostMemUsage", "SystemProfileHbmUsage",
+    "Flow", "FrameworkInstruction", "HloInstruction", "PenguinInstruction", "BirInstruction", "FrameworkNode",
+    "AssemblyInstruction", "Summary", "OpcodeSummary", "ThrottleSummary", "HbmUsageSummaryByType",
+    "DmaUsageSummary", "TensorInfo", "DmaQueuesInfo", "CcStream", "StackFrame", "StackFrameFileLocation",
+    "StackFrameFileName", "StackFrameFunctionName", "KernelStackFrames", "KernelIterationVariables",
+    "KernelInstructions", "DeviceProfileList", "Metadata", "NeffHeader", "SystemProfileMetadata",
+    "ExecutionInfo", "Warning", "SchemaFields",
+})
+# Enough to call a directory an Explorer output even without Metadata (system-only profiles).
+SIGNATURE_TABLES = frozenset({"Metadata", "Instruction", "SystemProfileEvents", "NeffHeader", "Summary",
+                              "SchemaFields", "DmaPacketAggregated", "SystemProfileMetadata"})
+
+
+def table_files(directory: Path) -> dict[str, list[Path]]:
+    """``{table: [part files in order]}`` for the ``*.parquet`` files directly in ``directory``."""
+    found: dict[str, list[tuple[int, Path]]] = {}
+    for p in directory.iterdir():
+        m = _FILE.match(p.name)
+        if m and p.is_file():
+            found.setdefault(m.group("table"), []).append((int(m.group("part") or -1), p))
+    return {t: [p for _, p in sorted(parts)] for t, parts in found.items()}
+
+
+def looks_like_explorer(directory: Path) -> bool:
+    try:
+        names = set(table_files(directory))
+    except OSError:
+        return False
+    return bool(names & SIGNATURE_TABLES)
+
+
+@dataclass
+class SourceTable:
+    """One logical table over its part files; the footers are read once, the data only on demand."""
+
+    name: str
+    files: list[Path]
+    _meta: list[pq.FileMetaData] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for f in self.files:
+            try:
+                self._meta.append(pq.read_metadata(f))
+            except (pa.ArrowException, OSError) as exc:
+                raise _corrupt(f, exc) from exc
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        schemas = [m.schema.to_arrow_schema() for m in self._meta]
+        return pa.unify_schemas(schemas) if len(schemas) > 1 else schemas[0]
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+    @property
+    def num_rows(self) -> int:
+        return sum(m.num_rows for m in self._meta)
+
+    def key_value_metadata(self) -> dict[bytes, bytes]:
+        out: dict[bytes, bytes] = {}
+        for m in self._meta:
+            out.update(m.metadata or {})
+        return out
+
+    def has(self, column: str | None) -> bool:
+        return column is not None and column in self.schema.names
+
+    def present(self, columns: Sequence[str | None]) -> list[str]:
+        return [c for c in dict.fromkeys(columns) if c is not None and self.has(c)]
+
+    def read(self, columns: Sequence[str] | None = None, *, dictionary: Sequence[str] = ()) -> pa.Table:
+        """The whole table (or ``columns`` of it); parts are concatenated in order."""
+        parts = list(self.batches(columns, dictionary=dictionary, batch_rows=1 << 62))
+        if not parts:
+            return self.schema.empty_table().select(list(columns) if columns is not None else self.columns)
+        return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+
+    def batches(self, columns: Sequence[str] | None = None, *, dictionary: Sequence[str] = (),
+                batch_rows: int = 1 << 21) -> Iterator[pa.Table]:
+        """The table a few row groups at a time (about ``batch_rows`` rows), in file order."""
+        cols = list(columns) if columns is not None else None
+        for f, meta in zip(self.files, self._meta, strict=True):
+            try:
+                pf = pq.ParquetFile(f, read_dictionary=[c for c in dictionary if c in meta.schema.names])
+                want = [c for c in cols if c in pf.schema_arrow.names] if cols is not None else None
+                groups: list[int] = []
+                rows = 0
+                for g in range(meta.num_row_groups):
+                    groups.append(g)
+                    rows += meta.row_group(g).num_rows
+                    if rows >= batch_rows:
+                        yield self._fill(pf.read_row_groups(groups, columns=want), cols)
+                        groups, rows = [], 0
+                if groups or meta.num_row_groups == 0:
+                    yield self._fill(pf.read_row_groups(groups, columns=want) if groups else
+                                     pf.schema_arrow.empty_table().select(want or pf.schema_arrow.names), cols)
+            except (pa.ArrowException, OSError) as exc:
+                raise _corrupt(f, exc) from exc
+
+    def _fill(self, t: pa.Table, cols: list[str] | None) -> pa.Table:
+        """Columns a part lacks (parts written by different versions) come back as nulls."""
+        if cols is None:
+            return t
+        for c in cols:
+            if c not in t.column_names and c in self.schema.names:
+                t = t.append_column(self.schema.field(c), pa.nulls(t.num_rows, self.schema.field(c).type))
+        return t.select([c for c in cols if c in t.column_names])
+
+    def column_min(self, column: str) -> int | None:
+        """The smallest value of an integer column from the row-group statistics (no data read)."""
+        lows = []
+        for m in self._meta:
+            names = m.schema.names
+            if column not in names:
+                continue
+            j = names.index(column)
+            for g in range(m.num_row_groups):
+                st = m.row_group(g).column(j).statistics
+                if st is None or not st.has_min_max:
+                    return None
+                lows.append(int(st.min))
+        return min(lows) if lows else None
+
+
+def _corrupt(path: Path, exc: BaseException) -> MalformedTraceError:
+    return MalformedTraceError(
+        f"{path}: not a readable Parquet file ({exc}); the file is damaged or was cut off while "
+        "copying. Run `neuron-explorer view ... --output-format parquet` again to regenerate the "
+        "directory, or remove this file to load the other tables"
+    )
+
+
+def open_tables(directory: Path) -> tuple[dict[str, SourceTable], list[str]]:
+    """The tables of an Explorer directory, and the names of files in it that are not tables."""
+    files = table_files(directory)
+    tables = {name: SourceTable(name, parts) for name, parts in sorted(files.items())}
+    others = sorted(p.name for p in directory.iterdir()
+                    if p.is_file() and p.suffix == ".parquet" and not _FILE.match(p.name))
+    return tables, others

@@ -1,0 +1,185 @@
+"""Neuron Explorer Parquet output (``neuron-explorer view --output-format parquet``) → `Trace`.
+
+Spec: shared/formats/neuron.md §3. A directory of ``<Table>.parquet`` files (big tables split into
+``<Table>_<n>.parquet``); every table is optional, columns are looked up by name, so schema 7.x and
+12.x both load by column presence. Where each table goes:
+
+- device timelines (Instruction, DMA, collectives, semaphores, barriers, throttling, errors,
+  executions) → ``device_events`` on device ``neuron:nc<N>`` (see ``_neuron_device``);
+- ``SystemProfileEvents`` → ``system_events`` (runtime, framework) and ``device_events`` (hardware
+  events such as ``nc_exec_running``), ``flow_id`` links → ``flows`` (see ``_neuron_system``);
+- ``Flow`` → ``flows`` of kind ``dependency`` (see ``_neuron_flows``);
+- usage tables (HBM, DMA, PSUM/SBUF, pending DMA, CPU, host memory) → ``counters``;
+- ``StackFrame*``, ``Kernel*``, ``nki_source_location``, ``bir_debug_info_source_location``,
+  ``hlo_name``, ``layer`` → ``frames``, with ``frame_id`` on each instruction (see ``_neuron_frames``);
+- ``Metadata``, ``NeffHeader``, ``Summary`` (``*_percent`` as fractions 0..1), ``OpcodeSummary`` and
+  the other lookup tables → ``metadata`` (keys ``neuron.<table>``);
+- rows of ``Warning`` → load warnings (:class:`~neurontrace.errors.NeuronProfileWarning`).
+
+Device times are put on the host's Unix-epoch clock when the profile says how (``_neuron_align``);
+``metadata`` records the clock (``clock``) and the method (``alignment``). Columns without a place
+of their own go to ``args``: all of them for tables up to 1M rows, a few identifying ones above
+(``detail="full"`` copies all, ``detail="lean"`` never does); ``neuron.args_detail`` says which.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from neurontrace import schema
+from neurontrace.errors import UnknownFormatError
+from neurontrace.load import Probe
+from neurontrace.progress import Progress, no_progress
+from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
+
+from ._neuron_align import align
+from ._neuron_device import SPECS, load_device_tables
+from ._neuron_events import DETAILS, FULL_ARGS_MAX_ROWS, Context, device_table, system_table
+from ._neuron_flows import load_flows, referenced_tables
+from ._neuron_frames import FrameBuilder
+from ._neuron_meta import LOOKUP_TABLES, SKIPPED_TABLES, UNKNOWN_TABLE_ROWS_KEPT, read_profile
+from ._neuron_read import KNOWN_TABLES, SourceTable, looks_like_explorer, open_tables
+from ._neuron_system import (
+    COUNTER_TABLES,
+    host_exec_starts,
+    load_counters,
+    load_hw_events,
+    load_system_events,
+    system_flows,
+)
+
+FORMAT = "neuron-explorer"
+_NC = re.compile(r"neuron:nc(\d+)$")
+_PROFILE_TABLES = {"Metadata", "Summary", "Warning", "SystemProfileEvents", "Flow", *LOOKUP_TABLES}
+
+
+def sniff(probe: Probe) -> bool:
+    return probe.is_dir and looks_like_explorer(probe.path)
+
+
+def parse(
+    path: Path,
+    *,
+    progress: Progress = no_progress,
+    detail: str = "auto",
+    source: str | None = None,
+    skip_framework_events: bool = False,
+    host: str | None = None,
+    rank: int | None = None,
+) -> Trace:
+    """Load one Explorer Parquet directory.
+
+    ``detail`` chooses what ``args`` holds (module docstring); ``skip_framework_events`` leaves out
+    framework events the caller loads from ``trace.json`` itself; ``host``/``rank`` label every row.
+    """
+    if detail not in DETAILS:
+        raise ValueError(f"detail must be one of {', '.join(DETAILS)}, not {detail!r}")
+    path = Path(path)
+    tables, others = open_tables(path)
+    src = source or str(path)
+    if not tables:
+        raise UnknownFormatError(f"{path}: no <Table>.parquet files; expected a neuron-explorer Parquet directory")
+    acct = ParseAccounting(source=src, format=FORMAT)
+    prof = read_profile(tables, acct, src)
+    ctx = Context(source=src, acct=acct, frames=FrameBuilder(tables), device=prof.device, detail=detail,
+                  host=host or prof.host, rank=rank, multi_pcore=prof.multi_pcore)
+    if "Flow" in tables:
+        ctx.want_ids = referenced_tables(tables["Flow"])
+    steps = 5
+    progress("neuron tables", 0, steps)
+    hw = load_system_events(ctx, tables["SystemProfileEvents"], skip_framework=skip_framework_events) \
+        if "SystemProfileEvents" in tables else None
+    alignment = align(
+        device_exec_starts=[int(r["execution_start_ts"]) for r in prof.facts.get("neuron.execution_info", [])
+                            if r.get("execution_start_ts") is not None],
+        host_exec_starts=host_exec_starts(hw, _nc_index(prof.device)),
+        metadata=prof.metadata,
+        device_min_ts=tables["Instruction"].column_min("start_ts") if "Instruction" in tables else None,
+    )
+    ctx.offset_ns = alignment.offset_ns
+    load_hw_events(ctx, hw)
+    progress("neuron tables", 1, steps)
+    load_device_tables(ctx, tables)
+    progress("neuron tables", 2, steps)
+    device = device_table(ctx)
+    if "Flow" in tables:
+        load_flows(ctx, tables["Flow"], device)
+    system_flows(ctx)
+    progress("neuron tables", 3, steps)
+    scales = load_counters(ctx, tables)
+    _account_rest(ctx, tables, prof.facts)
+    progress("neuron tables", 4, steps)
+    acct.check()
+    facts: dict[str, Any] = {
+        "format": FORMAT,
+        "backend": "neuron",
+        "clock": alignment.clock,
+        "alignment": alignment.fact(),
+        "device": prof.device,
+        "device_source": prof.device_source,
+        "synthetic": prof.synthetic,
+        "neuron.profile_schema_version": prof.schema_version,
+        "neuron.schema_major": prof.major,
+        "neuron.args_detail": {
+            "tables": ctx.args_detail,
+            "rule": f"full = every unmapped column in args; lean (auto above {FULL_ARGS_MAX_ROWS} rows) = a few "
+                    "identifying columns, the rest stay in the source Parquet files, joinable on id",
+        },
+        **prof.facts,
+    }
+    if ctx.derived:
+        facts["neuron.derived_rows"] = ctx.derived
+    if scales:
+        facts["neuron.percent_scales"] = scales
+    if others:
+        facts["neuron.non_table_files"] = others
+    facts[ACCOUNTING_KEY] = acct.as_dict()
+    progress("neuron tables", steps, steps)
+    return Trace(
+        system_events=system_table(ctx),
+        device_events=device,
+        flows=_concat(ctx.flows, schema.FLOWS),
+        counters=_concat(ctx.counters, schema.COUNTERS),
+        frames=ctx.frames.table(),
+        metadata=metadata_table(facts, source=src, rank=rank),
+    )
+
+
+def _nc_index(device: str) -> int | None:
+    m = _NC.match(device)
+    return int(m.group(1)) if m else None
+
+
+def _concat(parts: list[pa.Table], spec: schema.TableSpec) -> pa.Table:
+    if not parts:
+        return spec.empty()
+    return pa.concat_tables([conform(p, spec) for p in parts])
+
+
+def _account_rest(ctx: Context, tables: dict[str, SourceTable], facts: dict[str, Any]) -> None:
+    """Tables not mapped above: known lookups are counted skipped with their reason; unknown small
+    tables are kept in metadata (``neuron.table.<Name>``), big ones skipped."""
+    handled = {s.table for s in SPECS} | set(COUNTER_TABLES) | _PROFILE_TABLES
+    unknown = []
+    for name, table in tables.items():
+        if name in handled:
+            continue
+        n = table.num_rows
+        ctx.acct.events_read += n
+        if name in SKIPPED_TABLES:
+            ctx.acct.skip(f"{name}: {SKIPPED_TABLES[name]}", n)
+        elif name in KNOWN_TABLES:
+            ctx.acct.skip(f"{name}: not mapped", n)
+        elif n <= UNKNOWN_TABLE_ROWS_KEPT:
+            facts[f"neuron.table.{name}"] = table.read().to_pylist()
+            ctx.acct.keep("metadata", n)
+            unknown.append(name)
+        else:
+            ctx.acct.skip(f"{name}: a table this neurontrace does not know, too big for metadata", n)
+            unknown.append(name)
+    if unknown:
+        facts["neuron.unknown_tables"] = unknown
