@@ -453,12 +453,14 @@ def write_table(table: pa.Table, directory: Path, name: str, *, split_rows: int 
                 row_group_size: int | None = None, label: bool = True) -> None:
     if label:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **PARQUET_LABEL})
+    # Small tables skip column statistics: they would be most of the file (samples stay small).
+    opts: dict[str, Any] = {"row_group_size": row_group_size, "compression": "zstd",
+                            "write_statistics": table.num_rows > 10_000}
     if split_rows is None or table.num_rows <= split_rows:
-        pq.write_table(table, directory / f"{name}.parquet", row_group_size=row_group_size)
+        pq.write_table(table, directory / f"{name}.parquet", **opts)
         return
     for part, start in enumerate(range(0, table.num_rows, split_rows)):
-        pq.write_table(table.slice(start, split_rows), directory / f"{name}_{part}.parquet",
-                       row_group_size=row_group_size)
+        pq.write_table(table.slice(start, split_rows), directory / f"{name}_{part}.parquet", **opts)
 
 
 def _schema_fields(tables: dict[str, pa.Table]) -> pa.Table:

@@ -100,7 +100,8 @@ def _by_executions(dev: np.ndarray, host: np.ndarray) -> Alignment:
             best = (spread, offsets)
     assert best is not None
     offsets = best[1]
-    offset = int(np.median(offsets).item())
+    # Median around the first offset: epoch-ns values do not survive float64 (spacing 256 ns).
+    offset = int(offsets[0]) + round(float(np.median(offsets - offsets[0])))
     residual = int(np.abs(offsets - offset).max().item())
     return Alignment(offset, "nc_exec_running", residual, len(offsets),
                      "median of (nc_exec_running start - ExecutionInfo.execution_start_ts) over paired "

@@ -1,0 +1,187 @@
+"""NTFF files: header facts, NEFF pairing, and decoding through neuron-explorer.
+
+The real ``neuron-explorer`` is not installed here (it ships with AWS's aws-neuronx-tools). Tests that
+need it put a **test double** named ``neuron-explorer`` on PATH: a small script that writes a
+synthetic Explorer Parquet directory (or fails, hangs, writes nothing, as each test asks).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import neurontrace
+from neurontrace import errors
+from neurontrace import synthetic_neuron as syn
+from neurontrace.parsers import _neuron_tool, ntff
+from neurontrace.parsers._neuron_ntff import read_header
+
+FAKE_TOOL = """#!{python}
+# TEST DOUBLE standing in for AWS neuron-explorer (not the real tool): it writes a synthetic
+# Explorer Parquet directory where `view ... --output-file DIR` asks, or misbehaves on request.
+import os, sys, time
+from pathlib import Path
+args = sys.argv[1:]
+with open(os.environ["FAKE_EXPLORER_LOG"], "a") as log:
+    log.write(" ".join(args) + "\\n")
+out = Path(args[args.index("--output-file") + 1])
+mode = os.environ.get("FAKE_EXPLORER_MODE", "ok")
+if mode == "fail":
+    out.mkdir(parents=True)
+    (out / "Instruction.parquet").write_bytes(b"half-written")
+    print("ERRO[0001] Unable to process profile: ERROR_PROCESS_INCOMPLETE")
+    sys.exit(3)
+if mode == "hang":
+    out.mkdir(parents=True)
+    time.sleep(120)
+if mode == "empty":
+    sys.exit(0)
+from neurontrace import synthetic_neuron as syn
+syn.write_explorer(syn.Scenario(name="decoded"), out)
+print("INFO wrote", out)
+"""
+
+
+def fake_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str = "ok") -> Path:
+    """Put the test double first on PATH; returns its call log."""
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / "neuron-explorer"
+    tool.write_text(FAKE_TOOL.format(python=sys.executable))
+    tool.chmod(0o755)
+    log = tmp_path / "fake-explorer.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FAKE_EXPLORER_LOG", str(log))
+    monkeypatch.setenv("FAKE_EXPLORER_MODE", mode)
+    monkeypatch.setenv("NEURONTRACE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NEURONTRACE_NEURON_EXPLORER", raising=False)
+    return log
+
+
+@pytest.fixture
+def no_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "emptybin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("NEURONTRACE_NEURON_EXPLORER", raising=False)
+    monkeypatch.setattr(_neuron_tool, "DOCUMENTED_DIR", empty)
+
+
+def capture(tmp_path: Path, ntff_name: str = "profile.ntff", neff_name: str | None = "synthetic_mlp.neff") -> Path:
+    sc = syn.Scenario()
+    d = tmp_path / "run"
+    d.mkdir(exist_ok=True)
+    if neff_name:
+        syn.write_neff(sc, d / neff_name)
+    return syn.write_ntff(sc, d / ntff_name)
+
+
+def test_header_facts_are_read_without_decoding(tmp_path: Path) -> None:
+    h = read_header(capture(tmp_path))
+    assert (h.version, h.neff_name, h.instance_type, h.runtime_version, h.driver_version,
+            h.collectives_version) == (5, "synthetic_mlp.neff", "trn2.3xlarge", "2.27.23", "2.23", "2.27.34")
+    assert h.synthetic and h.runtime_git_hash and h.runtime_git_hash.startswith("synthetic")
+    assert "NTFF version 5" in h.describe() and "runtime 2.27.23" in h.describe()
+    v4 = read_header(syn.write_ntff(syn.Scenario(), tmp_path / "old.ntff", version=4))
+    assert v4.version == 4
+
+
+def test_an_ntff_is_recognised_by_its_header_whatever_its_name(tmp_path: Path) -> None:
+    p = capture(tmp_path, ntff_name="capture.bin")
+    assert neurontrace.detect(p).name == "ntff"
+
+
+def test_empty_ntff_says_the_core_ran_nothing(tmp_path: Path) -> None:
+    p = tmp_path / "profile_nc_3_session_0.ntff"
+    p.write_bytes(b"")
+    with pytest.raises(errors.EmptyNtffError, match="NeuronCore that ran nothing") as info:
+        ntff.parse(p)
+    assert info.value.exit_code == errors.EXIT_UNKNOWN_FORMAT
+
+
+def test_neff_found_by_numeric_hash(tmp_path: Path) -> None:
+    p = capture(tmp_path, ntff_name="395760075800974_instid_0_vnc_1.ntff", neff_name=None)
+    for name in ("neff_395760075800974_vnc_0.neff", "neff_395760075800974_vnc_1.neff"):
+        syn.write_neff(syn.Scenario(), p.parent / name)
+    neff, rule = ntff.find_neff(p, read_header(p), None)
+    assert neff.name == "neff_395760075800974_vnc_1.neff" and rule == "same numeric hash as the NTFF name"
+
+
+def test_hash_mismatch_is_a_named_error(tmp_path: Path) -> None:
+    p = capture(tmp_path, ntff_name="111_instid_0_vnc_0.ntff", neff_name="neff_222.neff")
+    with pytest.raises(errors.NeffMismatchError, match="hash mismatch: the NTFF's numeric hash is 111") as info:
+        ntff.parse(p)
+    assert info.value.exit_code == errors.EXIT_MALFORMED
+    with pytest.raises(errors.NeffMismatchError, match=r"neff_222\.neff"):
+        ntff.parse(p, neff=p.parent / "neff_222.neff")
+
+
+@pytest.mark.parametrize(("neff_name", "rule"), [("synthetic_mlp.neff", "NEFF name recorded in the NTFF"),
+                                                 ("file.neff", "file.neff beside the NTFF")])
+def test_neff_found_by_recorded_name_or_file_neff(tmp_path: Path, neff_name: str, rule: str) -> None:
+    p = capture(tmp_path, neff_name=neff_name)
+    neff, found_by = ntff.find_neff(p, read_header(p), None)
+    assert (neff.name, found_by) == (neff_name, rule)
+
+
+def test_missing_neff_is_a_named_error_with_what_to_do(tmp_path: Path) -> None:
+    p = capture(tmp_path, neff_name=None)
+    for name in ("a.neff", "b.neff"):
+        (p.parent / name).write_bytes(b"x")
+    with pytest.raises(errors.NeffNotFoundError, match=r"cannot find the NEFF .*NTFF version 5.*a\.neff, b\.neff.*--neff"):
+        ntff.parse(p)
+    with pytest.raises(errors.NeffNotFoundError, match="no such NEFF"):
+        ntff.parse(p, neff=tmp_path / "missing.neff")
+
+
+@pytest.mark.usefixtures("no_tool")
+def test_without_neuron_explorer_the_error_says_what_to_run_and_where(tmp_path: Path) -> None:
+    p = capture(tmp_path)
+    with pytest.raises(errors.NeuronToolMissingError) as info:
+        neurontrace.load(p)
+    msg = str(info.value)
+    assert info.value.exit_code == errors.EXIT_EXTERNAL_TOOL == 9
+    for part in ("NTFF version 5", "captured against synthetic_mlp.neff", "on trn2.3xlarge", "aws-neuronx-tools",
+                 ("neuron-explorer view -n synthetic_mlp.neff -s profile.ntff --output-format parquet "
+                  "--output-file profile_parquet"), "load it with neurontrace"):
+        assert part in msg
+
+
+def test_decodes_with_neuron_explorer_into_a_content_keyed_cache(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    log = fake_tool(tmp_path, monkeypatch)
+    p = capture(tmp_path)
+    t = neurontrace.load(p)
+    assert t.meta("format") == "ntff" and t.device_events.num_rows > 0
+    assert t.meta("ntff.header")["neff_name"] == "synthetic_mlp.neff" and t.meta("ntff.synthetic") is True
+    assert t.meta("ntff.neff")["found_by"] == "NEFF name recorded in the NTFF"
+    assert t.accounting[0].source == f"{p} (decoded by neuron-explorer)"
+    (call,) = log.read_text().splitlines()
+    assert call.startswith(f"view -n {p.parent / 'synthetic_mlp.neff'} -s {p} --output-format parquet --output-file ")
+    cached = list((tmp_path / "cache" / "neuron-explorer").iterdir())
+    assert len(cached) == 1 and (cached[0] / _neuron_tool.MARKER).is_file()
+    # Same content: served from the cache, the tool is not run again.
+    assert neurontrace.load(p).equals(t) and len(log.read_text().splitlines()) == 1
+    # Changed content: a new key.
+    p.write_bytes(p.read_bytes() + b"more records")
+    neurontrace.load(p)
+    assert len(log.read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize(("mode", "error", "match"), [
+    ("fail", errors.NeuronToolFailedError, "(?s)failed with exit code 3.*ERROR_PROCESS_INCOMPLETE"),
+    ("empty", errors.NeuronToolFailedError, "wrote no Parquet tables"),
+    ("hang", errors.NeuronToolTimeoutError, "did not finish within 1 s"),
+])
+def test_explorer_failures_are_named_and_leave_nothing_in_the_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str, error: type[Exception], match: str) -> None:
+    fake_tool(tmp_path, monkeypatch, mode)
+    p = capture(tmp_path)
+    with pytest.raises(error, match=match) as info:
+        ntff.parse(p, timeout_s=1)
+    assert getattr(info.value, "exit_code", None) == errors.EXIT_EXTERNAL_TOOL
+    cache = tmp_path / "cache" / "neuron-explorer"
+    assert not cache.exists() or not any(cache.iterdir())
