@@ -8,10 +8,23 @@ Importing the package loads neither torch nor Dash.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from neurontrace.errors import NeurontraceError
 from neurontrace.load import FORMATS, detect, load, register
 from neurontrace.trace import ParseAccounting, Trace
 
 __version__ = "0.1.0"
 
-__all__ = ["FORMATS", "NeurontraceError", "ParseAccounting", "Trace", "__version__", "detect", "load", "register"]
+__all__ = [
+    "FORMATS", "NeurontraceError", "ParseAccounting", "Trace", "__version__", "capture", "detect", "load", "register",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # `neurontrace.capture` (a callable module) is imported on first use; it loads torch only when
+    # a capture starts, so `import neurontrace` stays light.
+    if name == "capture":
+        return importlib.import_module("neurontrace.capture")
+    raise AttributeError(f"module 'neurontrace' has no attribute {name!r}")
