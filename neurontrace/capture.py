@@ -187,21 +187,28 @@ class Capture:
                        "nothing is captured; the program continues")
             return
         self._describe()
-        self._write()
-        try:
-            backend.prepare(self._torch)
-            self._prof = self._profiler()
-            self._preset(0)
-            self._prof.__enter__()
-        except Exception as exc:
-            self._fail("start", "the profiler could not start", exc, "nothing is captured; the program continues")
-        if self._step_on == "optimizer" and self._prof is not None:
+        if self._step_on == "optimizer":
             try:
                 self._hook = backend.on_optimizer_step(self.step)
             except Exception as exc:
                 self._fail("step_hook", "cannot mark steps at optimizer.step()", exc,
                            "no steps are marked automatically; the program continues")
+        try:
+            kwargs = self._profiler_options()
+        except Exception as exc:
+            self._fail("start", "the profiler could not be configured", exc,
+                       "nothing is captured; the program continues")
+            return
         self._write()
+        # Starting the profiler is the last thing done here, so none of the capture's own work
+        # (run.json, hooks) lands in the first window.
+        try:
+            backend.prepare(self._torch)
+            self._prof = self._torch.profiler.profile(**kwargs)
+            self._preset(0)
+            self._prof.__enter__()
+        except Exception as exc:
+            self._fail("start", "the profiler could not start", exc, "nothing is captured; the program continues")
 
     def _describe(self) -> None:
         r = self.record
@@ -220,7 +227,8 @@ class Capture:
             r["neuron"] = {"config": None, "fallback_ops_source": "torch_neuronx.get_fallback_ops()",
                            "executed_ops": None, "files": []}
 
-    def _profiler(self) -> Any:
+    def _profiler_options(self) -> dict[str, Any]:
+        """Keywords for ``torch.profiler.profile``; on TorchNeuron also its config and exporter."""
         torch = self._torch
         action = torch.profiler.ProfilerAction
         kwargs: dict[str, Any] = {
@@ -237,9 +245,9 @@ class Capture:
             try:
                 self._neuron_export = backend.neuron_exporter(config)
             except Exception as exc:
-                self._fail("start", "TorchNeuron's exporter (NeuronProfiler) could not be created", exc,
+                self._fail("exporter", "TorchNeuron's exporter (NeuronProfiler) could not be created", exc,
                            "framework traces will be written by torch.profiler instead")
-        return torch.profiler.profile(**kwargs)
+        return kwargs
 
     def _preset(self, step: int) -> None:
         """Label the next window inside its own trace file (a top-level ``neurontrace`` key)."""
@@ -375,6 +383,8 @@ class Capture:
             self.record.update(rank=rank[0], world_size=rank[1], rank_source="torch.distributed")
 
     def _synchronize(self) -> None:
+        if not (self._sync_cuda or self._neuron):
+            return  # nothing asynchronous to wait for on the CPU
         try:
             backend.synchronize(self._torch, cuda=self._sync_cuda, neuron=self._neuron)
         except Exception as exc:

@@ -6,6 +6,10 @@ inside :func:`neurontrace.capture.capture`. Steps are marked by the script calli
 ``--steps optimizer`` a step ends at every ``optimizer.step()``; a script that marks no steps is
 recorded as one window. The exit code is the script's. Under a launcher, run neurontrace per rank:
 ``torchrun --nproc-per-node 8 -m neurontrace record -- train.py``.
+
+``RecordCommand`` subclasses :class:`neurontrace.cli.Command`, so this module imports the CLI; the
+CLI should import it inside a function (when it builds its command list), not at its top.
+``python -m neurontrace.record_cmd`` runs the command on its own.
 """
 
 from __future__ import annotations

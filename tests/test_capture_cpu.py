@@ -107,6 +107,14 @@ def test_each_trace_names_its_window(captured: tuple[Capture, list[float]]) -> N
     assert doc["with_stack"] == 1 and doc["record_shapes"] == 1 and doc["profile_memory"] == 1
 
 
+def test_the_capture_keeps_its_own_work_out_of_the_windows(captured: tuple[Capture, list[float]]) -> None:
+    cap, _ = captured
+    assert cap.path is not None
+    doc = json.loads(gzip.decompress((cap.path / "rank0_w00_startup_steps0-0.pt.trace.json.gz").read_bytes()))
+    frames = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "python_function"}
+    assert not [f for f in frames if "run_record.py" in f or "_capture_backend.py" in f or ": _write" in f]
+
+
 def test_the_capture_directory_loads_with_steps_frames_and_the_round_trip(
         captured: tuple[Capture, list[float]]) -> None:
     cap, _ = captured
