@@ -226,6 +226,10 @@ class Capture:
         if self._neuron:
             r["neuron"] = {"config": None, "fallback_ops_source": "torch_neuronx.get_fallback_ops()",
                            "executed_ops": None, "files": []}
+            if os.environ.get("NEURON_RT_INSPECT_ENABLE", "0") not in ("", "0"):
+                # The Neuron docs: do not combine runtime inspect with torch.profiler (formats/neuron.md §8).
+                self._warn("NEURON_RT_INSPECT_ENABLE is set, and the Neuron documentation says not to combine "
+                           "it with torch.profiler; unset it for this capture")
 
     def _profiler_options(self) -> dict[str, Any]:
         """Keywords for ``torch.profiler.profile``; on TorchNeuron also its config and exporter."""

@@ -143,3 +143,12 @@ def test_unreadable_fallback_ops_are_a_recorded_failure(tnx: ModuleType, tmp_pat
     r = run_json(cap)
     assert r["fallback_ops"] is None and r["failures"][0]["stage"] == "fallback_ops"
     assert r["status"] == "partial"
+
+
+def test_runtime_inspect_with_the_profiler_is_warned_about(tnx: ModuleType, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NEURON_RT_INSPECT_ENABLE", "1")
+    with pytest.warns(CaptureWarning, match="NEURON_RT_INSPECT_ENABLE is set"), \
+            capture(tmp_path, schedule="all", with_stack=False) as cap:
+        loop(cap, 1)
+    assert run_json(cap)["warnings"] == cap.warnings and len(cap.warnings) == 1
