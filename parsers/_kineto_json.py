@@ -17,6 +17,7 @@ Python objects of only one chunk are alive at a time.
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -88,6 +89,10 @@ _ARG_COLUMNS = {
 }
 
 
+# The JSON key of each typed args field, to test cheaply whether a chunk mentions it at all.
+_ARG_KEYS = {f.name: f'"{f.encode_name}"'.encode() for f in msgspec.structs.fields(_Args)}
+
+
 @dataclass
 class Decoded:
     """The top-level object's other keys, and every event as one row of flat columns."""
@@ -100,6 +105,18 @@ class Decoded:
 
 def decode(data: bytes, *, complete: bool, progress: Progress = no_progress) -> Decoded:
     """Decode a whole Chrome-trace document (object or bare array form)."""
+    # Millions of short-lived objects and no reference cycles: the cyclic collector would only
+    # rescan them again and again, so it is paused for the decode (a common parser technique).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _decode(data, complete=complete, progress=progress)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _decode(data: bytes, *, complete: bool, progress: Progress) -> Decoded:
     start = _first_non_space(data)
     if start < 0:
         raise TruncatedTraceError("the file holds only whitespace; expected a JSON trace object")
@@ -227,7 +244,7 @@ def _chunks(buf: memoryview) -> Iterator[tuple[memoryview, bool]]:
 
 def _decode_chunk(chunk: memoryview, *, first_index: int, final: bool) -> tuple[pa.Table, int]:
     """One chunk's events as columns, and how many events were cut in half (truncation only)."""
-    doc = b"[" + bytes(chunk).strip().rstrip(b",") + b"]"
+    doc = b"[" + _trimmed(chunk) + b"]"
     try:
         events = msgspec.json.decode(doc, type=list[_Event])
     except msgspec.ValidationError as exc:
@@ -238,6 +255,16 @@ def _decode_chunk(chunk: memoryview, *, first_index: int, final: bool) -> tuple[
         doc, events, partial = _salvage_events(doc)
         return _columns(events, first_index, doc), partial
     return _columns(events, first_index, doc), 0
+
+
+def _trimmed(chunk: memoryview) -> bytes:
+    """The chunk without surrounding whitespace and trailing comma, copied once."""
+    lo, hi = 0, len(chunk)
+    while lo < hi and chunk[lo] in b" \t\r\n":
+        lo += 1
+    while hi > lo and chunk[hi - 1] in b" \t\r\n,":
+        hi -= 1
+    return bytes(chunk[lo:hi])
 
 
 def _salvage_events(doc: bytes) -> tuple[bytes, list[_Event], int]:
@@ -256,9 +283,8 @@ def _salvage_events(doc: bytes) -> tuple[bytes, list[_Event], int]:
 def _columns(events: list[_Event], first_index: int, doc: bytes) -> pa.Table:
     n = len(events)
     args_raw = list(map(attrgetter("args"), events))
-    typed_args = _typed_args(b"[" + b",".join(args_raw) + b"]")
-    if None in typed_args:  # an explicit "args": null; rare, so the slow fill is fine
-        typed_args = [a if a is not None else _Args() for a in typed_args]
+    args_doc = b"[" + b",".join(args_raw) + b"]"
+    typed_args = _typed_args(args_doc)
     cols: dict[str, pa.Array] = {
         "index": pa.array(np.arange(first_index, first_index + n, dtype=np.int64)),
         "ph": pa.array(list(map(attrgetter("ph"), events)), pa.string()),
@@ -266,7 +292,7 @@ def _columns(events: list[_Event], first_index: int, doc: bytes) -> pa.Table:
         "name": pa.array(list(map(attrgetter("name"), events)), pa.string()),
         "pid": _id_strings(list(map(attrgetter("pid"), events))),
         "tid": _id_strings(list(map(attrgetter("tid"), events))),
-        "flow_id": _id_strings(list(map(attrgetter("id"), events))),
+        "flow_id": _id_strings(list(map(attrgetter("id"), events))) if b'"id"' in doc else _nulls(n),
         "args": _raw_strings(args_raw),
     }
     ts = _times(list(map(attrgetter("ts"), events)))
@@ -277,13 +303,26 @@ def _columns(events: list[_Event], first_index: int, doc: bytes) -> pa.Table:
         dur = _decimal_ns(list(map(attrgetter("dur"), exact)))
     cols["ts_ns"], cols["dur_ns"] = ts, dur
     for name, typ in _ARG_COLUMNS.items():
-        cols[name] = _array(list(map(attrgetter(name), typed_args)), typ)
+        # Most keys are absent from most traces: one substring search spares a pass over the events.
+        if _ARG_KEYS[name] in args_doc:
+            cols[name] = _array(list(map(attrgetter(name), typed_args)), typ)
+        else:
+            cols[name] = pa.nulls(n, typ)
     return pa.table(cols)
 
 
-def _typed_args(doc: bytes) -> list[_Args | None]:
+def _nulls(n: int) -> pa.Array:
+    return pa.nulls(n, pa.string())
+
+
+def _typed_args(doc: bytes) -> list[_Args]:
     try:
-        return msgspec.json.decode(doc, type=list[_Args | None])
+        return msgspec.json.decode(doc, type=list[_Args])
+    except msgspec.ValidationError:
+        pass
+    try:  # an explicit "args": null somewhere; rare, so the slow fill is fine
+        maybe = msgspec.json.decode(doc, type=list[_Args | None])
+        return [a if a is not None else _Args() for a in maybe]
     except msgspec.ValidationError:
         # Some writer put an odd type under a key we read (say a string correlation id):
         # convert what converts, leave the rest to the raw args text.
@@ -318,17 +357,20 @@ def _text_or_none(v: object) -> str | None:
 
 
 def _raw_strings(raws: list[msgspec.Raw]) -> pa.Array:
-    if not raws:
+    """The raw JSON texts as one string array, built from buffers without copying each string."""
+    n = len(raws)
+    if not n:
         return pa.array([], pa.string())
-    lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
-    offsets = np.zeros(len(raws) + 1, dtype=np.int64)
+    lengths = np.fromiter(map(len, raws), dtype=np.int32, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int32)  # a chunk is far below 2 GiB, so int32 offsets hold
     np.cumsum(lengths, out=offsets[1:])
     data = b"".join(raws)
-    arr = pa.LargeStringArray.from_buffers(len(raws), pa.py_buffer(offsets), pa.py_buffer(data))
-    arr = arr.cast(pa.string())
-    # Absent args were decoded as "{}"; explicit nulls stay "null": both mean "no args".
-    empty = pc.is_in(arr, pa.array(["{}", "null"]))
-    return pc.if_else(empty, pa.scalar(None, pa.string()), arr)
+    # Absent args were decoded as "{}", explicit ones may be "null": both mean "no args" (null).
+    first = np.frombuffer(data, dtype=np.uint8)[np.minimum(offsets[:-1], max(len(data) - 1, 0))]
+    empty = ((lengths == 2) & (first == ord("{"))) | ((lengths == 4) & (first == ord("n")))
+    validity = pa.py_buffer(np.packbits(~empty, bitorder="little"))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), validity,
+                                       int(empty.sum()))
 
 
 def _array(values: list[Any], typ: pa.DataType) -> pa.Array:
