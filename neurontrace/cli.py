@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from neurontrace import __version__, errors
+from neurontrace._command import Command as Command  # re-exported: subcommand modules subclass it
 from neurontrace.analysis.findings import SEVERITIES
 from neurontrace.load import FORMATS, detect, load
 from neurontrace.progress import Progress, no_progress
@@ -33,17 +34,6 @@ EXIT_CODES_HELP = """exit codes:
   8  this command's engine is not built yet
   10 diagnose --fail-on: a finding reached the given severity
 """
-
-
-class Command:
-    name: ClassVar[str]
-    help: ClassVar[str]
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        raise NotImplementedError
-
-    def run(self, args: argparse.Namespace) -> int:
-        raise NotImplementedError
 
 
 def _add_input(parser: argparse.ArgumentParser, nargs: str | None = None) -> None:
@@ -174,7 +164,12 @@ class DiffCommand(PendingCommand):
     issue = "run comparison is a later milestone"
 
 
-COMMANDS: tuple[Command, ...] = (DiagnoseCommand(), ConvertCommand(), InfoCommand(), ViewCommand(), DiffCommand())
+def commands() -> tuple[Command, ...]:
+    """Every subcommand, in help order. Command modules outside this file are imported here, when
+    the parser is built, so they can import this module's helpers without a cycle."""
+    from neurontrace.record_cmd import RecordCommand
+
+    return (DiagnoseCommand(), ConvertCommand(), InfoCommand(), RecordCommand(), ViewCommand(), DiffCommand())
 
 
 def _format_name(path: Path) -> str:
@@ -225,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"neurontrace {__version__}")
     parser.add_argument("--traceback", action="store_true", help="show tracebacks of errors (debugging)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for cmd in COMMANDS:
+    for cmd in commands():
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help, epilog=EXIT_CODES_HELP,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         cmd.add_arguments(p)

@@ -134,19 +134,11 @@ def load(
     raise _unknown(probe)
 
 
+MAX_COLLECTION_DEPTH = 3  # e.g. captures/<host>_pid<p>_rank<r>/<trace files>
+
+
 def _load_collection(directory: Path, progress: Progress) -> Trace:
-    members: list[tuple[Path, Callable[..., Trace]]] = []
-    for child in sorted(directory.iterdir()):
-        if child.name.startswith(".") or not (child.is_file() or child.is_dir()):
-            continue
-        probe = Probe(child)
-        if child.is_file() and child.stat().st_size == 0:
-            continue
-        for fmt in FORMATS.values():
-            parser = fmt.parser()
-            if parser.sniff(probe):
-                members.append((child, parser.parse))
-                break
+    members = _members(directory, MAX_COLLECTION_DEPTH)
     if not members:
         if not any(directory.iterdir()):
             raise EmptyInputError(f"{directory}: the directory is empty; expected trace files")
@@ -157,3 +149,21 @@ def _load_collection(directory: Path, progress: Progress) -> Trace:
         traces.append(parse(child, progress=progress))
     progress("files", len(members), len(members))
     return Trace.concat(traces)
+
+
+def _members(directory: Path, depth: int) -> list[tuple[Path, Callable[..., Trace]]]:
+    """Every file or directory under ``directory`` that a format claims; unclaimed folders are
+    searched further down (a directory of ranks, a directory of capture directories)."""
+    members: list[tuple[Path, Callable[..., Trace]]] = []
+    for child in sorted(directory.iterdir()):
+        if child.name.startswith(".") or not (child.is_file() or child.is_dir()):
+            continue
+        if child.is_file() and child.stat().st_size == 0:
+            continue
+        probe = Probe(child)
+        parser = next((f.parser() for f in FORMATS.values() if f.parser().sniff(probe)), None)
+        if parser is not None:
+            members.append((child, parser.parse))
+        elif child.is_dir() and depth > 1:
+            members += _members(child, depth - 1)
+    return members

@@ -7,8 +7,7 @@ inside :func:`neurontrace.capture.capture`. Steps are marked by the script calli
 recorded as one window. The exit code is the script's. Under a launcher, run neurontrace per rank:
 ``torchrun --nproc-per-node 8 -m neurontrace record -- train.py``.
 
-``RecordCommand`` subclasses :class:`neurontrace.cli.Command`, so this module imports the CLI; the
-CLI should import it inside a function (when it builds its command list), not at its top.
+``RecordCommand`` subclasses :class:`neurontrace._command.Command`; ``neurontrace.cli`` lists it.
 ``python -m neurontrace.record_cmd`` runs the command on its own.
 """
 
@@ -23,7 +22,7 @@ from typing import Any
 
 from neurontrace import errors
 from neurontrace._capture_schedule import Schedule
-from neurontrace.cli import Command
+from neurontrace._command import Command
 from neurontrace.run_record import DEFAULT_OUT_DIR
 
 

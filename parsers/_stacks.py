@@ -20,7 +20,7 @@ from ._arrow import dictionary
 # Frames from these places are the framework, the standard library or a common dependency, not
 # the user's code. torch's Python tracer shortens paths relative to sys.path ("torch/nn/...py",
 # "typing.py", "numpy/_core/..."), so the first path component is what identifies a library.
-_LIBRARY_PATH = re.compile(r"(site-packages|dist-packages|/lib/python\d|^<)")
+_LIBRARY_PATH = re.compile(r"(site-packages|dist-packages|/lib/python\d|^<|(^|/)neurontrace/)")
 LIBRARY_ROOTS = frozenset(sys.stdlib_module_names) | {
     "torch", "torch_neuronx", "torch_xla", "torchvision", "torchaudio", "functorch", "triton", "numpy",
     "scipy", "pandas", "transformers", "accelerate", "neuronx_distributed", "libneuronxla", "jax",

@@ -31,6 +31,7 @@ from neurontrace._io import read_all
 from neurontrace.errors import TruncatedTraceWarning
 from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
+from neurontrace.run_record import read_run_record
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
 
 from . import _kineto_json
@@ -84,6 +85,10 @@ def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = No
     data, complete = read_all(path, progress)
     decoded = _kineto_json.decode(data, complete=complete, progress=progress)
     del data
+    # A neurontrace capture's run.json (versions, fallback ops, step windows) joins the metadata.
+    run = read_run_record(path)
+    if run is not None:
+        decoded.top["neurontrace_run"] = run
     return normalize(decoded, source=str(path), rank=rank, progress=progress)
 
 
@@ -159,6 +164,9 @@ def normalize(
         "kineto.names": names,
         ACCOUNTING_KEY: acct.as_dict(),
     }
+    run = top.pop("neurontrace_run", None)
+    if run is not None:
+        facts["run"] = run
     facts.update({f"kineto.{k}": v for k, v in top.items()})
     progress("normalize", 4, 4)
     return Trace(

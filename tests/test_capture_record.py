@@ -40,10 +40,8 @@ SCRIPT = textwrap.dedent("""\
 
 
 def record_command() -> list[str]:
-    # `neurontrace record` once the command is registered in the CLI; its module entry point until then.
-    if any(c.name == "record" for c in cli.COMMANDS):
-        return [sys.executable, "-m", "neurontrace", "record"]
-    return [sys.executable, "-m", "neurontrace.record_cmd"]
+    assert any(c.name == "record" for c in cli.commands())
+    return [sys.executable, "-m", "neurontrace", "record"]
 
 
 def record(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -288,7 +288,9 @@ def default_window(host: pa.Table, dev: pa.Table) -> tuple[tuple[int, int], str]
     steps = select(host, "category", "step")
     if steps.num_rows:
         s, e = _spans(steps)
-        return (int(s.min()), int(e.max())), f"{steps.num_rows} profiled steps"
+        lo, hi, n = _step_cluster(s, e)
+        more = "" if n == steps.num_rows else f" of {steps.num_rows}, the largest contiguous run"
+        return (lo, hi), f"{n} profiled steps{more}"
     execs = select(dev, "category", "execution")
     if execs.num_rows:
         s, e = _spans(execs)
@@ -298,6 +300,25 @@ def default_window(host: pa.Table, dev: pa.Table) -> tuple[tuple[int, int], str]
         return (0, 0), "empty trace"
     s, e = _spans(busy)
     return (int(s.min()), int(e.max())), "first to last activity"
+
+
+def _step_cluster(starts: np.ndarray, ends: np.ndarray) -> tuple[int, int, int]:
+    """The longest run of back-to-back steps (ties: the later, steady-state one).
+
+    A schedule may record separate windows (a warm-up step, later the steady state); the time
+    between them was not profiled, so one window must not span it. Steps are back to back when
+    the gap between them is at most half the median step.
+    """
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    slack = np.median(e - s) / 2
+    new = np.r_[True, s[1:] > reach[:-1] + slack]
+    cluster = np.cumsum(new) - 1
+    sizes = np.bincount(cluster)
+    best = len(sizes) - 1 - int(np.argmax(sizes[::-1]))
+    pick = cluster == best
+    return int(s[pick].min()), int(e[pick].max()), int(pick.sum())
 
 
 # -- top stalls ----------------------------------------------------------------------------------
