@@ -9,6 +9,7 @@ Neuron profiles reach tens of millions of rows, so nothing here loops over rows 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -28,17 +29,20 @@ def flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def constant(value: Any, typ: pa.DataType, n: int) -> pa.ChunkedArray:
     """``n`` copies of ``value`` (None → nulls) as repeats of one block: memory O(block), not O(n)."""
-    size = min(n, _BLOCK)
-    if pa.types.is_dictionary(typ):
-        block = pa.DictionaryArray.from_arrays(
-            pa.array(np.zeros(size, np.int32) if value is not None else [None] * size, pa.int32()),
-            pa.array([value] if value is not None else [], typ.value_type),
-        )
-    else:
-        block = pa.array([value] * size, typ)
-    full, rest = divmod(n, size) if size else (0, 0)
+    block = _block(value, typ) if n else pa.array([], typ)
+    full, rest = divmod(n, _BLOCK)
     chunks = [block] * full + ([block.slice(0, rest)] if rest else [])
     return pa.chunked_array(chunks, typ)
+
+
+@functools.lru_cache(maxsize=256)
+def _block(value: Any, typ: pa.DataType) -> pa.Array:
+    if pa.types.is_dictionary(typ):
+        return pa.DictionaryArray.from_arrays(
+            pa.array(np.zeros(_BLOCK, np.int32), pa.int32()) if value is not None else pa.nulls(_BLOCK, pa.int32()),
+            pa.array([value] if value is not None else [], typ.value_type),
+        )
+    return pa.array([value] * _BLOCK, typ)
 
 
 def dict_strings(values: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
@@ -64,7 +68,11 @@ def map_dict(values: pa.Array | pa.ChunkedArray, fn: Any, typ: pa.DataType = DIC
     for chunk in col.chunks:
         mapped = [fn(v) for v in chunk.dictionary.to_pylist()]
         null_result = fn(None)
-        if pa.types.is_dictionary(typ):
+        if pa.types.is_dictionary(typ) and None not in mapped and len(set(mapped)) == len(mapped) and (
+                null_result is None or chunk.null_count == 0):
+            # One-to-one: keep the indices, swap the dictionary (no per-row work).
+            out.append(pa.DictionaryArray.from_arrays(chunk.indices, pa.array(mapped, typ.value_type)))
+        elif pa.types.is_dictionary(typ):
             distinct = sorted({m for m in [*mapped, null_result] if m is not None})
             where = {m: i for i, m in enumerate(distinct)}
             remap = pa.array([where.get(m) for m in mapped], pa.int32())
@@ -89,7 +97,8 @@ def count_true(mask: pa.Array | pa.ChunkedArray) -> int:
 def json_objects(table: pa.Table, columns: Sequence[str], *, batch_rows: int = 1 << 20) -> pa.ChunkedArray:
     """One JSON object per row holding ``columns`` (null values left out); null when all are null.
 
-    Built with Arrow string kernels a batch at a time, so temporaries stay bounded.
+    Built with Arrow string kernels a batch at a time, so temporaries stay bounded: each column
+    becomes ``"key":value`` pieces (null where the value is null), joined with commas skipping nulls.
     """
     n = table.num_rows
     if not columns:
@@ -99,14 +108,23 @@ def json_objects(table: pa.Table, columns: Sequence[str], *, batch_rows: int = 1
         part = table.slice(start, batch_rows)
         if part.num_rows == 0:
             break
-        pieces = []
-        for name in columns:
-            value = json_values(flat(part[name]))
-            pieces.append(pc.binary_join_element_wise(json.dumps(name) + ":", value, ",", ""))
-        body = pc.binary_join_element_wise(*pieces, "", null_handling="replace", null_replacement="")
-        obj = pc.binary_join_element_wise("{", pc.utf8_slice_codeunits(body, 0, -1), "}", "")
+        pieces = [_pieces(json.dumps(name) + ":", flat(part[name])) for name in columns]
+        # (one input array with "skip" loses its rows in pyarrow; one piece needs no join anyway)
+        body = pc.fill_null(pieces[0], "") if len(pieces) == 1 else \
+            pc.binary_join_element_wise(*pieces, ",", null_handling="skip")
+        obj = pc.binary_join_element_wise("{", body, "}", "")
         chunks.append(pc.if_else(pc.equal(body, ""), pa.scalar(None, pa.string()), obj))
     return pa.chunked_array(chunks, pa.string()) if chunks else constant(None, pa.string(), 0)
+
+
+def _pieces(key: str, arr: pa.Array) -> pa.Array:
+    """``"key":value`` per row (null for null values); dictionary columns are spelled once per value."""
+    if pa.types.is_dictionary(arr.type):
+        spelled = pc.binary_join_element_wise(key, json_values(arr.dictionary), "")
+        if not len(arr.dictionary):
+            return pa.nulls(len(arr), pa.string())
+        return pc.take(spelled, arr.indices)
+    return pc.binary_join_element_wise(key, json_values(arr), "")
 
 
 def json_values(arr: pa.Array) -> pa.Array:

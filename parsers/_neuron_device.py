@@ -36,7 +36,7 @@ from neurontrace.schema import DICT_STRING
 
 from . import _neuron_common as common
 from ._neuron_arrow import count_true, dict_strings, json_objects, map_dict
-from ._neuron_events import Context, add_events, times
+from ._neuron_events import FULL_ARGS_MAX_ROWS, Context, add_events, times
 from ._neuron_frames import LINK_COLUMNS
 from ._neuron_read import SourceTable
 
@@ -63,7 +63,7 @@ def _engine_track(suffix: str = "") -> Callable[[Any], str]:
 
 
 SPECS = (
-    Spec("Instruction", "compute", ("opcode",), "instruction", "engine", _engine_track(),
+    Spec("Instruction", "compute", ("opcode",), "instruction", "engine", _engine_track(), lean=(),
          dictionary=("engine", "opcode", "timeline_track", "compiler_opcode", "performance_mode",
                      "tensor_instruction_type", "scalar_activation_fn", "hlo_attrs", *LINK_COLUMNS)),
     Spec("DmaPacketAggregated", "dma", ("variable", "op"), "dma", "queue_name", lambda v: f"dma {v}",
@@ -117,6 +117,8 @@ def _load(ctx: Context, table: SourceTable, spec: Spec) -> None:
         ctx.acct.skip(f"{spec.table}: no start-time column", n_total)
         return
     end, duration = _first(table, spec.end), _first(table, spec.duration)
+    if duration is not None and table.null_count(duration) == 0:
+        end = None  # a complete duration column makes end_ts redundant: not read
     name_col = _first(table, spec.name)
     pcore = "pcore_idx" if ctx.multi_pcore and table.has("pcore_idx") else None
     track_col = spec.track_column if table.has(spec.track_column) else None
@@ -124,11 +126,14 @@ def _load(ctx: Context, table: SourceTable, spec: Spec) -> None:
     mapped = {start, end, duration, name_col} - {None}
     full = ctx.full_args(spec.table, n_total)
     args_cols = [c for c in table.columns if c not in mapped] if full else table.present(spec.lean)
-    wanted = table.present([start, end, duration, name_col, track_col, pcore, spec.source_id,
+    source_id = spec.source_id if spec.table in ctx.want_ids or spec.source_id in args_cols else None
+    wanted = table.present([start, end, duration, name_col, track_col, pcore, source_id,
                             "evt_wait_time_ns", *args_cols,
                             *(LINK_COLUMNS if spec.table == "Instruction" else ()),
                             *(("transfer_bytes", "source", "dest", "input_size", "output_size")
                               if spec.category in ("dma", "collective") else ())])
+    ctx.columns_read[spec.table] = wanted
+    waits: list[pa.Table] = []
     for part in table.batches(wanted, dictionary=spec.dictionary):
         batch = part
         if part[start].null_count:
@@ -136,11 +141,18 @@ def _load(ctx: Context, table: SourceTable, spec: Spec) -> None:
             ctx.acct.skip(f"{spec.table}: no start timestamp", part.num_rows - count_true(valid))
             batch = part.filter(valid)
         _batch(ctx, spec, batch, start=start, end=end, duration=duration, name_col=name_col,
-               track_col=track_col, pcore=pcore, args_cols=args_cols)
+               track_col=track_col, pcore=pcore, args_cols=args_cols, waits=waits)
+        del part, batch  # free this batch before the next one is read
+        if n_total > FULL_ARGS_MAX_ROWS:
+            pa.default_memory_pool().release_unused()  # hand freed batch memory back: lower peak RSS
+    # Derived rows after all source rows: a table's rows stay contiguous and in source order.
+    for w in waits:
+        _add_waits(ctx, w)
 
 
 def _batch(ctx: Context, spec: Spec, batch: pa.Table, *, start: str, end: str | None, duration: str | None,
-           name_col: str | None, track_col: str | None, pcore: str | None, args_cols: list[str]) -> None:
+           name_col: str | None, track_col: str | None, pcore: str | None, args_cols: list[str],
+           waits: list[pa.Table]) -> None:
     n = batch.num_rows
     if n == 0:
         return
@@ -166,7 +178,9 @@ def _batch(ctx: Context, spec: Spec, batch: pa.Table, *, start: str, end: str | 
     if spec.source_id is not None and spec.source_id in batch.column_names:
         ctx.remember_ids(spec.table, batch[spec.source_id], ids)
     if spec.table == "Instruction" and "evt_wait_time_ns" in batch.column_names:
-        _semaphore_waits(ctx, batch, ts, track, frame_id)
+        w = _semaphore_waits(batch, ts, track, frame_id)
+        if w is not None:
+            waits.append(w)
 
 
 def _names(batch: pa.Table, col: str | None, default: str) -> pa.ChunkedArray | str:
@@ -217,30 +231,35 @@ def _dma_direction(batch: pa.Table) -> Any:
     return pc.if_else(remote, "p2p", "d2d")
 
 
-def _semaphore_waits(ctx: Context, batch: pa.Table, ts: pa.ChunkedArray, track: Any,
-                     frame_id: pa.Array | None) -> None:
-    """Derived rows: the wait before an instruction (``evt_wait_time_ns``) as a ``sync_wait`` event.
+def _semaphore_waits(batch: pa.Table, ts: pa.ChunkedArray, track: Any, frame_id: pa.Array | None) -> pa.Table | None:
+    """The wait before each instruction (``evt_wait_time_ns`` > 0), to become a ``sync_wait`` row.
 
-    The instruction waited for its semaphore/event condition for that long before it could start,
-    so the wait ends at the instruction's start. These rows are not input rows (the accounting
-    does not count them); metadata ``neuron.derived_rows`` does.
+    The instruction waited for its semaphore/event condition that long before it could start, so
+    the wait ends at the instruction's start. These rows are derived, not read: the accounting does
+    not count them; metadata ``neuron.derived_rows`` does.
     """
     wait = batch["evt_wait_time_ns"]
     mask = pc.fill_null(pc.greater(wait, 0), False)
-    k = count_true(mask)
-    if k == 0:
-        return
+    if count_true(mask) == 0:
+        return None
     w = pc.filter(wait, mask).cast(pa.int64())
-    start = pc.subtract(pc.filter(ts, mask), w)
-    args = None
+    cols: dict[str, Any] = {"ts_ns": pc.subtract(pc.filter(ts, mask), w), "dur_ns": w}
+    cols["track"] = pc.filter(track, mask) if not isinstance(track, str) else pa.repeat(track, len(w))
+    if frame_id is not None:
+        cols["frame_id"] = pc.filter(frame_id, mask)
     if "id" in batch.column_names:
-        args = pc.binary_join_element_wise('{"instruction_id":', pc.filter(batch["id"], mask).cast(pa.string()),
-                                           "}", "")
+        cols["args"] = pc.binary_join_element_wise(
+            '{"instruction_id":', pc.filter(batch["id"], mask).cast(pa.string()), "}", "")
+    return pa.table(cols)
+
+
+def _add_waits(ctx: Context, w: pa.Table) -> None:
+    k = w.num_rows
     add_events(
-        ctx, device_table=True, n=k, ts_ns=start, dur_ns=w, name="semaphore wait", category="sync_wait",
-        raw_category="Instruction.evt_wait_time_ns", phase="derived", device=ctx.device,
-        track=pc.filter(track, mask) if not isinstance(track, str) else track,
-        frame_id=pc.filter(frame_id, mask) if frame_id is not None else None, args=args,
+        ctx, device_table=True, n=k, ts_ns=w["ts_ns"], dur_ns=w["dur_ns"], name="semaphore wait",
+        category="sync_wait", raw_category="Instruction.evt_wait_time_ns", phase="derived", device=ctx.device,
+        track=w["track"], frame_id=w["frame_id"] if "frame_id" in w.column_names else None,
+        args=w["args"] if "args" in w.column_names else None,
     )
-    ctx.derived["sync_wait from Instruction.evt_wait_time_ns"] = \
-        ctx.derived.get("sync_wait from Instruction.evt_wait_time_ns", 0) + k
+    key = "sync_wait from Instruction.evt_wait_time_ns"
+    ctx.derived[key] = ctx.derived.get(key, 0) + k

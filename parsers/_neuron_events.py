@@ -48,6 +48,7 @@ class Context:
     want_ids: set[str] = field(default_factory=set)
     id_maps: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
     args_detail: dict[str, str] = field(default_factory=dict)
+    columns_read: dict[str, list[str]] = field(default_factory=dict)
     derived: dict[str, int] = field(default_factory=dict)
 
     def full_args(self, table: str, rows: int) -> bool:

@@ -55,31 +55,34 @@ class FrameBuilder:
         cols = [c for c in LINK_COLUMNS if c in batch.column_names]
         if not cols:
             return None
-        idx_cols: list[np.ndarray] = []
-        values: list[list[Any]] = []
-        codes: np.ndarray | None = None
-        for c in cols:
-            enc = _dict_chunk(batch[c])
-            idx = np.asarray(pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-            idx_cols.append(idx)
-            values.append(enc.dictionary.to_pylist())
-            # Combine column by column, compacting each time so the codes never overflow.
-            codes = idx + 1 if codes is None else _compact(codes * (len(values[-1]) + 1) + idx + 1)[0]
-        assert codes is not None
-        pos, n_combos = _compact(codes)
-        first = np.full(n_combos, -1, dtype=np.int64)
-        order = np.arange(len(pos), dtype=np.int64)
-        first[pos[::-1]] = order[::-1]  # the first row of each combination represents it
-        frame_of = np.full(n_combos, -1, dtype=np.int64)
-        for k, row in enumerate(first.tolist()):
-            key = {c: (vals[i[row]] if i[row] >= 0 else None)
-                   for c, i, vals in zip(cols, idx_cols, values, strict=True)}
-            fid = self._path(tuple(key.get(c) for c in LINK_COLUMNS))
-            frame_of[k] = -1 if fid is None else fid
-        out = frame_of[pos]
-        if (out < 0).all():
+        encoded = [_dict_chunk(batch[c]) for c in cols]
+        values = [e.dictionary.to_pylist() for e in encoded]
+        radix = [len(v) + 1 for v in values]  # 0 stands for null
+        if float(np.prod(np.array(radix, dtype=np.float64))) < 2.0**62:
+            # Mixed-radix code of the per-column dictionary indices: one int64 per row, decodable.
+            codes = np.zeros(batch.num_rows, np.int64)
+            for e, r in zip(encoded, radix, strict=True):
+                codes *= r
+                codes += np.asarray(pc.fill_null(e.indices, -1).to_numpy(zero_copy_only=False), np.int64) + 1
+            combos = pc.dictionary_encode(pa.array(codes))
+            parts = _decode(np.asarray(combos.dictionary.to_numpy(), np.int64), radix)
+            rows_of = combos.indices
+        else:  # astronomically many distinct values: fall back to one representative row per combination
+            parts, rows_of = _representatives(encoded)
+        slots = [LINK_COLUMNS.index(c) for c in cols]
+        frame_ids: list[int] = []
+        for combo in zip(*parts, strict=True):
+            key: list[Any] = [None] * len(LINK_COLUMNS)
+            for slot, i, vals in zip(slots, combo, values, strict=True):
+                if i:
+                    key[slot] = vals[i - 1]
+            fid = self._path(tuple(key))
+            frame_ids.append(-1 if fid is None else fid)
+        frame_of = np.array(frame_ids, dtype=np.int64)
+        if (frame_of < 0).all():
             return None
-        return pa.array(out, pa.int64(), mask=out < 0)
+        lookup = pa.array(frame_of, pa.int64(), mask=frame_of < 0)
+        return pc.take(lookup, rows_of)
 
     def table(self) -> pa.Table:
         rows = self._rows
@@ -132,6 +135,26 @@ class FrameBuilder:
             kind, file = node[1], node[2]
             self._user.append(kind in ("python", "nki") and is_user_file(file))
         return fid
+
+
+def _decode(codes: np.ndarray, radix: list[int]) -> list[list[int]]:
+    """Per-column index (+1, 0 = null) of each mixed-radix code."""
+    parts = []
+    for r in reversed(radix):
+        codes, rest = np.divmod(codes, r)
+        parts.append(rest.tolist())
+    return parts[::-1]
+
+
+def _representatives(encoded: list[pa.DictionaryArray]) -> tuple[list[list[int]], pa.Array]:
+    idx = [np.asarray(pc.fill_null(e.indices, -1).to_numpy(zero_copy_only=False), np.int64) + 1 for e in encoded]
+    codes = idx[0]
+    for i, e in zip(idx[1:], encoded[1:], strict=True):
+        codes = _compact(codes * (len(e.dictionary) + 1) + i)[0]
+    pos, n = _compact(codes)
+    first = np.full(n, -1, dtype=np.int64)
+    first[pos[::-1]] = np.arange(len(pos), dtype=np.int64)[::-1]
+    return [i[first].tolist() for i in idx], pa.array(pos)
 
 
 def _compact(codes: np.ndarray) -> tuple[np.ndarray, int]:

@@ -47,8 +47,8 @@ class NtffHeader:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     def describe(self) -> str:
-        parts = [f"NTFF version {self.version}" if self.version is not None else "NTFF of unknown version",
-                 f"{self.size} bytes"]
+        parts = [(f"NTFF version {self.version}" if self.version is not None else "NTFF of unknown version")
+                 + f" ({self.size} bytes)"]
         if self.neff_name:
             parts.append(f"captured against {self.neff_name}")
         if self.instance_type:

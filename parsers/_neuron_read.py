@@ -14,6 +14,7 @@ from functools import cached_property
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from neurontrace.errors import MalformedTraceError
@@ -104,7 +105,7 @@ class SourceTable:
         return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
 
     def batches(self, columns: Sequence[str] | None = None, *, dictionary: Sequence[str] = (),
-                batch_rows: int = 1 << 21) -> Iterator[pa.Table]:
+                batch_rows: int = 1 << 20) -> Iterator[pa.Table]:
         """The table a few row groups at a time (about ``batch_rows`` rows), in file order."""
         cols = list(columns) if columns is not None else None
         for f, meta in zip(self.files, self._meta, strict=True):
@@ -134,8 +135,24 @@ class SourceTable:
                 t = t.append_column(self.schema.field(c), pa.nulls(t.num_rows, self.schema.field(c).type))
         return t.select([c for c in cols if c in t.column_names])
 
+    def null_count(self, column: str) -> int | None:
+        """Nulls in a column from the row-group statistics (no data read); None when unknown."""
+        total = 0
+        for m in self._meta:
+            names = m.schema.names
+            if column not in names:
+                return None
+            j = names.index(column)
+            for g in range(m.num_row_groups):
+                st = m.row_group(g).column(j).statistics
+                if st is None or not st.has_null_count:
+                    return None
+                total += st.null_count
+        return total
+
     def column_min(self, column: str) -> int | None:
-        """The smallest value of an integer column from the row-group statistics (no data read)."""
+        """The smallest value of an integer column: from the row-group statistics when every group
+        has them, else from the first row group's data (enough to tell time bases apart)."""
         lows = []
         for m in self._meta:
             names = m.schema.names
@@ -145,9 +162,19 @@ class SourceTable:
             for g in range(m.num_row_groups):
                 st = m.row_group(g).column(j).statistics
                 if st is None or not st.has_min_max:
-                    return None
+                    return self._first_group_min(column)
                 lows.append(int(st.min))
         return min(lows) if lows else None
+
+    def _first_group_min(self, column: str) -> int | None:
+        for f, m in zip(self.files, self._meta, strict=True):
+            if m.num_row_groups and column in m.schema.names:
+                try:
+                    low = pc.min(pq.ParquetFile(f).read_row_group(0, columns=[column])[column]).as_py()
+                except (pa.ArrowException, OSError) as exc:
+                    raise _corrupt(f, exc) from exc
+                return None if low is None else int(low)
+        return None
 
 
 def _corrupt(path: Path, exc: BaseException) -> MalformedTraceError:

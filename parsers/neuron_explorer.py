@@ -129,6 +129,7 @@ def parse(
             "rule": f"full = every unmapped column in args; lean (auto above {FULL_ARGS_MAX_ROWS} rows) = a few "
                     "identifying columns, the rest stay in the source Parquet files, joinable on id",
         },
+        "neuron.columns_read": ctx.columns_read,
         **prof.facts,
     }
     if ctx.derived:

@@ -18,6 +18,7 @@ A 0-byte NTFF (the sign of a core that ran nothing) raises
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -97,12 +98,13 @@ def explorer_dirs(out: Path) -> list[Path]:
 
 def missing_tool_message(ntff: Path, header: NtffHeader, neff: Path | None, *, directory: bool = False) -> str:
     stem = re.sub(r"\W+", "_", ntff.stem if not directory else ntff.name).strip("_") or "profile"
-    inputs = f"-d {ntff.name}" if directory else f"-n {neff.name if neff else '<file.neff>'} -s {ntff.name}"
+    neff_arg = os.path.relpath(neff, ntff.parent) if neff is not None else "<file.neff>"
+    inputs = f"-d {ntff.name}" if directory else f"-n {neff_arg} -s {ntff.name}"
     paired = f"; paired NEFF: {neff}" if neff is not None else ""
     return (
         f"{ntff}: {header.describe()}{paired}. Decoding NTFF records needs AWS's neuron-explorer (package "
         "aws-neuronx-tools, installed on Neuron instances and Neuron DLAMIs under /opt/aws/neuron/bin), which "
-        "is not on PATH here. On a machine that has it, run:\n"
+        f"is not on PATH here. On a machine that has it, in the folder of {ntff.name}, run:\n"
         f"    neuron-explorer view {inputs} --output-format parquet --output-file {stem}_parquet\n"
         f"then copy {stem}_parquet/ anywhere and load it with neurontrace (e.g. `neurontrace diagnose "
         f"{stem}_parquet`); it needs no Neuron tools"
