@@ -107,6 +107,8 @@ def decode(tool: Path, inputs: Sequence[str], files: Sequence[Path], *, cache: P
     if (final / MARKER).is_file():
         return final / "parquet"
     final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():  # no marker: not ours to trust (renamed in only once complete); decode again
+        shutil.rmtree(final, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}.", suffix=".partial", dir=final.parent))
     try:
         out = tmp / "parquet"

@@ -1,7 +1,8 @@
 """Neuron Explorer Parquet output (``neuron-explorer view --output-format parquet``) → `Trace`.
 
 Spec: shared/formats/neuron.md §3. A directory of ``<Table>.parquet`` files (big tables split into
-``<Table>_<n>.parquet``); every table is optional, columns are looked up by name, so schema 7.x and
+``<Table>_<n>.parquet``), or an Explorer data path holding ``profiles/global/<name>@latest/`` ones
+(each loaded, then combined); every table is optional, columns are looked up by name, so schema 7.x and
 12.x both load by column presence. Where each table goes:
 
 - device timelines (Instruction, DMA, collectives, semaphores, barriers, throttling, errors,
@@ -58,7 +59,15 @@ _PROFILE_TABLES = {"Metadata", "Summary", "Warning", "SystemProfileEvents", "Flo
 
 
 def sniff(probe: Probe) -> bool:
-    return probe.is_dir and looks_like_explorer(probe.path)
+    return probe.is_dir and (looks_like_explorer(probe.path) or bool(data_path_profiles(probe.path)))
+
+
+def data_path_profiles(path: Path) -> list[Path]:
+    """Profiles of an Explorer data path (``--data-path P`` → ``P/profiles/global/<name>@latest/``)."""
+    root = path / "profiles" / "global"
+    if not root.is_dir():
+        return []
+    return sorted(d for d in root.iterdir() if d.is_dir() and looks_like_explorer(d))
 
 
 def parse(
@@ -79,6 +88,9 @@ def parse(
     if detail not in DETAILS:
         raise ValueError(f"detail must be one of {', '.join(DETAILS)}, not {detail!r}")
     path = Path(path)
+    if not looks_like_explorer(path) and data_path_profiles(path):
+        return Trace.concat([parse(d, progress=progress, detail=detail, skip_framework_events=skip_framework_events,
+                                   host=host, rank=rank) for d in data_path_profiles(path)])
     tables, others = open_tables(path)
     src = source or str(path)
     if not tables:

@@ -49,7 +49,7 @@ from .kineto import parse as kineto_parse
 FORMAT = "torchneuron-capture"
 INSTANCE_DIR = re.compile(r"^(?P<instance>i-[0-9A-Za-z]+)_pid_(?P<pid>\d+)$")
 _FRAMEWORK = re.compile(r"^(trace|pytorch_trace|neuron_framework_trace_rank_\d+)\.json(\.gz)?$|\.pt\.trace\.json")
-_RAW = (".ntff", ".pb")
+_SYSTEM_PB = frozenset({"ntrace.pb", "trace_info.pb", "cpu_util.pb", "host_mem.pb"})  # neuron.md §1.1
 
 
 def sniff(probe: Probe) -> bool:
@@ -69,7 +69,7 @@ def sniff(probe: Probe) -> bool:
 
 def _is_leaf(d: Path, children: list[Path] | None = None) -> bool:
     items = children if children is not None else list(d.iterdir())
-    if any(c.is_file() and c.suffix in _RAW for c in items):
+    if any(c.is_file() and _is_raw(c) for c in items):
         return True
     return any(c.is_file() and _FRAMEWORK.search(c.name) for c in items) and \
         any(c.is_dir() and looks_like_explorer(c) for c in items)
@@ -121,6 +121,11 @@ def parse(
     return Trace.concat([Trace(metadata=metadata_table(facts, source=str(path))), *traces])
 
 
+def _is_raw(p: Path) -> bool:
+    """A raw capture file: an NTFF or one of the system-trace protobufs."""
+    return p.suffix == ".ntff" or p.name in _SYSTEM_PB
+
+
 def _leaves(root: Path) -> list[Path]:
     out = [root] if _is_leaf(root) else []
     out += sorted(c for c in root.iterdir() if c.is_dir() and not looks_like_explorer(c) and _is_leaf(c))
@@ -160,7 +165,7 @@ def _load_leaf(leaf: Path, acct: ParseAccounting, *, host: str | None, rank_hint
 def _device(leaf: Path, files: list[Path], ntffs: list[Path], empty: list[Path], acct: ParseAccounting,
             host: str | None, rank: int | None, *, skip_framework: bool,
             options: dict[str, Any]) -> tuple[list[Trace], str]:
-    raw = [p for p in files if p not in empty and (p.suffix in _RAW or p.suffix == ".neff")]
+    raw = [p for p in files if p not in empty and (_is_raw(p) or p.suffix == ".neff")]
     other = [p for p in files if p not in raw and p not in empty and not _FRAMEWORK.search(p.name)]
     acct.skip("not a profile file", len(other))
     processed = sorted(c for c in leaf.iterdir() if c.is_dir() and looks_like_explorer(c))
@@ -168,7 +173,7 @@ def _device(leaf: Path, files: list[Path], ntffs: list[Path], empty: list[Path],
     if processed:
         acct.skip("raw capture file (an Explorer Parquet directory beside it was loaded instead)", len(raw))
         return [neuron_explorer.parse(d, **kw) for d in processed], "Explorer Parquet directory in the capture"
-    if not [p for p in raw if p.suffix in _RAW]:
+    if not [p for p in raw if _is_raw(p)]:
         acct.skip("NEFF without an NTFF to decode", len(raw))
         return [], "none (no NTFF or system-trace files)"
     exe = find_tool(options["tool"])

@@ -358,3 +358,13 @@ def test_a_system_only_directory_loads_without_metadata(tmp_path: Path) -> None:
     t = neurontrace.load(d)
     assert t.system_events.num_rows == 4 and t.counters.num_rows == 9
     assert pq.read_metadata(d / "CpuUsage.parquet").num_rows == 9
+
+
+def test_an_explorer_data_path_loads_every_profile_in_it(tmp_path: Path) -> None:
+    for nc in (0, 1):
+        syn.write_explorer(syn.Scenario(nc_idx=nc, executions=1, system=False),
+                           tmp_path / "data" / "profiles" / "global" / f"k{nc}@latest")
+    t = neurontrace.load(tmp_path / "data")
+    assert neurontrace.detect(tmp_path / "data").name == "neuron-explorer"
+    assert {d for (d,) in rows(t, "device_events", "device")} == {"neuron:nc0", "neuron:nc1"}
+    assert len(t.accounting) == 2
