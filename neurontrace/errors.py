@@ -7,7 +7,7 @@ for a user mistake. The codes are part of the CLI's documented interface (README
 
 from __future__ import annotations
 
-# Exit codes of the `neurontrace` command. Codes 10-19 belong to `diagnose --fail-on`.
+# Exit codes of the `neurontrace` command. Codes 10-19 are the CI gates (`--fail-on`, `--fail-on-regression`).
 EXIT_OK = 0
 EXIT_INTERNAL = 1  # a bug in neurontrace: please report it with the traceback
 EXIT_USAGE = 2  # bad command-line usage (argparse's own convention)
@@ -19,6 +19,7 @@ EXIT_MISSING_DEPENDENCY = 7
 EXIT_NOT_IMPLEMENTED = 8
 EXIT_EXTERNAL_TOOL = 9  # neuron-explorer is missing, failed or timed out (the message has the command)
 EXIT_FINDINGS = 10  # diagnose --fail-on: a finding reached the requested severity
+EXIT_REGRESSION = 11  # diff / runs compare --fail-on-regression: a device's time per step grew by more than PCT
 
 
 class NeurontraceError(Exception):
