@@ -427,7 +427,7 @@ def run_facts(trace: Trace, diagnosis: Mapping[str, Any] | None = None) -> dict[
     synthetic = bool(trace.meta("synthetic", False)) or bool((diagnosis or {}).get("synthetic"))
     return {
         "formats": formats,
-        "backend": trace.meta("backend"),
+        "backend": (run or {}).get("backend") or trace.meta("backend"),  # the capture knows what it ran on
         "synthetic": synthetic,
         "device_type": ", ".join(dict.fromkeys(device_types)) or None,
         "devices": [{"device": d.get("device"), "rank": d.get("rank")} for d in (diagnosis or {}).get("devices", [])],

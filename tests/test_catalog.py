@@ -19,7 +19,7 @@ from neurontrace.trace import metadata_table
 from tests.diff_pairs import write_pair
 
 RUN_JSON = {
-    "schema": "neurontrace.run/1", "start_time": "2026-01-15T10:00:00.000Z", "python": "3.11.7",
+    "schema": "neurontrace.run/1", "start_time": "2026-01-15T10:00:00.000Z", "python": "3.11.7", "backend": "neuron",
     "versions": {"torch": "2.13.0", "cuda": "12.8", "neuron_packages": {"neuronx-cc": "2.21.1"}},
     "devices": [{"device": "cuda:0", "name": "NVIDIA H100 80GB HBM3"}],
     "tags": ["from-capture"], "notes": "captured by neurontrace record", "failures": [],
@@ -59,6 +59,7 @@ def test_save_keeps_diagnosis_versions_and_setup(catalog: RunCatalog, pair: tupl
     assert first.versions == {"cuda": "12.8", "kineto_schema": "1", "neuron_packages.neuronx-cc": "2.21.1",
                               "python": "3.11.7", "torch": "2.13.0"}
     assert first.device_type == "NVIDIA H100 80GB HBM3"
+    assert (first.backend, catalog.get(3).backend) == ("neuron", "cuda")  # run.json's word first, then the trace's
     assert first.run_time == "2026-01-15T10:00:00Z"  # when the run happened (run.json), not when saved
     assert first.paths == [str(pair[0].resolve())] and first.traces_present()
     assert first.diagnosis["schema"] == "neurontrace.diagnose/1"

@@ -232,9 +232,8 @@ def diff(
         diagnose(baseline, fallback_ops=named).as_dict()
     db = _as_dict(change_diagnosis) if change_diagnosis is not None else diagnose(new, fallback_ops=named).as_dict()
     th = thresholds or Thresholds()
-    out = diff_diagnoses(da, db, thresholds=th, baseline_label=baseline_label, change_label=change_label)
+    out = _compare_diagnoses(da, db, th, baseline_label, change_label)
     out.ops = compare_ops(op_table(baseline), op_table(new), relative=th.relative, absolute_ns=th.absolute_ns)
-    out.notes = [n for n in out.notes if not n.startswith("op-level comparison needs the traces")]
     if out.ops.num_rows and pc.all(pc.is_null(out.ops["source"])).as_py():
         out.notes.append("no source locations in either trace (capture with with_stack=True): ops were "
                          "matched by name only")
@@ -250,6 +249,13 @@ def diff_diagnoses(
     change_label: str | None = None,
 ) -> Diff:
     """Everything but the op level, from two ``neurontrace.diagnose/1`` documents."""
+    out = _compare_diagnoses(baseline, new, thresholds or Thresholds(), baseline_label, change_label)
+    out.notes.append("op-level comparison needs the traces (only the diagnoses were compared)")
+    return out
+
+
+def _compare_diagnoses(baseline: Mapping[str, Any], new: Mapping[str, Any], thresholds: Thresholds,
+                       baseline_label: str | None, change_label: str | None) -> Diff:
     for side, d in (("baseline", baseline), ("change", new)):
         schema = str(d.get("schema", ""))
         if not schema.startswith("neurontrace.diagnose/"):
@@ -279,10 +285,9 @@ def diff_diagnoses(
     for side, info in (("baseline", side_a), ("change", side_b)):
         if info["synthetic"]:
             notes.append(f"the {side} is SYNTHETIC (a generated profile): its figures are not measurements")
-    notes.append("op-level comparison needs the traces (only the diagnoses were compared)")
     device_map = {(b["device"], b.get("rank")): (a["device"], a.get("rank")) for a, b, _ in pairs}
     return Diff(
-        baseline=side_a, change=side_b, thresholds=thresholds or Thresholds(), devices=devices,
+        baseline=side_a, change=side_b, thresholds=thresholds, devices=devices,
         unmatched_devices=unmatched, fallback=_fallback(baseline, new), phases=_phases(baseline, new),
         steps=_step_stats(steps_a, steps_b), findings=_findings(baseline, new, device_map), notes=notes,
     )
