@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
@@ -57,8 +57,9 @@ class _Times(msgspec.Struct, gc=False):
     dur: Decimal | None = None
 
 
-class _Args(msgspec.Struct, gc=False):
-    """The args keys the normalizer reads; everything else stays in the raw ``args`` text."""
+class _OpArgs(msgspec.Struct, gc=False):
+    """The args keys the normalizer reads from ops, runtime calls and device events; everything
+    else stays in the raw ``args`` text."""
 
     external_id: int | None = msgspec.field(default=None, name="External id")
     external_id_legacy: int | None = msgspec.field(default=None, name="external id")
@@ -67,16 +68,31 @@ class _Args(msgspec.Struct, gc=False):
     stream: int | str | None = None
     nbytes: int | float | None = msgspec.field(default=None, name="bytes")
     kind: str | None = None
+    call_stack: str | None = msgspec.field(default=None, name="Call stack")
+
+
+class _PythonArgs(msgspec.Struct, gc=False):
     python_id: int | None = msgspec.field(default=None, name="Python id")
     python_parent_id: int | None = msgspec.field(default=None, name="Python parent id")
-    call_stack: str | None = msgspec.field(default=None, name="Call stack")
+
+
+class _MemoryArgs(msgspec.Struct, gc=False):
     mem_device_type: int | None = msgspec.field(default=None, name="Device Type")
     mem_device_id: int | None = msgspec.field(default=None, name="Device Id")
     mem_bytes: int | float | None = msgspec.field(default=None, name="Bytes")
     mem_total_allocated: int | float | None = msgspec.field(default=None, name="Total Allocated")
     mem_total_reserved: int | float | None = msgspec.field(default=None, name="Total Reserved")
+
+
+class _MetaArgs(msgspec.Struct, gc=False):
     label: str | None = msgspec.field(default=None, name="name")
     labels: str | None = None
+
+
+# Each kind of event has its own few args keys: decoding a kind's args with its own small struct
+# reads only those fields (python frames are most events and need two).
+_ARG_STRUCTS: tuple[type[msgspec.Struct], ...] = (_OpArgs, _PythonArgs, _MemoryArgs, _MetaArgs)
+_OP, _PYTHON, _MEMORY, _META = range(4)
 
 
 _ARG_COLUMNS = {
@@ -90,7 +106,7 @@ _ARG_COLUMNS = {
 
 
 # The JSON key of each typed args field, to test cheaply whether a chunk mentions it at all.
-_ARG_KEYS = {f.name: f'"{f.encode_name}"'.encode() for f in msgspec.structs.fields(_Args)}
+_ARG_KEYS = {f.name: f'"{f.encode_name}"'.encode() for st in _ARG_STRUCTS for f in msgspec.structs.fields(st)}
 
 
 @dataclass
@@ -98,7 +114,7 @@ class Decoded:
     """The top-level object's other keys, and every event as one row of flat columns."""
 
     top: dict[str, Any]
-    events: pa.Table
+    events: pa.Table | None  # handed over to (and released by) the normalizer
     truncated_at: int | None = None  # byte offset of the cut, when the input was truncated
     partial_events: int = 0  # events cut in half at the truncation point (0 or 1)
 
@@ -136,7 +152,7 @@ def _decode(data: bytes, *, complete: bool, progress: Progress) -> Decoded:
         done_events += table.num_rows
         done_bytes += len(chunk)
         progress("decode events", done_bytes, len(array))
-    events = pa.concat_tables(tables).combine_chunks() if tables else _empty_events()
+    events = pa.concat_tables(tables) if tables else _empty_events()
     del tables
     if truncated_at is not None and events.num_rows == 0:
         raise TruncatedTraceError(
@@ -283,8 +299,6 @@ def _salvage_events(doc: bytes) -> tuple[bytes, list[_Event], int]:
 def _columns(events: list[_Event], first_index: int, doc: bytes) -> pa.Table:
     n = len(events)
     args_raw = list(map(attrgetter("args"), events))
-    args_doc = b"[" + b",".join(args_raw) + b"]"
-    typed_args = _typed_args(args_doc)
     cols: dict[str, pa.Array] = {
         "index": pa.array(np.arange(first_index, first_index + n, dtype=np.int64)),
         "ph": pa.array(list(map(attrgetter("ph"), events)), pa.string()),
@@ -302,33 +316,69 @@ def _columns(events: list[_Event], first_index: int, doc: bytes) -> pa.Table:
         ts = _decimal_ns(list(map(attrgetter("ts"), exact)))
         dur = _decimal_ns(list(map(attrgetter("dur"), exact)))
     cols["ts_ns"], cols["dur_ns"] = ts, dur
-    for name, typ in _ARG_COLUMNS.items():
-        # Most keys are absent from most traces: one substring search spares a pass over the events.
-        if _ARG_KEYS[name] in args_doc:
-            cols[name] = _array(list(map(attrgetter(name), typed_args)), typ)
-        else:
-            cols[name] = pa.nulls(n, typ)
+    cols.update(_arg_columns(args_raw, _kinds(cols)))
     return pa.table(cols)
+
+
+def _kinds(cols: dict[str, pa.Array]) -> np.ndarray:
+    """Which args struct each event's args are decoded with."""
+    kind = np.full(len(cols["ph"]), _OP, dtype=np.int8)
+    kind[pc.fill_null(pc.equal(cols["cat"], "python_function"), False).to_numpy(zero_copy_only=False)] = _PYTHON
+    memory = pc.fill_null(pc.is_in(cols["name"], pa.array(["[memory]", "[OutOfMemory]"])), False)
+    kind[memory.to_numpy(zero_copy_only=False)] = _MEMORY
+    kind[pc.equal(cols["ph"], "M").to_numpy(zero_copy_only=False)] = _META
+    return kind
+
+
+def _arg_columns(args_raw: list[msgspec.Raw], kind: np.ndarray) -> dict[str, pa.Array]:
+    """The typed args columns: each kind's rows decoded with its struct, then put back in row order."""
+    n = len(args_raw)
+    parts: dict[str, list[pa.Array]] = {name: [] for name in _ARG_COLUMNS}
+    order = []
+    for k, struct in enumerate(_ARG_STRUCTS):
+        rows = np.flatnonzero(kind == k)
+        if not len(rows):
+            continue
+        order.append(rows)
+        raws = args_raw if len(rows) == n else (
+            [args_raw[int(rows[0])]] if len(rows) == 1 else list(itemgetter(*rows.tolist())(args_raw)))
+        doc = b"[" + b",".join(raws) + b"]"
+        typed = _typed_args(doc, struct)
+        mine = {f.name for f in msgspec.structs.fields(struct)}
+        for name, typ in _ARG_COLUMNS.items():
+            # Keys absent from this kind's args are nulls: one substring search spares a pass.
+            if name in mine and _ARG_KEYS[name] in doc:
+                parts[name].append(_array(list(map(attrgetter(name), typed)), typ))
+            else:
+                parts[name].append(pa.nulls(len(rows), typ))
+    if not order:
+        return {name: pa.nulls(0, typ) for name, typ in _ARG_COLUMNS.items()}
+    if len(order) == 1:
+        return {name: p[0] for name, p in parts.items()}
+    position = np.empty(n, dtype=np.int64)
+    position[np.concatenate(order)] = np.arange(n)
+    back = pa.array(position)
+    return {name: pa.concat_arrays(p).take(back) for name, p in parts.items()}
 
 
 def _nulls(n: int) -> pa.Array:
     return pa.nulls(n, pa.string())
 
 
-def _typed_args(doc: bytes) -> list[_Args]:
+def _typed_args(doc: bytes, struct: type[msgspec.Struct]) -> list[Any]:
     try:
-        return msgspec.json.decode(doc, type=list[_Args])
+        return msgspec.json.decode(doc, type=list[struct])  # type: ignore[valid-type]
     except msgspec.ValidationError:
         pass
     try:  # an explicit "args": null somewhere; rare, so the slow fill is fine
-        maybe = msgspec.json.decode(doc, type=list[_Args | None])
-        return [a if a is not None else _Args() for a in maybe]
+        maybe = msgspec.json.decode(doc, type=list[struct | None])  # type: ignore[valid-type]
+        return [a if a is not None else struct() for a in maybe]
     except msgspec.ValidationError:
         # Some writer put an odd type under a key we read (say a string correlation id):
         # convert what converts, leave the rest to the raw args text.
         loose = msgspec.json.decode(doc, type=list[dict[str, Any] | None])
-        fields = {f.encode_name: f.name for f in msgspec.structs.fields(_Args)}
-        return [_Args(**{fields[k]: _loose(v) for k, v in (d or {}).items() if k in fields}) for d in loose]
+        fields = {f.encode_name: f.name for f in msgspec.structs.fields(struct)}
+        return [struct(**{fields[k]: _loose(v) for k, v in (d or {}).items() if k in fields}) for d in loose]
 
 
 def _loose(v: Any) -> Any:
@@ -347,6 +397,8 @@ def _id_strings(values: list[Any]) -> pa.Array:
         return pa.array(list(map(_text_or_none, values)), pa.string())
     if arr.type == pa.string():
         return arr
+    if arr.type == pa.null():
+        return pa.nulls(len(values), pa.string())
     if pa.types.is_integer(arr.type):
         return arr.cast(pa.string())
     return pa.array(list(map(_text_or_none, values)), pa.string())

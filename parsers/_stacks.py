@@ -61,11 +61,12 @@ def python_frames(names: pa.Array, py_id: np.ndarray, parent_py_id: np.ndarray) 
     for d in range(int(depth.max()) + 1 if n else 0):
         rows = np.flatnonzero(depth == d)
         parents = np.where(parent_row[rows] >= 0, node[np.maximum(parent_row[rows], 0)], -1)
-        keys = np.stack([parents, loc_codes[rows]], axis=1)
-        uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+        # One int64 key per (caller node, location): a 1-d unique is far faster than rows of pairs.
+        radix = len(locations) + 1
+        uniq, inverse = np.unique((parents + 1) * radix + loc_codes[rows], return_inverse=True)
         node[rows] = next_id + inverse.reshape(-1)
-        node_parent.append(uniq[:, 0])
-        node_loc.append(uniq[:, 1])
+        node_parent.append(uniq // radix - 1)
+        node_loc.append(uniq % radix)
         next_id += len(uniq)
     parent_of_node = np.concatenate(node_parent) if node_parent else np.zeros(0, np.int64)
     loc_of_node = np.concatenate(node_loc) if node_loc else np.zeros(0, np.int64)

@@ -103,7 +103,9 @@ def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = Non
 def normalize(
     decoded: _kineto_json.Decoded, *, source: str, rank: int | None = None, progress: Progress = no_progress
 ) -> Trace:
-    ev = decoded.events
+    ev, decoded.events = decoded.events, None  # the decoded table is released as soon as it is split
+    if ev is None:
+        raise ValueError("this decoded trace was already normalized")
     top = decoded.top
     acct = ParseAccounting(source=source, format=FORMAT, events_read=ev.num_rows + decoded.partial_events)
     acct.skip("cut in half by truncation", decoded.partial_events)
@@ -115,44 +117,54 @@ def normalize(
     is_meta = pc.equal(ph, "M")
     no_ts = pc.and_(pc.is_null(ev["ts_ns"]), pc.invert(is_meta))
     acct.skip("no timestamp", _count(no_ts))
-    ev = ev.filter(pc.invert(no_ts))
     base = top.get("baseTimeNanoseconds")
     if isinstance(base, int) and base:  # generation (d): ts is relative to this epoch-ns origin
         ev = ev.set_column(ev.schema.get_field_index("ts_ns"), "ts_ns", pc.add_checked(ev["ts_ns"], base))
-    ph = ev["ph"]
-    is_meta = pc.equal(ph, "M")
-    is_flow = pc.is_in(ph, pa.array(["s", "f", "t"]))
-    is_counter = pc.equal(ph, "C")
+    has_ts = pc.invert(no_ts)
+    is_flow = pc.and_(has_ts, pc.is_in(ph, pa.array(["s", "f", "t"])))
+    is_counter = pc.and_(has_ts, pc.equal(ph, "C"))
     is_instant = pc.is_in(ph, pa.array(["i", "I"]))
-    is_memory = pc.and_(is_instant, pc.is_in(ev["name"], pa.array(sorted(MEMORY_EVENTS))))
+    is_memory = pc.and_(has_ts, pc.and_(is_instant, pc.is_in(ev["name"], pa.array(sorted(MEMORY_EVENTS)))))
     is_device = pc.and_(pc.equal(ph, "X"), pc.is_in(ev["cat"], pa.array(sorted(DEVICE_CATEGORIES))))
-    is_device = pc.fill_null(is_device, False)
-    is_system = pc.invert(pc.or_(pc.or_(is_meta, is_flow), pc.or_(pc.or_(is_counter, is_memory), is_device)))
+    is_device = pc.and_(has_ts, pc.fill_null(is_device, False))
+    is_system = pc.and_(has_ts, pc.invert(pc.or_(pc.or_(is_meta, is_flow),
+                                                  pc.or_(pc.or_(is_counter, is_memory), is_device))))
+    # Split into the few columns each part needs, then let go of the decoded table: memory peaks
+    # here, and every full-width copy costs as much as the raw JSON's args.
+    meta = ev.select(["name", "pid", "tid", "label", "labels"]).filter(is_meta)
+    flow_markers = ev.select(["index", "ph", "cat", "flow_id", "pid", "tid", "ts_ns"]).filter(is_flow)
+    counter_events = ev.select(["ts_ns", "name", "pid", "tid", "args"]).filter(is_counter)
+    memory_events = ev.select(["ts_ns", "name", "pid", "tid", "args", *MEMORY_FIELDS, "mem_device_type",
+                               "mem_device_id"]).filter(is_memory)
+    event_columns = [c for c in ev.column_names if not c.startswith("mem_") and c not in ("label", "labels")]
+    system = ev.select(event_columns).filter(is_system)
+    device = ev.select(event_columns).filter(is_device)
+    kept_events = ev.num_rows - _count(no_ts)
+    del ev
 
-    names = _names(ev.filter(is_meta))
-    acct.keep("metadata", _count(is_meta))
+    names = _names(meta)
+    acct.keep("metadata", meta.num_rows)
     progress("normalize", 1, 4)
 
-    system = ev.filter(is_system)
-    device = ev.filter(is_device)
     frames, system, device = link_frames(system, device, acct)
     progress("normalize", 2, 4)
     sys_table = _system_table(system, names, host, rank, backend)
+    del system
     dev_table = _device_table(device, names, host, rank, backend)
+    del device
     acct.keep("system_events", sys_table.num_rows)
     acct.keep("device_events", dev_table.num_rows)
 
-    counters = pa.concat_tables(
-        [_memory_counters(ev.filter(is_memory), host, rank, backend), _counter_events(ev.filter(is_counter), host, rank)]
-    )
-    acct.keep("counters", _count(is_memory) + _count(is_counter))
-    flows = _flows(ev.filter(is_flow), sys_table, dev_table, rank)
-    acct.keep("flows", _count(is_flow))
+    counters = pa.concat_tables([_memory_counters(memory_events, host, rank, backend),
+                                 _counter_events(counter_events, host, rank)])
+    acct.keep("counters", memory_events.num_rows + counter_events.num_rows)
+    flows = _flows(flow_markers, sys_table, dev_table, rank)
+    acct.keep("flows", flow_markers.num_rows)
     progress("normalize", 3, 4)
 
     if decoded.truncated_at is not None:
         msg = (f"{source}: the trace was cut off at byte {decoded.truncated_at}; kept the "
-               f"{ev.num_rows} complete events before the cut (metadata written after the events is lost)")
+               f"{kept_events} complete events before the cut (metadata written after the events is lost)")
         acct.warnings.append(msg)
         warnings.warn(msg, TruncatedTraceWarning, stacklevel=3)
     acct.check()
