@@ -17,8 +17,9 @@
 
 With more than one physical core per logical core, tracks get `` (pcore N)``. ``raw_category`` is
 the table name. Columns without a place of their own go to ``args``: all of them ("full"), or for
-tables above 1M rows only a few identifying ones ("lean": see ``Spec.lean``; the rest stay in the
-source files, joinable on ``id``). Both DMA tables describe the same transfers at two levels of
+tables above 1M rows only a few identifying ones ("lean": see ``Spec.lean``; none for Instruction,
+whose rows keep their source order so the other columns can be read back from the source files
+by position). Both DMA tables describe the same transfers at two levels of
 detail: sum bytes over one ``raw_category``, not both.
 """
 

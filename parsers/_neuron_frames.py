@@ -45,6 +45,12 @@ class FrameBuilder:
         self._paths: dict[tuple[Any, ...], int | None] = {}
         self._py = _python_stacks(tables)
         self._kernel = _kernel_stacks(tables)
+        self._scratch: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _buffers(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._scratch is None or len(self._scratch[0]) < n:
+            self._scratch = (np.empty(n, np.int64), np.empty(n, np.int64))
+        return self._scratch[0][:n], self._scratch[1][:n]
 
     @property
     def empty(self) -> bool:
@@ -60,10 +66,15 @@ class FrameBuilder:
         radix = [len(v) + 1 for v in values]  # 0 stands for null
         if float(np.prod(np.array(radix, dtype=np.float64))) < 2.0**62:
             # Mixed-radix code of the per-column dictionary indices: one int64 per row, decodable.
-            codes = np.zeros(batch.num_rows, np.int64)
+            # Computed in place in two buffers reused from batch to batch (no allocation churn).
+            n = batch.num_rows
+            codes, digit = self._buffers(n)
+            codes[:] = 0
             for e, r in zip(encoded, radix, strict=True):
+                np.add(np.asarray(pc.fill_null(e.indices, -1).to_numpy(zero_copy_only=False)), 1, out=digit,
+                       casting="unsafe")
                 codes *= r
-                codes += np.asarray(pc.fill_null(e.indices, -1).to_numpy(zero_copy_only=False), np.int64) + 1
+                codes += digit
             combos = pc.dictionary_encode(pa.array(codes))
             parts = _decode(np.asarray(combos.dictionary.to_numpy(), np.int64), radix)
             rows_of = combos.indices

@@ -139,7 +139,8 @@ def parse(
         "neuron.args_detail": {
             "tables": ctx.args_detail,
             "rule": f"full = every unmapped column in args; lean (auto above {FULL_ARGS_MAX_ROWS} rows) = a few "
-                    "identifying columns, the rest stay in the source Parquet files, joinable on id",
+                    "identifying columns in args (none for Instruction), the other columns stay in the source "
+                    "Parquet files; a table's rows keep their source order (derived rows follow them)",
         },
         "neuron.columns_read": ctx.columns_read,
         **prof.facts,
