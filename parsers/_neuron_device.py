@@ -118,13 +118,13 @@ def _load(ctx: Context, table: SourceTable, spec: Spec) -> None:
         ctx.acct.skip(f"{spec.table}: no start-time column", n_total)
         return
     end, duration = _first(table, spec.end), _first(table, spec.duration)
-    if duration is not None and table.null_count(duration) == 0:
-        end = None  # a complete duration column makes end_ts redundant: not read
     name_col = _first(table, spec.name)
-    pcore = "pcore_idx" if ctx.multi_pcore and table.has("pcore_idx") else None
-    track_col = spec.track_column if table.has(spec.track_column) else None
     # The track column stays in args too: tracks hold a normalized spelling (Tensor -> tensor).
     mapped = {start, end, duration, name_col} - {None}
+    if duration is not None and table.null_count(duration) == 0:
+        end = None  # a complete duration column makes end_ts redundant (= ts + dur): not read
+    pcore = "pcore_idx" if ctx.multi_pcore and table.has("pcore_idx") else None
+    track_col = spec.track_column if table.has(spec.track_column) else None
     full = ctx.full_args(spec.table, n_total)
     args_cols = [c for c in table.columns if c not in mapped] if full else table.present(spec.lean)
     source_id = spec.source_id if spec.table in ctx.want_ids or spec.source_id in args_cols else None
