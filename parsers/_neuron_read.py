@@ -106,25 +106,33 @@ class SourceTable:
 
     def batches(self, columns: Sequence[str] | None = None, *, dictionary: Sequence[str] = (),
                 batch_rows: int = 1 << 20) -> Iterator[pa.Table]:
-        """The table a few row groups at a time (about ``batch_rows`` rows), in file order."""
+        """The table a few row groups at a time (about ``batch_rows`` rows), in file order.
+
+        (Reading the next batch on a helper thread while this one is processed was tried: on the
+        2-core reference machine it cost a batch of memory and saved no time.)
+        """
         cols = list(columns) if columns is not None else None
+        for read in self._reads(cols, dictionary, batch_rows):
+            yield self._fill(read(), cols)
+
+    def _reads(self, cols: list[str] | None, dictionary: Sequence[str], batch_rows: int) -> Iterator[_Read]:
+        """One reader call per batch of row groups."""
         for f, meta in zip(self.files, self._meta, strict=True):
             try:
                 pf = pq.ParquetFile(f, read_dictionary=[c for c in dictionary if c in meta.schema.names])
-                want = [c for c in cols if c in pf.schema_arrow.names] if cols is not None else None
-                groups: list[int] = []
-                rows = 0
-                for g in range(meta.num_row_groups):
-                    groups.append(g)
-                    rows += meta.row_group(g).num_rows
-                    if rows >= batch_rows:
-                        yield self._fill(pf.read_row_groups(groups, columns=want), cols)
-                        groups, rows = [], 0
-                if groups or meta.num_row_groups == 0:
-                    yield self._fill(pf.read_row_groups(groups, columns=want) if groups else
-                                     pf.schema_arrow.empty_table().select(want or pf.schema_arrow.names), cols)
             except (pa.ArrowException, OSError) as exc:
                 raise _corrupt(f, exc) from exc
+            want = [c for c in cols if c in pf.schema_arrow.names] if cols is not None else None
+            groups: list[int] = []
+            rows = 0
+            for g in range(meta.num_row_groups):
+                groups.append(g)
+                rows += meta.row_group(g).num_rows
+                if rows >= batch_rows or g == meta.num_row_groups - 1:
+                    yield _Read(f, pf, tuple(groups), want)
+                    groups, rows = [], 0
+            if meta.num_row_groups == 0:
+                yield _Read(f, pf, (), want)
 
     def _fill(self, t: pa.Table, cols: list[str] | None) -> pa.Table:
         """Columns a part lacks (parts written by different versions) come back as nulls."""
@@ -175,6 +183,24 @@ class SourceTable:
                     raise _corrupt(f, exc) from exc
                 return None if low is None else int(low)
         return None
+
+
+@dataclass(frozen=True)
+class _Read:
+    """Reading some row groups of one part file."""
+
+    path: Path
+    pf: pq.ParquetFile
+    groups: tuple[int, ...]
+    want: list[str] | None
+
+    def __call__(self) -> pa.Table:
+        try:
+            if not self.groups:
+                return self.pf.schema_arrow.empty_table().select(self.want or self.pf.schema_arrow.names)
+            return self.pf.read_row_groups(list(self.groups), columns=self.want)
+        except (pa.ArrowException, OSError) as exc:
+            raise _corrupt(self.path, exc) from exc
 
 
 def _corrupt(path: Path, exc: BaseException) -> MalformedTraceError:

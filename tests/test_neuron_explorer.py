@@ -368,3 +368,20 @@ def test_an_explorer_data_path_loads_every_profile_in_it(tmp_path: Path) -> None
     assert neurontrace.detect(tmp_path / "data").name == "neuron-explorer"
     assert {d for (d,) in rows(t, "device_events", "device")} == {"neuron:nc0", "neuron:nc1"}
     assert len(t.accounting) == 2
+
+
+def test_split_parts_are_read_in_batches_of_row_groups(tmp_path: Path) -> None:
+    from neurontrace.parsers._neuron_read import open_tables
+
+    t = pa.table({"start_ts": list(range(100)), "engine": ["tensor", "vector"] * 50})
+    d = tmp_path / "p"
+    d.mkdir()
+    syn.write_table(t, d, "Instruction", split_rows=60, row_group_size=16)
+    (table,) = open_tables(d)[0].values()
+    batches = list(table.batches(["start_ts", "engine"], dictionary=["engine"], batch_rows=20))
+    assert [b.num_rows for b in batches] == [32, 28, 32, 8]
+    assert pa.concat_tables(batches).to_pylist() == t.to_pylist()
+    part = d / "Instruction_1.parquet"
+    part.write_bytes(part.read_bytes()[:200])
+    with pytest.raises(MalformedTraceError, match=r"Instruction_1\.parquet"):
+        open_tables(d)
