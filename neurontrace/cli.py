@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from neurontrace import __version__, errors
-from neurontrace._command import Command as Command  # re-exported: subcommand modules subclass it
+from neurontrace._command import Command
 from neurontrace.analysis.findings import SEVERITIES
 from neurontrace.load import FORMATS, detect, load
 from neurontrace.progress import Progress, no_progress
@@ -33,6 +33,7 @@ EXIT_CODES_HELP = """exit codes:
   7  an optional dependency is missing (the message names the extra to install)
   8  this command's engine is not built yet
   10 diagnose --fail-on: a finding reached the given severity
+  11 diff / runs compare --fail-on-regression: a device's time per step grew by more than PCT%
 """
 
 
@@ -113,10 +114,16 @@ class DiagnoseCommand(Command):
         parser.add_argument("--fail-on", choices=SEVERITIES, metavar="SEVERITY",
                             help=f"exit {errors.EXIT_FINDINGS} when a finding reaches SEVERITY "
                                  f"({', '.join(SEVERITIES)})")
+        from neurontrace.diff_cmd import add_save_run_arguments
+
+        add_save_run_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from neurontrace.analysis.diagnose import diagnose
         from neurontrace.analysis.fallback import ops_from_log
+        from neurontrace.diff_cmd import check_save_run_arguments, save_run
+
+        check_save_run_arguments(args)
 
         explicit = [op.strip() for op in args.fallback_ops.split(",") if op.strip()]
         if args.fallback_log is not None:
@@ -136,6 +143,7 @@ class DiagnoseCommand(Command):
             from neurontrace.report import render
 
             render(diag, Console(highlight=False))
+        save_run(args, trace, diag)
         if args.fail_on and diag.worst_severity is not None and \
                 SEVERITIES.index(diag.worst_severity) >= SEVERITIES.index(args.fail_on):
             return errors.EXIT_FINDINGS
@@ -158,18 +166,14 @@ class ViewCommand(PendingCommand):
     issue = "the Dash viewer is a later milestone"
 
 
-class DiffCommand(PendingCommand):
-    name = "diff"
-    help = "compare two runs (not built yet)"
-    issue = "run comparison is a later milestone"
-
-
 def commands() -> tuple[Command, ...]:
     """Every subcommand, in help order. Command modules outside this file are imported here, when
     the parser is built, so they can import this module's helpers without a cycle."""
+    from neurontrace.diff_cmd import DiffCommand, RunsCommand
     from neurontrace.record_cmd import RecordCommand
 
-    return (DiagnoseCommand(), ConvertCommand(), InfoCommand(), RecordCommand(), ViewCommand(), DiffCommand())
+    return (DiagnoseCommand(), ConvertCommand(), InfoCommand(), RecordCommand(), ViewCommand(), DiffCommand(),
+            RunsCommand())
 
 
 def _format_name(path: Path) -> str:

@@ -228,6 +228,8 @@ def _backend(top: dict[str, Any], ev: pa.Table) -> str:
         return "xpu"
     if "roctracer_version" in top or "hip_runtime_version" in top or re.search(r"AMD|Radeon|Instinct", names):
         return "rocm"
+    if not props and not cats & (set(DEVICE_CATEGORIES) | {"cuda_runtime", "cuda_driver", "Runtime"}):
+        return "cpu"  # no accelerator listed and no accelerator activity: a CPU-only profile
     return "cuda"
 
 
@@ -355,8 +357,8 @@ def _memory_device(key: str, backend: str) -> str:
     kind, _, idx = key.partition(":")
     if kind == "0":
         return "cpu"
-    if kind == "1":
-        return f"{backend}:{idx}"
+    if kind == "1":  # c10 DeviceType CUDA, which ROCm builds report too
+        return f"{backend if backend == 'rocm' else 'cuda'}:{idx}"
     return f"device_type{kind}:{idx}"
 
 

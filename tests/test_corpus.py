@@ -149,6 +149,9 @@ def expected_backend(raw: Raw) -> str:
         return "xpu"
     if "roctracer_version" in raw.top or "hip_runtime_version" in raw.top or re.search(r"\bAMD\b", names):
         return "rocm"
+    accelerator_cats = DEVICE_CATS | {"cuda_runtime", "cuda_driver", "Runtime"}
+    if not raw.top.get("deviceProperties") and not cats & accelerator_cats:
+        return "cpu"
     return "cuda"
 
 

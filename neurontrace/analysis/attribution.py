@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import distinct, isin, matches, select
+from neurontrace.analysis._columns import isin, matches, select
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
 from neurontrace.trace import Trace
 
@@ -101,29 +101,34 @@ def attribute(
 ) -> list[DeviceAttribution]:
     """Attribution for every device of ``trace`` (or the host CPU when it has no device activity)."""
     dev = trace.device_events
-    devices = distinct(dev["device"])
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
-    if not devices:
-        return [_attribute_cpu(trace, window, fallback, top)]
-    return [_attribute_device(trace, d, window, fallback, top) for d in devices]
+    if dev.num_rows == 0:
+        ranks = sorted(pc.unique(trace.system_events["rank"]).to_pylist(), key=lambda r: (r is not None, r or 0))
+        return [_attribute_cpu(trace, r, window, fallback, top) for r in ranks or [None]]
+    # One block per device of each rank: every rank of a job has its own cuda:0.
+    pairs = dev.select(["device", "rank"]).group_by(["device", "rank"]).aggregate([]).to_pylist()
+    pairs.sort(key=lambda p: (p["rank"] is not None, p["rank"] or 0, str(p["device"])))
+    return [_attribute_device(trace, str(p["device"]), p["rank"], window, fallback, top) for p in pairs]
 
 
-def _attribute_device(trace: Trace, device: str, window: tuple[int, int] | None, fallback: np.ndarray,
-                      top: int) -> DeviceAttribution:
+def _attribute_device(trace: Trace, device: str, rank: int | None, window: tuple[int, int] | None,
+                      fallback: np.ndarray, top: int) -> DeviceAttribution:
     dev = select(trace.device_events, "device", device)
+    same_rank = pc.is_null(dev["rank"]) if rank is None else pc.fill_null(pc.equal(dev["rank"], rank), False)
+    dev = dev.filter(same_rank)
     host = driving_host_events(trace, dev)
-    rank = _first(dev["rank"])
     win, source = (window, "--window") if window else default_window(host, dev)
     labels = _device_labels(dev) + _host_labels(host, fallback)
     return _finish(trace, device, rank, win, source, labels, top)
 
 
-def _attribute_cpu(trace: Trace, window: tuple[int, int] | None, fallback: np.ndarray,
+def _attribute_cpu(trace: Trace, rank: int | None, window: tuple[int, int] | None, fallback: np.ndarray,
                    top: int) -> DeviceAttribution:
-    """No accelerator in the trace: the CPU is the device, framework ops are its compute."""
+    """No accelerator in the trace: each rank's CPU is the device, framework ops are its compute."""
     host = trace.system_events
+    host = host.filter(pc.is_null(host["rank"]) if rank is None else pc.fill_null(pc.equal(host["rank"], rank),
+                                                                                   False))
     ops = select(host, "category", "framework_op")
-    rank = _first(host["rank"])
     win, source = (window, "--window") if window else default_window(host, ops)
     s, e = _spans(ops)
     labels = [_Label("compute", "cpu_ops", s, e, ops, np.arange(ops.num_rows))]
@@ -245,6 +250,9 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
     the same rank stand in (a CPU-side profile of a Neuron device, a GPU-only trace).
     """
     host = trace.system_events
+    rank = _first(dev["rank"])
+    if rank is not None:  # correlation ids repeat across ranks: look only at this rank's host events
+        host = host.filter(pc.fill_null(pc.equal(host["rank"], rank), False))
     corr = pc.unique(dev["correlation"].drop_null())
     if len(corr) > LINK_SAMPLE:  # a few thousand links name the driving processes as well as all do
         corr = corr.take(pa.array(np.linspace(0, len(corr) - 1, LINK_SAMPLE).astype(np.int64)))
@@ -253,9 +261,6 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
         pids = pc.unique(linked["pid"].cast(pa.string()).drop_null())
         if len(pids):
             return host.filter(pc.fill_null(pc.is_in(host["pid"].cast(pa.string()), pids), False))
-    rank = _first(dev["rank"])
-    if rank is not None:
-        return host.filter(pc.fill_null(pc.equal(host["rank"], rank), False))
     return host
 
 
