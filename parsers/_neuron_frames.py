@@ -92,8 +92,9 @@ class FrameBuilder:
         frame_of = np.array(frame_ids, dtype=np.int64)
         if (frame_of < 0).all():
             return None
-        lookup = pa.array(frame_of, pa.int64(), mask=frame_of < 0)
-        return pc.take(lookup, rows_of)
+        out = frame_of[np.asarray(rows_of.to_numpy(zero_copy_only=False))]
+        missing = out < 0
+        return pa.array(out, pa.int64(), mask=missing) if missing.any() else pa.array(out, pa.int64())
 
     def table(self) -> pa.Table:
         rows = self._rows
@@ -177,7 +178,10 @@ def _compact(codes: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def _dict_chunk(col: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray:
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if isinstance(col, pa.ChunkedArray):  # one chunk (a batch) needs no copy
+        arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    else:
+        arr = col
     if not pa.types.is_dictionary(arr.type):
         arr = pc.dictionary_encode(arr.cast(pa.string()) if not pa.types.is_string(arr.type) else arr)
     return arr
