@@ -32,6 +32,7 @@ EXIT_CODES_HELP = """exit codes:
   6  output exists (pass --force to replace it)
   7  an optional dependency is missing (the message names the extra to install)
   8  this command's engine is not built yet
+  9  an external tool is missing or failed (neuron-explorer: the message shows the command to run)
   10 diagnose --fail-on: a finding reached the given severity
   11 diff / runs compare --fail-on-regression: a device's time per step grew by more than PCT%
 """
@@ -40,6 +41,8 @@ EXIT_CODES_HELP = """exit codes:
 def _add_input(parser: argparse.ArgumentParser, nargs: str | None = None) -> None:
     parser.add_argument("path", nargs=nargs, help="trace file or directory (format detected from content)")
     parser.add_argument("--format", choices=sorted(FORMATS), help="skip detection and use this format")
+    parser.add_argument("--neff", type=Path, metavar="FILE",
+                        help="the NEFF an NTFF profile ran (default: found by the Neuron naming rules)")
 
 
 class ConvertCommand(Command):
@@ -56,7 +59,7 @@ class ConvertCommand(Command):
         if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.force:
             raise errors.OutputExistsError(f"{out} already exists and is not empty; pass --force to replace it")
         with progress_bar() as progress:
-            trace = load(args.path, format=args.format, progress=progress)
+            trace = load(args.path, format=args.format, progress=progress, **_load_options(args))
         trace.to_parquet(out, force=args.force)
         print(f"wrote {out}/ ({trace.num_events} events)")
         _print_accounting(trace)
@@ -74,7 +77,7 @@ class InfoCommand(Command):
     def run(self, args: argparse.Namespace) -> int:
         fmt = args.format or _format_name(Path(args.path))
         with progress_bar() as progress:
-            trace = load(args.path, format=args.format, progress=progress)
+            trace = load(args.path, format=args.format, progress=progress, **_load_options(args))
         print(f"{args.path}: {fmt}")
         for name, table in trace.tables.items():
             print(f"  {name:<14} {table.num_rows:>10} rows")
@@ -131,7 +134,7 @@ class DiagnoseCommand(Command):
                 raise errors.InputNotFoundError(f"{args.fallback_log}: no such fallback log")
             explicit += ops_from_log(args.fallback_log)
         with progress_bar() as progress:
-            traces = [load(p, format=args.format, progress=progress) for p in args.path]
+            traces = [load(p, format=args.format, progress=progress, **_load_options(args)) for p in args.path]
         trace = Trace.concat(traces)
         inputs = [{"path": str(p), "format": args.format or _format_name(Path(p))} for p in args.path]
         diag = diagnose(trace, inputs=inputs, window=args.window, fallback_ops=explicit, top=args.top)
@@ -174,6 +177,11 @@ def commands() -> tuple[Command, ...]:
 
     return (DiagnoseCommand(), ConvertCommand(), InfoCommand(), RecordCommand(), ViewCommand(), DiffCommand(),
             RunsCommand())
+
+
+def _load_options(args: argparse.Namespace) -> dict[str, object]:
+    """Parser options the user gave (only those: formats that take none stay unbothered)."""
+    return {"neff": args.neff} if getattr(args, "neff", None) is not None else {}
 
 
 def _format_name(path: Path) -> str:

@@ -12,14 +12,15 @@ the registry never imports a parser it does not need (DESIGN.md: one-way depende
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from neurontrace._io import describe_magic, existing, read_head
-from neurontrace.errors import EmptyInputError, UnknownFormatError
+from neurontrace.errors import EmptyInputError, UnknownFormatError, UsageError
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace
 
@@ -41,7 +42,7 @@ class Probe:
 
 class ParserModule(Protocol):
     def sniff(self, probe: Probe) -> bool: ...
-    def parse(self, path: Path, *, progress: Progress = ...) -> Trace: ...
+    def parse(self, path: Path, *, progress: Progress = ..., **options: Any) -> Trace: ...
 
 
 @dataclass(frozen=True)
@@ -113,25 +114,40 @@ def load(
     *,
     format: str | None = None,
     progress: Progress = no_progress,
+    **options: Any,
 ) -> Trace:
     """Load a trace file or directory into a :class:`Trace`.
 
     ``format`` forces a registered format by name; otherwise the format is sniffed from content.
     A directory that is not itself a known format is loaded as a set of traces (one per rank),
-    combined into one Trace with ``rank``/``host`` set from each file.
+    combined into one Trace with ``rank``/``host`` set from each file. ``options`` go to the
+    parser of the detected format (e.g. ``neff=`` for an NTFF file); an option that format does not
+    take is refused with a UsageError.
     """
     p = existing(path)
     if format is not None:
         if format not in FORMATS:
             raise UnknownFormatError(f"unknown format {format!r}; formats are: {', '.join(FORMATS)}")
-        return FORMATS[format].parser().parse(p, progress=progress)
+        return _parse(FORMATS[format], p, progress, options)
     probe = Probe(p)
     for fmt in FORMATS.values():
         if fmt.parser().sniff(probe):
-            return fmt.parser().parse(p, progress=progress)
+            return _parse(fmt, p, progress, options)
     if probe.is_dir:
+        if options:
+            raise UsageError(f"{p}: options {sorted(options)} apply to a single profile, not a directory of traces")
         return _load_collection(p, progress)
     raise _unknown(probe)
+
+
+def _parse(fmt: Format, path: Path, progress: Progress, options: dict[str, Any]) -> Trace:
+    parser = fmt.parser()
+    if options:
+        accepted = inspect.signature(parser.parse).parameters
+        wrong = sorted(k for k in options if k not in accepted)
+        if wrong:
+            raise UsageError(f"{path} is {fmt.name}, whose parser takes no option {', '.join(wrong)}")
+    return parser.parse(path, progress=progress, **options)
 
 
 MAX_COLLECTION_DEPTH = 3  # e.g. captures/<host>_pid<p>_rank<r>/<trace files>

@@ -49,6 +49,14 @@ def _device_panel(d: DeviceAttribution) -> Panel:
         stalls.append(f" at +{(s.start_ns - d.window[0]) / 1e6:,.3f} ms: {s.evidence[0] if s.evidence else '-'}")
         stalls.append(f"\n{'':16}source: {s.source or '-'}\n")
     head = Text(f"window {_ms(d.window_ns)} ({d.window_source})")
+    if d.engine_waits is not None:
+        w = d.engine_waits
+        waits = ", ".join(f"{k} {_ms(v)}" for k, v in w["waits_ns"].items() if v) or "none"
+        metrics = w["summary"]
+        mfu = metrics.get("mfu_estimated_percent")
+        extra = f"; MFU {100 * mfu:.1f}%" if isinstance(mfu, int | float) else ""
+        stalls.append(f"engine waits ({w['wait_count']}): {waits}; throttled {_ms(w['throttled_ns'])}{extra}\n",
+                      style="bold")
     rank = "" if d.rank is None else f" rank {d.rank}"
     return Panel(Group(head, cause_bar(d), table, stalls), title=f"{d.device}{rank}", title_align="left")
 

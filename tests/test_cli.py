@@ -84,7 +84,7 @@ def test_usage_errors_use_argparse_code() -> None:
 def test_help_documents_exit_codes() -> None:
     res = run("--help")
     assert res.returncode == 0
-    for code in range(9):
+    for code in range(10):
         assert f"\n  {code}  " in res.stdout
     assert "\n  10 diagnose --fail-on" in res.stdout
 
@@ -128,3 +128,9 @@ def test_diagnose_explicit_fallback_ops(tmp_path: Path) -> None:
     assert (op["name"], op["found_by"], op["source"]) == ("aten::addmm", "explicit",
                                                            "make_samples.py:39 forward")
     assert op["calls"] > 0 and op["host_ns"] > 0
+
+
+def test_parser_options_reach_only_formats_that_take_them(tmp_path: Path) -> None:
+    res = run("info", SAMPLE, "--neff", tmp_path / "x.neff")
+    assert res.returncode == errors.EXIT_USAGE
+    assert "kineto, whose parser takes no option neff" in res.stderr

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import names
 from neurontrace.analysis._columns import isin, matches, select
+from neurontrace.analysis.engine_waits import engine_waits
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
 from neurontrace.trace import Trace
 
@@ -36,6 +37,8 @@ HOST_WORK = ("framework_op", "runtime", "driver", "compile", "load", "python", "
 HOST_DETAIL_ORDER = ("compile", "load", "sync", "input_pipeline", "launch", "runtime", "dispatch", "python")
 DATA_DETAIL_ORDER = ("h2d", "d2h", "d2d", "p2p", "h2h", "dma_weights", "dma_io", "spill", "memset", "other")
 CPU_DEVICE = "cpu"
+# NeuronCore engine tracks (the parsers' names and the hardware's: PE array, ACT, POOL, DVE, SP).
+NEURON_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "pe", "act", "pool", "dve", "sp", "engine")
 LINK_SAMPLE = 4096  # correlation ids sampled to find the processes driving a device
 MAX_GAPS_PER_STALL = 20  # how many compute gaps per requested stall the stall search examines at most
 
@@ -63,6 +66,7 @@ class DeviceAttribution:
     causes_ns: dict[str, int]
     detail_ns: dict[str, int]
     top_stalls: list[Stall] = field(default_factory=list)
+    engine_waits: dict[str, Any] | None = None  # Neuron devices: see analysis/engine_waits.py
 
     @property
     def window_ns(self) -> int:
@@ -152,6 +156,7 @@ def _finish(trace: Trace, device: str, rank: int | None, win: tuple[int, int], s
         detail["idle.unexplained"] = unexplained
     out = DeviceAttribution(device, rank, win, source, causes, detail)
     out.top_stalls = _top_stalls(trace, win, labels, unions, top)
+    out.engine_waits = engine_waits(trace, device, rank, win)
     out.check()
     return out
 
@@ -178,7 +183,7 @@ def _device_labels(dev: pa.Table) -> list[_Label]:
 
 def _device_detail(cat: str, name: str, direction: str | None, track: str | None, coll: str | None) -> str:
     if cat == "compute":
-        if track and str(track).lower().startswith(("pe", "act", "pool", "dve", "sp", "gpsimd", "engine")):
+        if track and str(track).lower().startswith(NEURON_ENGINES):
             return str(track).split()[0].lower()  # Neuron: one detail per engine
         return names.kernel_class(name)
     if cat == "collective":

@@ -48,7 +48,8 @@ class Diagnosis:
             "devices": [
                 {"device": d.device, "rank": d.rank, "window": {"start_ns": d.window[0], "end_ns": d.window[1]},
                  "window_source": d.window_source, "causes_ns": d.causes_ns, "detail_ns": d.detail_ns,
-                 "top_stalls": [s.as_dict() for s in d.top_stalls]}
+                 "top_stalls": [s.as_dict() for s in d.top_stalls],
+                 **({"engine_waits": d.engine_waits} if d.engine_waits is not None else {})}
                 for d in self.devices
             ],
             "fallback_ops": [op.as_dict() for op in self.fallback_ops],
@@ -79,9 +80,10 @@ def diagnose(
     found += rules.fallback_findings(fallback)
     found += rules.phase_findings(ph)
     found += rules.collective_outliers(_collective_groups(trace))
-    for summary in trace.meta_all("neuron.summary"):
-        if isinstance(summary, dict):
-            found += rules.neuron_findings(summary)
+    for d in devices:
+        if d.engine_waits is not None:
+            found += rules.neuron_findings(d.engine_waits["summary"], d.device, d.engine_waits["throttled_ns"],
+                                           d.window_ns)
     found.sort(key=lambda f: -rules.SEVERITIES.index(f.severity))
     return Diagnosis(
         inputs=inputs or [{"path": a.source, "format": a.format} for a in trace.accounting],

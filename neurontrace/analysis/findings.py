@@ -150,8 +150,9 @@ def collective_outliers(groups: dict[str, list[int]]) -> list[Finding]:
     return out
 
 
-def neuron_findings(summary: dict[str, Any], device: str | None = None) -> list[Finding]:
-    """Rules over Neuron device-profile Summary metrics (fractions 0..1), when the trace carries them."""
+def neuron_findings(summary: dict[str, Any], device: str | None = None, throttled_ns: int = 0,
+                    window_ns: int = 0) -> list[Finding]:
+    """Rules over Neuron device-profile Summary metrics (fractions 0..1) and throttled time."""
     out = []
 
     def num(*keys: str) -> float | None:
@@ -173,6 +174,8 @@ def neuron_findings(summary: dict[str, Any], device: str | None = None) -> list[
                            f"transposes are {_pct(transpose)} of tensor FLOPs",
                            "Choose layouts that avoid transposes (keep the contraction dim on partitions).", device))
     throttle = num("throttle_time_percent", "throttled_percent", "throttle_percent")
+    if throttle is None and throttled_ns and window_ns:
+        throttle = throttled_ns / window_ns
     if throttle is not None and throttle > 0:
         out.append(Finding("throttling", "warning", "The device was throttled",
                            f"throttled for {_pct(throttle)} of the profile",

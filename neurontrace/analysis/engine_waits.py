@@ -1,0 +1,98 @@
+"""One level down inside NeuronCore executions: what each engine wait was waiting for.
+
+An engine blocked on a semaphore or event (``sync_wait`` rows: ``evt_wait_time_ns``,
+``EVENT_SEMAPHORE*``, ``SemaphoreUpdate``) is waiting on whatever produces that signal. The
+producer is found by timing, vectorized over all waits of a device: the DMA transfer, collective
+or other engine's instruction (on another track of the same device) whose end is nearest to the
+moment the wait ended, no earlier than the wait's start. Its category names the charge:
+
+    dma → data_movement      collective → collectives      compute → compute_dependency
+
+A wait with no such producer within ``TOLERANCE_NS`` of its end is ``unknown``. Throttled time
+(``throttle`` rows) and the device's Summary metrics (fractions 0..1) are reported beside.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neurontrace.analysis._columns import isin, select
+from neurontrace.analysis.intervals import clip, union
+from neurontrace.trace import Trace
+
+CHARGE = {"dma": "data_movement", "collective": "collectives", "compute": "compute_dependency"}
+TOLERANCE_NS = 2_000  # a producer may finish this long after the wait ends (clock skew between engines)
+
+
+def engine_waits(trace: Trace, device: str, rank: int | None, window: tuple[int, int]) -> dict[str, Any] | None:
+    """Waits by producer, throttled time and Summary metrics of one Neuron device; None otherwise."""
+    if not device.startswith("neuron:"):
+        return None
+    dev = select(trace.device_events, "device", device)
+    if rank is not None:
+        dev = dev.filter(pc.fill_null(pc.equal(dev["rank"], rank), False))
+    lo, hi = window
+    waits = dev.filter(pa.array(isin(dev["category"], ["sync_wait"])))
+    s, e = _spans(waits)
+    inside = (e > lo) & (s < hi)
+    waits = waits.filter(pa.array(inside))
+    ws, we = np.maximum(s[inside], lo), np.minimum(e[inside], hi)
+    charged = dict.fromkeys([*CHARGE.values(), "unknown"], 0)
+    if len(ws):
+        producers = dev.filter(pa.array(isin(dev["category"], CHARGE)))
+        charge = np.asarray(_producer_charge(waits, producers), dtype=object)
+        for kind in charged:
+            charged[kind] = int((we - ws)[charge == kind].sum())
+    throttle = dev.filter(pa.array(isin(dev["category"], ["throttle"])))
+    ts, te = union(*clip(*_spans(throttle), lo, hi))
+    return {
+        "waits_ns": charged,
+        "wait_count": len(ws),
+        "throttled_ns": int((te - ts).sum()),
+        "summary": _summary(trace, device),
+    }
+
+
+def _spans(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    s = t["ts_ns"].to_numpy()
+    return s, s + t["dur_ns"].to_numpy()
+
+
+def _producer_charge(waits: pa.Table, producers: pa.Table) -> list[str]:
+    """Per wait, the charge of the producer ending nearest its end (vectorized binary search).
+
+    The waiting engine itself is blocked, so producers ending inside the wait are other engines,
+    queues or collectives; no per-track test is needed.
+    """
+    ws, we = _spans(waits)
+    if producers.num_rows == 0:
+        return ["unknown"] * len(ws)
+    _, pe = _spans(producers)
+    pcat = np.asarray(producers["category"].cast(pa.string()).to_pylist(), dtype=object)
+    order = np.argsort(pe, kind="stable")
+    ends = pe[order]
+    lo = np.searchsorted(ends, ws, side="left")  # first producer ending at or after the wait start
+    hi = np.searchsorted(ends, we + TOLERANCE_NS, side="right")  # past the last one in tolerance
+    before = np.searchsorted(ends, we, side="right") - 1  # latest ending at or before the wait end
+    after = before + 1
+    ok_before = (before >= lo) & (before < hi)
+    ok_after = (after >= lo) & (after < hi)
+    gap_before = np.where(ok_before, we - ends[np.clip(before, 0, len(ends) - 1)], np.iinfo(np.int64).max)
+    gap_after = np.where(ok_after, ends[np.clip(after, 0, len(ends) - 1)] - we, np.iinfo(np.int64).max)
+    pick = np.where(gap_before <= gap_after, before, after)
+    found = ok_before | ok_after
+    kinds = np.array([CHARGE.get(str(c), "unknown") for c in pcat], dtype=object)[order]
+    charge: list[str] = np.where(found, kinds[np.clip(pick, 0, len(ends) - 1)], "unknown").tolist()
+    return charge
+
+
+def _summary(trace: Trace, device: str) -> dict[str, Any]:
+    for s in trace.meta_all("neuron.summary"):
+        if isinstance(s, dict) and s.get("device") in (device, None):
+            metrics = s.get("metrics", s)
+            return dict(metrics) if isinstance(metrics, dict) else {}
+    return {}
