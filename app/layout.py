@@ -1,0 +1,415 @@
+"""The page: header, summary strip, timeline with its controls, details and source panels, tables.
+
+Components only; what they do is in ``callbacks.py``. Component ids start with ``nt-``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dash import dcc, html
+
+from neurontrace.app import figures
+from neurontrace.app.model import ViewModel
+from neurontrace.app.palette import CATEGORY_COLORS, CAUSE_COLORS, CAUSE_LABELS
+from neurontrace.app.source import OK, REFUSED, Snippet
+
+DEFAULT_DEPTH = 10
+DEPTHS = (2, 4, 6, 10, 16, 32, 1000)
+MAX_EXPANDED_ROWS = 80  # beyond this many rows at first sight, host processes start collapsed
+
+CSS = """
+:root { --nt-border: #dfe3e8; --nt-muted: #607d8b; --nt-bg: #f3f5f7; --nt-ink: #1f2d3d; --nt-accent: #1565c0; }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--nt-bg); color: var(--nt-ink);
+       font-family: Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif; font-size: 13px; }
+.nt-header { display: flex; align-items: center; gap: 14px; padding: 10px 18px; background: #15202b; color: #fff; }
+.nt-logo { font-weight: 700; font-size: 16px; letter-spacing: .3px; }
+.nt-logo span { color: #64b5f6; }
+.nt-title { font-size: 13px; color: #cfd8dc; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+.nt-spacer { flex: 1; }
+.nt-badge { display: inline-block; padding: 2px 8px; border-radius: 10px; font-size: 11px; font-weight: 600;
+            background: #263645; color: #cfd8dc; margin-left: 6px; }
+.nt-badge.warn { background: #ffb300; color: #1f2d3d; }
+.nt-main { padding: 12px 16px 24px; display: flex; flex-direction: column; gap: 12px; }
+.nt-card { background: #fff; border: 1px solid var(--nt-border); border-radius: 8px; padding: 10px 12px; }
+.nt-card h3 { margin: 0 0 6px; font-size: 12px; font-weight: 700; text-transform: uppercase; letter-spacing: .6px;
+              color: var(--nt-muted); }
+.nt-row { display: flex; gap: 12px; align-items: stretch; }
+.nt-col-main { flex: 1; min-width: 0; }
+.nt-col-side { width: 430px; flex: none; display: flex; flex-direction: column; gap: 12px; }
+.nt-toolbar { display: flex; flex-wrap: wrap; align-items: center; gap: 10px; margin-bottom: 6px; }
+.nt-toolbar label { color: var(--nt-muted); font-size: 12px; }
+.nt-groups { display: flex; flex-wrap: wrap; gap: 4px 10px; }
+.nt-groups label { color: var(--nt-ink) !important; font-size: 12px; }
+.nt-btn { border: 1px solid var(--nt-border); background: #fff; border-radius: 6px; padding: 4px 10px;
+          cursor: pointer; font-size: 12px; color: var(--nt-ink); }
+.nt-btn:hover { background: #eef3f8; }
+.nt-status { color: var(--nt-muted); font-size: 12px; margin-left: auto; }
+.nt-legend { display: flex; flex-wrap: wrap; gap: 4px 12px; margin: 2px 0 4px; font-size: 11px; color: var(--nt-muted); }
+.nt-chip { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px;
+           vertical-align: -1px; }
+.nt-scroll { max-height: 66vh; overflow-y: auto; overflow-x: hidden; }
+.nt-kv { display: grid; grid-template-columns: 110px 1fr; gap: 3px 10px; font-size: 12px; }
+.nt-kv div:nth-child(odd) { color: var(--nt-muted); }
+.nt-kv div { overflow-wrap: anywhere; }
+.nt-event-name { font-size: 14px; font-weight: 600; margin-bottom: 6px; overflow-wrap: anywhere; }
+.nt-empty { color: var(--nt-muted); font-style: italic; }
+.nt-pre { background: #f7f9fb; border: 1px solid var(--nt-border); border-radius: 6px; padding: 6px 8px;
+          font-family: 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 11px; max-height: 180px;
+          overflow: auto; margin: 6px 0 0; white-space: pre-wrap; }
+.nt-code { font-family: 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 11.5px; background: #fbfcfd;
+           border: 1px solid var(--nt-border); border-radius: 6px; padding: 4px 0; overflow-x: auto; }
+.nt-code-line { white-space: pre; padding: 0 8px; line-height: 17px; }
+.nt-code-line .nt-ln { display: inline-block; width: 44px; color: #90a4ae; text-align: right; margin-right: 10px;
+                       user-select: none; }
+.nt-code-line.nt-hl { background: #fff3c4; border-left: 3px solid #f9a825; padding-left: 5px; }
+.nt-src-path { font-family: 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 12px; margin: 4px 0;
+               overflow-wrap: anywhere; }
+.nt-src-note { font-size: 11px; color: var(--nt-muted); margin-bottom: 4px; overflow-wrap: anywhere; }
+.nt-refused { background: #fdecea; color: #b71c1c; border: 1px solid #f5c6c0; border-radius: 6px; padding: 6px 8px;
+              font-size: 12px; margin: 4px 0; }
+.nt-stack { max-height: 160px; overflow-y: auto; margin-bottom: 6px; border: 1px solid var(--nt-border);
+            border-radius: 6px; }
+.nt-frame { all: unset; box-sizing: border-box; display: block; width: 100%; padding: 2px 8px; cursor: pointer;
+            font-family: 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 11px; font-weight: 600;
+            white-space: nowrap; overflow: hidden; text-overflow: ellipsis; border-left: 3px solid transparent; }
+.nt-frame:hover { background: #eef3f8; }
+.nt-frame.nt-nonuser { color: #90a4ae; font-weight: 400; }
+.nt-frame.nt-frame-sel { background: #fff8e1; border-left-color: #f9a825; }
+.nt-flow { display: block; text-align: left; width: 100%; margin: 2px 0; border: 1px solid var(--nt-border);
+           background: #fff; border-radius: 6px; padding: 3px 8px; cursor: pointer; font-size: 12px; }
+.nt-flow:hover { background: #fbe9e7; }
+.nt-finding { border-left: 4px solid #90a4ae; padding: 6px 10px; margin: 6px 0; background: #fafbfc; border-radius: 4px; }
+.nt-finding.warning { border-color: #f9a825; } .nt-finding.error { border-color: #d32f2f; }
+.nt-finding b { font-size: 13px; } .nt-finding p { margin: 3px 0; font-size: 12px; }
+.nt-sev { font-size: 10px; font-weight: 700; text-transform: uppercase; margin-right: 6px; color: var(--nt-muted); }
+.nt-loading { max-width: 640px; margin: 14vh auto; text-align: center; }
+.nt-bar { height: 6px; background: #e3e8ee; border-radius: 3px; overflow: hidden; margin: 14px 0; }
+.nt-bar div { height: 100%; background: var(--nt-accent); transition: width .3s; }
+.nt-error { max-width: 760px; margin: 12vh auto; background: #fff; border: 1px solid #f5c6c0; border-left: 5px solid #d32f2f;
+            border-radius: 8px; padding: 18px 22px; }
+.nt-error pre { white-space: pre-wrap; font-size: 13px; color: #b71c1c; }
+.nt-synthetic { background: #fff8e1; border: 1px solid #ffe082; color: #6d4c00; padding: 6px 12px; border-radius: 6px;
+                font-size: 12px; }
+.nt-tabs .tab { padding: 6px 14px !important; font-size: 12px; }
+.nt-filter { border: 1px solid var(--nt-border); border-radius: 6px; padding: 4px 8px; font-size: 12px; width: 260px;
+             margin: 8px 0 6px; }
+.nt-table-wrap { max-height: 340px; overflow: auto; border: 1px solid var(--nt-border); border-radius: 6px; }
+.nt-table { border-collapse: collapse; width: 100%; font-size: 12px; table-layout: auto; }
+.nt-table th { position: sticky; top: 0; background: #f4f6f8; z-index: 1; text-align: left; padding: 0;
+               border-bottom: 1px solid var(--nt-border); }
+.nt-th { all: unset; display: block; padding: 6px 8px; font-weight: 700; color: #455a64; cursor: pointer;
+         white-space: nowrap; }
+.nt-th:hover { color: var(--nt-accent); }
+.nt-table td { padding: 4px 8px; border-bottom: 1px solid #eef1f4; max-width: 420px; overflow: hidden;
+               text-overflow: ellipsis; white-space: nowrap; }
+.nt-tr { cursor: pointer; }
+.nt-tr:hover td { background: #e8f1fb; }
+.nt-tr:nth-child(even) td { background: #fbfcfd; }
+.nt-tr:nth-child(even):hover td { background: #e8f1fb; }
+"""
+
+INDEX = """<!DOCTYPE html>
+<html lang="en">
+    <head>
+        {%metas%}
+        <title>{%title%}</title>
+        {%favicon%}
+        {%css%}
+        <style>""" + CSS + """</style>
+    </head>
+    <body>
+        {%app_entry%}
+        <footer>
+            {%config%}
+            {%scripts%}
+            {%renderer%}
+        </footer>
+    </body>
+</html>"""
+
+GRAPH_CONFIG = {
+    "displaylogo": False, "scrollZoom": True, "doubleClick": "reset",
+    "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d", "toImage", "zoomIn2d", "zoomOut2d",
+                               "toggleSpikelines", "hoverClosestCartesian", "hoverCompareCartesian",
+                               "sendChartToCloud", "sendDataToCloud", "editInChartStudio"],  # local only: no uploads
+}
+
+
+def header(title: str, badges: list[tuple[str, bool]]) -> html.Div:
+    return html.Div(className="nt-header", children=[
+        html.Div(className="nt-logo", children=["neuron", html.Span("trace")]),
+        html.Div(title, className="nt-title", id="nt-trace-title"),
+        html.Div(className="nt-spacer"),
+        html.Div([html.Span(text, className="nt-badge warn" if warn else "nt-badge") for text, warn in badges]),
+    ])
+
+
+def loading(path: str, stage: str, fraction: float | None) -> html.Div:
+    bar = html.Div(className="nt-bar", children=html.Div(style={"width": f"{100 * (fraction or 0.02):.0f}%"}))
+    return html.Div([
+        header(path, []),
+        html.Div(className="nt-loading", id="nt-loading", children=[
+            html.H2("Loading trace…", style={"fontWeight": 600}),
+            html.Div(path, className="nt-src-path"),
+            bar,
+            html.Div(stage, id="nt-loading-stage", className="nt-src-note"),
+        ]),
+    ])
+
+
+def error(path: str, message: str) -> html.Div:
+    return html.Div([
+        header(path, [("failed to load", True)]),
+        html.Div(className="nt-error", id="nt-load-error", children=[
+            html.H2("This trace could not be loaded", style={"marginTop": 0}),
+            html.Pre(message),
+            html.P("Check the path and format (`neurontrace info PATH` says what was detected), "
+                   "then start the viewer again.", className="nt-src-note"),
+        ]),
+    ])
+
+
+def default_expanded(model: ViewModel) -> list[str]:
+    """Every group open unless that makes the page too tall; then devices open, processes closed."""
+    ix = model.index
+    rows = sum(1 + sum(min(ix.tracks[t].depth, DEFAULT_DEPTH) for t in g.tracks) for g in ix.groups)
+    if rows <= MAX_EXPANDED_ROWS:
+        return [g.key for g in ix.groups]
+    out = []
+    budget = MAX_EXPANDED_ROWS
+    for g in sorted(ix.groups, key=lambda g: g.side != "device"):
+        size = sum(min(ix.tracks[t].depth, DEFAULT_DEPTH) for t in g.tracks)
+        if size <= budget:
+            out.append(g.key)
+            budget -= size
+    return out
+
+
+def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roots: list[str]) -> html.Div:
+    ix = model.index
+    badges = [(model.trace.meta("format", "trace") or "trace", False), (f"{ix.n_events:,} events", False)]
+    if model.synthetic:
+        badges.append(("SYNTHETIC", True))
+    legend = [html.Span([html.Span(className="nt-chip", style={"background": CATEGORY_COLORS[c]}), c])
+              for c in ix.categories]
+    legend += [html.Span("·")] + [html.Span([html.Span(className="nt-chip", style={"background": CAUSE_COLORS[c]}),
+                                             CAUSE_LABELS[c]]) for c in CAUSE_COLORS]
+    synthetic = [html.Div("SYNTHETIC profile: generated from a scenario to the documented format, not measured on "
+                          "hardware.", className="nt-synthetic")] if model.synthetic else []
+    return html.Div([
+        header(model.title, badges),
+        html.Div(className="nt-main", children=[
+            *synthetic,
+            html.Div(className="nt-card", children=[
+                html.Div(className="nt-toolbar", children=[
+                    html.H3("Stall attribution per device", style={"margin": 0}),
+                    html.Span("click a cause to highlight where it holds", className="nt-status"),
+                ]),
+                dcc.Graph(id="nt-summary", figure=figures.summary(model), config={"displayModeBar": False},
+                          style={"height": "auto"}),
+                html.Div(id="nt-analysis-status", className="nt-src-note"),
+            ]),
+            html.Div(className="nt-row", children=[
+                html.Div(className="nt-col-main", children=[html.Div(className="nt-card", children=[
+                    html.Div(className="nt-toolbar", children=[
+                        html.H3("Timeline", style={"margin": 0}),
+                        html.Button("Reset zoom", id="nt-reset", className="nt-btn"),
+                        html.Button("Clear highlight", id="nt-clear-highlight", className="nt-btn"),
+                        html.Label("stack depth"),
+                        dcc.Dropdown(id="nt-depth", options=[{"label": "all" if d >= 1000 else str(d), "value": d}
+                                                             for d in DEPTHS],
+                                     value=DEFAULT_DEPTH, clearable=False, searchable=False,
+                                     style={"width": "80px", "fontSize": "12px"}),
+                        html.Span(first.status, id="nt-timeline-status", className="nt-status"),
+                    ]),
+                    html.Div(className="nt-toolbar", children=[
+                        html.Label("groups"),
+                        dcc.Checklist(id="nt-groups", className="nt-groups",
+                                      options=[{"label": g.label, "value": g.key} for g in ix.groups],
+                                      value=expanded, inline=True),
+                    ]),
+                    html.Div(legend, className="nt-legend"),
+                    html.Div(className="nt-scroll", children=dcc.Graph(
+                        id="nt-timeline", figure=first.figure, config=GRAPH_CONFIG, clear_on_unhover=True)),
+                ])]),
+                html.Div(className="nt-col-side", children=[
+                    html.Div(className="nt-card", children=[
+                        html.H3("Event"),
+                        html.Div(id="nt-details", children=html.Div(
+                            "Click an event on the timeline (zoom in until single events show).",
+                            className="nt-empty")),
+                    ]),
+                    html.Div(className="nt-card", children=[
+                        html.H3("Source"),
+                        html.Div(id="nt-source", children=html.Div(
+                            f"Source roots: {', '.join(source_roots) or '(none)'}", className="nt-empty")),
+                    ]),
+                ]),
+            ]),
+            html.Div(className="nt-card", children=[
+                dcc.Tabs(id="nt-tabs", className="nt-tabs", value="stalls", children=[
+                    dcc.Tab(label="Top stalls", value="stalls", children=[_table("stalls")]),
+                    dcc.Tab(label="Top ops & kernels", value="ops", children=[_table("ops")]),
+                    dcc.Tab(label="Fallback ops", value="fallback", children=[_table("fallback")]),
+                    dcc.Tab(label="Findings", value="findings", children=[html.Div(id="nt-findings")]),
+                ]),
+            ]),
+        ]),
+        dcc.Store(id="nt-view", data={"t0": 0, "t1": ix.span_ns}),
+        dcc.Store(id="nt-selected", data=None),
+        dcc.Store(id="nt-highlight", data=None),
+        dcc.Store(id="nt-goto", data=None),
+        dcc.Store(id="nt-viewport", data=None),
+        dcc.Store(id="nt-analysis-ready", data=model.analysis is not None),
+        dcc.Interval(id="nt-analysis-poll", interval=500, disabled=model.analysis is not None),
+    ])
+
+
+STALL_COLUMNS = [("device", "device"), ("cause", "cause"), ("detail", "detail"), ("start_ms", "start (ms)"),
+                 ("dur_ms", "duration (ms)"), ("source", "source line"), ("evidence", "evidence")]
+OP_COLUMNS = [("name", "name"), ("side", "side"), ("category", "category"), ("calls", "calls"),
+              ("total_ms", "total (ms)"), ("share", "% of trace"), ("mean_us", "mean (µs)"), ("max_us", "max (µs)")]
+FALLBACK_COLUMNS = [("name", "op"), ("calls", "calls"), ("host_ms", "host (ms)"),
+                    ("device_idle_ms", "device idle (ms)"), ("found_by", "found by"), ("source", "source line")]
+TABLES = {"stalls": STALL_COLUMNS, "ops": OP_COLUMNS, "fallback": FALLBACK_COLUMNS}
+EMPTY = {"stalls": "No stalls: the device computed through the whole window (or the analysis is still running).",
+         "ops": "No framework ops or device kernels in this trace.",
+         "fallback": "No host fallback found (name ops with --fallback-ops, or see docs/diagnose.md)."}
+MAX_TABLE_ROWS = 200
+
+
+def _table(name: str) -> html.Div:
+    """A sortable, filterable table; its rows (``table_rows``) are clickable."""
+    head = html.Tr([html.Th(html.Button(label, id={"type": "nt-sort", "table": name, "column": col},
+                                        className="nt-th", n_clicks=0)) for col, label in TABLES[name]])
+    return html.Div([
+        dcc.Input(id={"type": "nt-filter", "table": name}, type="text", debounce=True, placeholder="filter rows…",
+                  className="nt-filter"),
+        html.Div(className="nt-table-wrap", children=html.Table(className="nt-table", children=[
+            html.Thead(head), html.Tbody(id={"type": "nt-tbody", "table": name}),
+        ])),
+        dcc.Store(id={"type": "nt-sort-state", "table": name}, data=None),
+    ])
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.4f}".rstrip("0").rstrip(".") if abs(value) < 1000 else f"{value:,.1f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return "" if value is None else str(value)
+
+
+def table_rows(name: str, rows: list[dict[str, Any]], *, sort: dict[str, Any] | None = None,
+               text: str | None = None) -> list[Any]:
+    """Rows of table ``name`` (sorted by ``sort``, kept if a cell contains ``text``); each row's id
+    carries its position in ``rows``, so a click names the row whatever the order on screen."""
+    columns = [c for c, _ in TABLES[name]]
+    indexed = list(enumerate(rows))
+    if text:
+        needle = text.lower()
+        indexed = [(i, r) for i, r in indexed if any(needle in str(r.get(c, "")).lower() for c in columns)]
+    if sort and sort.get("column") in columns:
+        col = sort["column"]
+        numeric = all(isinstance(r.get(col), (int, float)) for _, r in indexed)
+        indexed.sort(key=lambda ir: (ir[1].get(col) if numeric else str(ir[1].get(col, "")).lower()),
+                     reverse=bool(sort.get("desc")))
+    if not indexed:
+        return [html.Tr(html.Td(EMPTY[name] if not text else "No row matches the filter.", colSpan=len(columns),
+                                className="nt-empty"))]
+    return [html.Tr([html.Td(_cell(r.get(c)), title=str(r.get(c, ""))) for c in columns],
+                    id={"type": "nt-row", "table": name, "index": i}, n_clicks=0, className="nt-tr")
+            for i, r in indexed[:MAX_TABLE_ROWS]]
+
+
+def findings(rows: list[dict[str, Any]]) -> list[Any]:
+    if not rows:
+        return [html.Div("No findings: nothing crossed a threshold (docs/diagnose.md lists them).",
+                         className="nt-empty")]
+    return [html.Div(className=f"nt-finding {f['severity']}", children=[
+        html.Span(f["severity"], className="nt-sev"), html.B(f["title"]),
+        html.P(f["evidence"]), html.P(["What to do: ", f["advice"]], className="nt-src-note"),
+    ]) for f in rows]
+
+
+# -- details and source ------------------------------------------------------------------------
+
+
+def _fmt_ns(ns: int | None) -> str:
+    if ns is None:
+        return "—"
+    if abs(ns) >= 1_000_000:
+        return f"{ns / 1e6:,.4f} ms"
+    if abs(ns) >= 1_000:
+        return f"{ns / 1e3:,.3f} µs"
+    return f"{ns} ns"
+
+
+def details(event: dict[str, Any], links: list[tuple[str, str, dict[str, Any] | None]]) -> list[Any]:
+    where = (f"{event.get('device')} · {event.get('track')}" if event["side"] == "device"
+             else f"{event.get('host') or '?'} · pid {event.get('pid')} · {event.get('track')}")
+    kv: list[tuple[str, Any]] = [
+        ("category", f"{event['category']} ({event.get('raw_category') or '—'})"),
+        ("where", where),
+        ("start", f"{_fmt_ns(event['rel_ns'])} after trace start"),
+        ("duration", _fmt_ns(event["dur_ns"])),
+        ("timestamp", f"{event['ts_ns']} ns"),
+        ("event id", str(event["event_id"])),
+    ]
+    for key, label in (("correlation", "correlation"), ("external_id", "external id"), ("bytes", "bytes"),
+                       ("direction", "direction"), ("rank", "rank")):
+        if event.get(key) is not None:
+            kv.append((label, f"{event[key]:,}" if key == "bytes" else str(event[key])))
+    args = event.get("args")
+    args_text = json.dumps(args, indent=1, default=str) if args else ""
+    if len(args_text) > 4000:
+        args_text = args_text[:4000] + "\n…"
+    flows = [html.Button(
+        f"{'→' if direction == 'out' else '←'} {kind}: {other['name'] if other else '?'}"
+        + (f" ({_fmt_ns(other['dur_ns'])})" if other else ""),
+        id={"type": "nt-flow", "event": other["event_id"] if other else -1}, className="nt-flow", n_clicks=0)
+        for direction, kind, other in links]
+    return [
+        html.Div(event["name"], className="nt-event-name", id="nt-event-name"),
+        html.Div(className="nt-kv", children=[c for k, v in kv for c in (html.Div(k), html.Div(v))]),
+        *([html.H3("Flows", style={"marginTop": "8px"}), *flows] if flows else []),
+        *([html.Pre(args_text, className="nt-pre")] if args_text else []),
+    ]
+
+
+def source_panel(frames: list[tuple[int, str, bool]], selected: int | None, snippet: list[Any]) -> list[Any]:
+    """The call stack (innermost first; ``frames`` are (frame id, label, is user code)) and the lines."""
+    if not frames:
+        return [html.Div("No source location recorded for this event (record with with_stack=True).",
+                         className="nt-empty"), html.Div(id="nt-snippet")]
+    return [
+        html.Div("Call stack, innermost first (user code in bold); click a frame to show its lines:",
+                 className="nt-src-note"),
+        html.Div(id="nt-stack", className="nt-stack", children=[
+            html.Button(label, title=label, id={"type": "nt-frame", "frame": fid}, n_clicks=0,
+                        className=frame_class(fid == selected, user))
+            for fid, label, user in frames]),
+        html.Div(id="nt-snippet", children=snippet),
+    ]
+
+
+def frame_class(selected: bool, user: bool) -> str:
+    return "nt-frame" + (" nt-frame-sel" if selected else "") + ("" if user else " nt-nonuser")
+
+
+def snippet(s: Snippet, frame_text: str) -> list[Any]:
+    head = html.Div(frame_text, className="nt-src-path", id="nt-src-location")
+    if s.status == OK:
+        lines = []
+        for i, text in enumerate(s.lines):
+            content = [html.Span(str(s.first_line + i), className="nt-ln"), text or " "]
+            if s.first_line + i == s.line:
+                lines.append(html.Div(content, className="nt-code-line nt-hl", id="nt-src-hl"))
+            else:
+                lines.append(html.Div(content, className="nt-code-line"))
+        return [head, html.Div(s.message, className="nt-src-note"), html.Div(lines, className="nt-code")]
+    css = "nt-refused" if s.status == REFUSED else "nt-src-note"
+    return [head, html.Div(s.message, className=css, id="nt-src-status")]

@@ -1,0 +1,215 @@
+"""The viewer's server: load the trace in the background, serve the Dash app on the loopback.
+
+:class:`ViewerState` holds what the page shows at any moment: loading progress, the parser's error
+(one line, never a traceback), or the model. :func:`create_app` builds the Dash app around a state;
+:class:`Server` binds it to a socket (production WSGI settings: threaded, no reloader, no request
+log) and runs it; ``neurontrace view`` (``neurontrace/view_cmd.py``) is a thin adapter over these.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import dash
+import pandas as pd  # noqa: F401  (see below)
+from dash import dcc, html
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+from neurontrace import load
+from neurontrace.app import callbacks, figures, layout
+from neurontrace.app.model import ViewModel
+from neurontrace.app.source import SourceReader
+from neurontrace.errors import NeurontraceError
+from neurontrace.trace import Trace
+
+LOADING, READY, FAILED = "loading", "ready", "error"
+# pandas is imported above on purpose: plotly's JSON encoder (Dash's response serializer) looks pandas
+# up in sys.modules without importing it, so a request served while the loading thread is still
+# importing pandas would see a half-initialized module. Importing it before any thread starts avoids that.
+
+
+class ViewerState:
+    """The trace being viewed and where its loading stands; shared by every callback."""
+
+    def __init__(self, path: str, *, source_roots: Sequence[str | Path] = (".",), fallback_ops: Sequence[str] = (),
+                 log: Callable[[str], None] | None = None) -> None:
+        self.path = str(path)
+        self.reader = SourceReader(source_roots)
+        self.source_roots = [str(r) for r in self.reader.roots]
+        self.fallback_ops = tuple(fallback_ops)
+        self.status = LOADING
+        self.stage = "starting"
+        self.fraction: float | None = None
+        self.error: str | None = None
+        self.analysis_error: str | None = None
+        self.model: ViewModel | None = None
+        self.first_render_s: float | None = None
+        self._log = log or (lambda _msg: None)
+        self._lock = threading.Lock()
+        self._page_cache: tuple[float, Any] | None = None
+
+    # -- loading --------------------------------------------------------------------------------
+
+    def progress(self, stage: str, done: int, total: int | None) -> None:
+        self.stage = f"{stage}: {done:,} of {total:,}" if total else f"{stage}: {done:,}"
+        self.fraction = min(1.0, done / total) if total else None
+
+    def load(self, loader: Callable[..., Trace] = load, *, progress: Callable[[str, int, int | None], None]
+             | None = None) -> None:
+        """Load, index and analyse; every failure ends as a one-line message on the page."""
+        t0 = time.perf_counter()
+
+        def report(stage: str, done: int, total: int | None) -> None:
+            self.progress(stage, done, total)
+            if progress is not None:
+                progress(stage, done, total)
+
+        try:
+            trace = loader(self.path, progress=report)
+            self.stage, self.fraction = "indexing events", 1.0
+            self._log(f"loaded {trace.num_events:,} events in {time.perf_counter() - t0:.1f} s; indexing")
+            self.use(trace)
+        except NeurontraceError as exc:
+            self.fail(str(exc))
+            return
+        except Exception as exc:  # a bug: the page says so in one line, the terminal gets the traceback
+            traceback.print_exc(file=sys.stderr)
+            self.fail(f"internal error while loading ({type(exc).__name__}: {exc}); please report it")
+            return
+        self.analyse()
+
+    def use(self, trace: Trace) -> ViewModel:
+        """Serve ``trace`` (already loaded); the analysis is still to run (:meth:`analyse`)."""
+        model = ViewModel.build(trace, title=self.path, fallback_ops=self.fallback_ops)
+        with self._lock:
+            self.model = model
+            self.status = READY
+            self._page_cache = None
+        self._log(f"ready: {model.index.n_events:,} events on {len(model.index.tracks)} tracks "
+                  f"(indexed in {model.build_seconds:.2f} s)")
+        return model
+
+    def analyse(self) -> None:
+        model = self.model
+        if model is None:
+            return
+        try:
+            analysis = model.analyse()
+            self._log(f"analysis done in {analysis.seconds:.1f} s")
+        except NeurontraceError as exc:
+            self.analysis_error = f"analysis failed: {exc}"
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            self.analysis_error = f"analysis failed (internal error {type(exc).__name__}: {exc}); please report it"
+        with self._lock:
+            self._page_cache = None
+
+    def fail(self, message: str) -> None:
+        self.error = message
+        self.status = FAILED
+        self._log(f"error: {message}")
+
+    # -- what the page shows --------------------------------------------------------------------
+
+    def require(self) -> ViewModel:
+        if self.model is None:
+            raise dash.exceptions.PreventUpdate
+        return self.model
+
+    def page(self) -> Any:
+        """The page body for the current status (the main view is built once per analysis stage)."""
+        if self.status == FAILED:
+            return layout.error(self.path, self.error or "unknown error")
+        if self.status == LOADING or self.model is None:
+            return layout.loading(self.path, self.stage, self.fraction)
+        with self._lock:
+            if self._page_cache is None:
+                self._page_cache = (time.perf_counter(), main_page(self.model, self.source_roots))
+            return self._page_cache[1]
+
+
+def main_page(model: ViewModel, source_roots: list[str]) -> Any:
+    """Layout and first figure of the main view: what "first render" measures."""
+    expanded = layout.default_expanded(model)
+    first = figures.timeline(model, callbacks.request(model, (0, model.index.span_ns), expanded=expanded))
+    return layout.main(model, first, expanded, source_roots)
+
+
+def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:
+    """The Dash app showing ``state``; Dash is imported only here (``neurontrace`` never pulls it in)."""
+    app = dash.Dash(
+        __name__, title="neurontrace", update_title=None, suppress_callback_exceptions=True,
+        serve_locally=True, assets_folder=str(Path(__file__).parent / "assets"),
+    )
+    app.index_string = layout.INDEX
+
+    def root() -> Any:
+        ready = state.status != LOADING
+        return html.Div([
+            html.Div(state.page(), id="nt-page"),
+            dcc.Interval(id="nt-load-poll", interval=300, disabled=ready),
+        ])
+
+    app.layout = root
+    callbacks.register(app, state)
+    if debug:
+        app.enable_dev_tools(debug=True)
+    return app
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """No line per request (the page polls while loading)."""
+
+
+class Server:
+    """The app bound to ``host:port`` (port 0 picks a free one); ``url`` is known once constructed."""
+
+    def __init__(self, app: dash.Dash, host: str = "127.0.0.1", port: int = 8050) -> None:
+        self.httpd: BaseWSGIServer = make_server(host, port, app.server, threaded=True,
+                                                 request_handler=_QuietHandler)
+        self.host = host
+        self.port = int(self.httpd.server_port)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever()
+
+    def start(self) -> Server:
+        """Serve from a daemon thread (tests, notebooks)."""
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="neurontrace-view", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def serve_trace(trace_or_path: Trace | str | Path, *, host: str = "127.0.0.1", port: int = 0,
+                source_roots: Sequence[str | Path] = (".",), background: bool = True) -> tuple[Server, ViewerState]:
+    """Serve a Trace (or a path to load) from Python, e.g. a notebook: ``server.url`` is the page."""
+    path = str(trace_or_path) if not isinstance(trace_or_path, Trace) else "trace"
+    state = ViewerState(path, source_roots=source_roots)
+    if isinstance(trace_or_path, Trace):
+        state.use(trace_or_path)
+        threading.Thread(target=state.analyse, daemon=True).start()
+    else:
+        threading.Thread(target=state.load, daemon=True).start()
+    server = Server(create_app(state), host, port)
+    if background:
+        server.start()
+    return server, state

@@ -1,0 +1,87 @@
+"""Rows of the viewer's tables: top stalls, fallback ops, top ops/kernels, findings (no Dash).
+
+Times in the rows are milliseconds (or microseconds where the column says so) for reading, plus
+hidden integer nanosecond fields relative to the trace origin (``t0_ns``, ``t1_ns``) that the
+timeline zooms to when a row is clicked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from neurontrace.analysis.diagnose import Diagnosis
+from neurontrace.app.palette import CAUSE_LABELS
+from neurontrace.app.tracks import DEVICE_TABLE, TrackIndex
+
+TOP_OPS = 200
+# What "ops and kernels" are: host framework ops, and device work (not executions, waits or markers).
+OP_CATEGORIES = ("framework_op", "compute", "collective", "memcpy", "memset", "dma", "compile", "load")
+
+
+def _ms(ns: float) -> float:
+    return round(float(ns) / 1e6, 4)
+
+
+def _us(ns: float) -> float:
+    return round(float(ns) / 1e3, 2)
+
+
+def stall_rows(diag: Diagnosis, origin_ns: int) -> list[dict[str, Any]]:
+    rows = []
+    for d in diag.devices:
+        for s in d.top_stalls:
+            t0 = s.start_ns - origin_ns
+            rows.append({
+                "device": d.device, "cause": CAUSE_LABELS.get(s.cause, s.cause), "detail": s.detail,
+                "start_ms": _ms(t0), "dur_ms": _ms(s.dur_ns), "source": s.source or "",
+                "evidence": "; ".join(s.evidence), "t0_ns": t0, "t1_ns": t0 + s.dur_ns, "cause_key": s.cause,
+            })
+    rows.sort(key=lambda r: -r["dur_ms"])
+    return rows
+
+
+def fallback_rows(diag: Diagnosis) -> list[dict[str, Any]]:
+    return [{"name": op.name, "calls": op.calls, "host_ms": _ms(op.host_ns), "device_idle_ms": _ms(op.device_idle_ns),
+             "found_by": op.found_by, "source": op.source or "",
+             "event_id": op.event_ids[0] if op.event_ids else None}
+            for op in diag.fallback_ops]
+
+
+def finding_rows(diag: Diagnosis) -> list[dict[str, Any]]:
+    return [f.as_dict() for f in diag.findings]
+
+
+def top_ops(ix: TrackIndex) -> list[dict[str, Any]]:
+    """Framework ops and device kernels/copies/collectives by total time, each with its longest call."""
+    wanted = [i for i, c in enumerate(ix.categories) if c in OP_CATEGORIES]
+    if not wanted or not ix.n_events:
+        return []
+    sel = np.flatnonzero(np.isin(ix.cat, wanted))
+    if not len(sel):
+        return []
+    dur = (ix.end - ix.start)[sel]
+    key = ix.name[sel].astype(np.int64) * len(ix.categories) + ix.cat[sel]
+    uniq, inv = np.unique(key, return_inverse=True)
+    inv = inv.reshape(-1)
+    total = np.bincount(inv, weights=dur)
+    calls = np.bincount(inv)
+    order = np.lexsort((-dur, inv))  # per group, longest first
+    firsts = order[np.r_[True, inv[order][1:] != inv[order][:-1]]]
+    longest = np.empty(len(uniq), dtype=np.int64)
+    longest[inv[firsts]] = sel[firsts]
+    top = np.argsort(-total, kind="stable")[:TOP_OPS]
+    span = max(ix.span_ns, 1)
+    rows = []
+    for g in top.tolist():
+        pos = int(longest[g])
+        cat = ix.categories[int(ix.cat[pos])]
+        rows.append({
+            "name": str(ix.names[int(ix.name[pos])]), "category": cat,
+            "side": "device" if int(ix.table[pos]) == DEVICE_TABLE else "host",
+            "calls": int(calls[g]), "total_ms": _ms(total[g]), "mean_us": _us(total[g] / calls[g]),
+            "max_us": _us(int(ix.end[pos] - ix.start[pos])), "share": round(float(100 * total[g] / span), 2),
+            "event_id": int(ix.event_id[pos]), "t0_ns": int(ix.start[pos]), "t1_ns": int(ix.end[pos]),
+        })
+    return rows

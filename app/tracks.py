@@ -1,0 +1,302 @@
+"""The track index: every event of a Trace on a lane, sorted so that a zoom is a binary search.
+
+Tracks are where events ran: host → process → thread on the host side, device → stream / engine /
+DMA queue on the device side. Events that nest on one track (a Python frame, the op inside it, the
+runtime call inside that) are stacked by nesting depth, so a *lane* is one (track, depth) pair.
+
+    track "thread 7712"   lane d0  [== train_step ===============================]
+                          lane d1    [= forward =====]   [= backward ========]
+                          lane d2      [aten::mm] [relu]    [mm_bwd]
+
+Events are stored once, in numpy arrays sorted by (lane, start). Per lane the running maximum of
+event ends is kept too, so the events of a lane overlapping ``[t0, t1)`` are the slice
+``searchsorted(cummax_end, t0, "right") : searchsorted(start, t1)``, with no scan, even when events
+of one lane overlap each other. Building the index costs two sorts; nothing loops per event.
+
+Times are nanoseconds relative to ``origin_ns`` (the earliest event), so they fit a JavaScript
+number exactly for traces of up to about 104 days.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from neurontrace.app.palette import CATEGORIES
+from neurontrace.trace import Trace
+
+HOST = "host"
+DEVICE = "device"
+SYSTEM_TABLE, DEVICE_TABLE = 0, 1
+# Device tracks are ordered by what mostly runs on them: whole executions, compute engines and
+# streams, collectives, data movement, waits, the rest.
+_DEVICE_TRACK_ORDER = ("execution", "compute", "collective", "memcpy", "dma", "memset", "sync_wait")
+
+
+@dataclass(frozen=True)
+class Track:
+    index: int
+    side: str  # HOST or DEVICE
+    group: int  # index into TrackIndex.groups
+    label: str
+    n_events: int
+    depth: int  # number of lanes (deepest nesting level + 1)
+    first_lane: int  # lane id of depth 0; depth d is first_lane + d
+
+
+@dataclass(frozen=True)
+class Group:
+    """A process (host side) or a device (device side): the unit that collapses in the viewer."""
+
+    index: int
+    side: str
+    key: str  # stable id used by the page ("host:<host>:<pid>", "device:<rank>:<device>")
+    label: str
+    tracks: tuple[int, ...]
+    device: str | None = None  # the device name, for device groups
+    rank: int | None = None
+
+
+@dataclass
+class TrackIndex:
+    origin_ns: int
+    span_ns: int
+    # per event, sorted by (lane, start)
+    start: np.ndarray  # int64 ns relative to origin
+    end: np.ndarray  # int64
+    cat: np.ndarray  # int16, index into categories
+    name: np.ndarray  # int32, index into names
+    event_id: np.ndarray  # int64
+    table: np.ndarray  # int8, SYSTEM_TABLE or DEVICE_TABLE
+    row: np.ndarray  # int64, row in that table
+    # per lane
+    lane_offsets: np.ndarray  # int64, n_lanes + 1
+    lane_track: np.ndarray  # int32
+    lane_depth: np.ndarray  # int32
+    cummax_end: np.ndarray  # int64, running max of end within each lane (per event)
+    tracks: list[Track]
+    groups: list[Group]
+    names: np.ndarray  # object: the event names
+    categories: list[str]  # the categories present, in palette order (cat codes index this)
+    coarse: dict[int, Any] = field(default_factory=dict)  # lane -> lod.Coarse, filled by lod.prepare
+    _ids_sorted: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.int64))
+    _id_pos: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def n_events(self) -> int:
+        return len(self.start)
+
+    @property
+    def n_lanes(self) -> int:
+        return len(self.lane_track)
+
+    def lane_slice(self, lane: int, t0: int, t1: int) -> tuple[int, int]:
+        """Positions [lo, hi) of the events of ``lane`` that overlap [t0, t1) (instants at t0 included)."""
+        a, b = int(self.lane_offsets[lane]), int(self.lane_offsets[lane + 1])
+        lo = a + int(np.searchsorted(self.cummax_end[a:b], t0, side="left"))
+        hi = a + int(np.searchsorted(self.start[a:b], t1, side="left"))
+        return lo, max(lo, hi)
+
+    def position(self, event_id: int) -> int | None:
+        """Where the event with this id sits in the sorted arrays (None if not indexed)."""
+        i = int(np.searchsorted(self._ids_sorted, event_id))
+        if i < len(self._ids_sorted) and self._ids_sorted[i] == event_id:
+            return int(self._id_pos[i])
+        return None
+
+    def lane_of(self, pos: int) -> int:
+        return int(np.searchsorted(self.lane_offsets, pos, side="right") - 1)
+
+
+def build(trace: Trace) -> TrackIndex:
+    """Index every event of both event tables of ``trace``."""
+    process_names: dict[str, str] = {}
+    for names_fact in trace.meta_all("kineto.names"):  # Kineto's process_name / thread_name metadata
+        if isinstance(names_fact, dict):
+            process_names.update({str(k): str(v) for k, v in names_fact.items() if "/" not in str(k)
+                                  and "#" not in str(k)})
+    parts = [_columns(trace.system_events, SYSTEM_TABLE), _columns(trace.device_events, DEVICE_TABLE)]
+    parts[1]["name"] = parts[1]["name"] + len(parts[0]["names"])  # one name list for both tables
+    parts[1]["track_key"] = parts[1]["track_key"] + len(parts[0]["tracks"])
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in ("ts", "dur", "cat", "name", "event_id", "table",
+                                                              "row", "track_key")}
+    names = np.array(parts[0]["names"] + parts[1]["names"], dtype=object)
+    track_info = parts[0]["tracks"] + parts[1]["tracks"]  # one entry per distinct track key, in key order
+    n = len(cols["ts"])
+    origin = int(cols["ts"].min()) if n else 0
+    start = cols["ts"] - origin
+    end = start + np.maximum(cols["dur"], 0)
+    span = int(end.max()) if n else 1
+
+    # Order by track, then start, longer first, so that a parent precedes the events it contains.
+    order = np.lexsort((-(end - start), start, cols["track_key"]))
+    start, end = start[order], end[order]
+    track_key = cols["track_key"][order]
+    track_bounds = np.flatnonzero(np.r_[True, track_key[1:] != track_key[:-1], True]) if n else np.array([0])
+    depth = np.zeros(n, dtype=np.int32)
+    max_depth: dict[int, int] = {}
+    cat_sorted = cols["cat"][order]
+    dominant: dict[int, int] = {}
+    counts: dict[int, int] = {}
+    for a, b in zip(track_bounds[:-1].tolist(), track_bounds[1:].tolist(), strict=True):  # per track
+        s, e = start[a:b], end[a:b]
+        # Open events at each start: those begun before it (in order) minus those already ended.
+        ended = np.searchsorted(np.sort(e), s, side="right")
+        d = np.maximum(np.arange(b - a) - ended, 0).astype(np.int32)
+        depth[a:b] = d
+        key = int(track_key[a])
+        max_depth[key] = int(d.max()) + 1
+        dominant[key] = int(np.bincount(cat_sorted[a:b]).argmax())
+        counts[key] = b - a
+
+    tracks, groups, lane_base = _layout(track_info, max_depth, dominant, counts, process_names)
+    lane_of_event = lane_base[track_key] + depth
+    order2 = np.argsort(lane_of_event, kind="stable")  # start order is kept within each lane
+    final = order[order2]
+    lane_sorted = lane_of_event[order2]
+    n_lanes = int(sum(t.depth for t in tracks))
+    lane_offsets = np.searchsorted(lane_sorted, np.arange(n_lanes + 1)).astype(np.int64)
+    start, end = start[order2], end[order2]
+    cummax = np.empty_like(end)
+    for lane in range(n_lanes):
+        a, b = int(lane_offsets[lane]), int(lane_offsets[lane + 1])
+        if b > a:
+            cummax[a:b] = np.maximum.accumulate(end[a:b])
+    lane_track = np.zeros(n_lanes, dtype=np.int32)
+    lane_depth = np.zeros(n_lanes, dtype=np.int32)
+    for t in tracks:
+        lane_track[t.first_lane:t.first_lane + t.depth] = t.index
+        lane_depth[t.first_lane:t.first_lane + t.depth] = np.arange(t.depth)
+    present = np.unique(cols["cat"]) if n else np.zeros(0, np.int16)
+    compact = np.zeros(len(CATEGORIES), dtype=np.int16)
+    compact[present] = np.arange(len(present), dtype=np.int16)
+    event_id = cols["event_id"][final]
+    id_order = np.argsort(event_id, kind="stable")
+    return TrackIndex(
+        origin_ns=origin, span_ns=max(span, 1), start=start, end=end,
+        cat=compact[cols["cat"][final]], name=cols["name"][final].astype(np.int32),
+        event_id=event_id, table=cols["table"][final].astype(np.int8), row=cols["row"][final],
+        lane_offsets=lane_offsets, lane_track=lane_track, lane_depth=lane_depth, cummax_end=cummax,
+        tracks=tracks, groups=groups, names=names, categories=[CATEGORIES[int(c)] for c in present], _ids_sorted=event_id[id_order], _id_pos=id_order,
+    )
+
+
+# -- columns of one table ------------------------------------------------------------------------
+
+
+def codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[object]]:
+    """(index per row, -1 for null; the distinct values) of a string column, dictionary or not."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    idx = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return idx, arr.dictionary.to_pylist()
+
+
+def _columns(table: pa.Table, which: int) -> dict[str, object]:
+    n = table.num_rows
+    cat_idx, cat_values = codes(table["category"])
+    cat_map = np.array([CATEGORIES.index(c) if c in CATEGORIES else CATEGORIES.index("other")
+                        for c in cat_values] + [CATEGORIES.index("other")], dtype=np.int16)
+    name_idx, name_values = codes(table["name"])
+    if which == SYSTEM_TABLE:
+        keys = [codes(table[c]) for c in ("host", "pid", "tid", "track")]
+    else:
+        keys = [codes(table["rank"].cast(pa.string())), codes(table["device"]), codes(table["track"])]
+    combined = np.zeros(n, dtype=np.int64)
+    for idx, values in keys:
+        combined = combined * (len(values) + 1) + (idx + 1)
+    uniq, inverse = np.unique(combined, return_inverse=True)
+    tracks = []
+    for combo in uniq.tolist():  # one per distinct track (few)
+        parts: list[object] = []
+        rest = combo
+        for _idx, values in reversed(keys):
+            rest, i = divmod(rest, len(values) + 1)
+            parts.append(values[i - 1] if i else None)
+        tracks.append((which, tuple(reversed(parts))))
+    return {
+        "ts": table["ts_ns"].to_numpy(), "dur": table["dur_ns"].to_numpy(),
+        "cat": cat_map[cat_idx], "name": np.where(name_idx < 0, 0, name_idx),
+        "event_id": table["event_id"].to_numpy(), "table": np.full(n, which, dtype=np.int8),
+        "row": np.arange(n, dtype=np.int64), "names": [str(v) for v in name_values] or [""],
+        "tracks": tracks, "track_key": inverse.reshape(-1).astype(np.int64),
+    }
+
+
+# -- groups and lanes ----------------------------------------------------------------------------
+
+
+def _layout(track_info: list[tuple[int, tuple[object, ...]]], max_depth: dict[int, int],
+            dominant: dict[int, int], counts: dict[int, int], process_names: dict[str, str]) -> tuple[list[Track], list[Group], np.ndarray]:
+    """Groups (processes, devices) and tracks in display order; the first lane of each track key."""
+    members: dict[tuple[object, ...], list[int]] = {}
+    for key, (which, parts) in enumerate(track_info):
+        if which == SYSTEM_TABLE:
+            host, pid, _tid, _track = parts
+            gkey: tuple[object, ...] = (HOST, host, pid)
+        else:
+            rank, device, _track = parts
+            gkey = (DEVICE, rank, device)
+        members.setdefault(gkey, []).append(key)
+    ranks = {g[1] for g in members if g[0] == DEVICE and g[1] is not None}
+    hosts = {g[1] for g in members if g[0] == HOST}
+
+    def group_order(g: tuple[object, ...]) -> tuple[object, ...]:
+        return (g[0] != HOST, _natural(g[1]), _natural(g[2]))
+
+    groups: list[Group] = []
+    tracks: list[Track] = []
+    lane_base = np.zeros(len(track_info), dtype=np.int64)
+    lane = 0
+    for gkey in sorted(members, key=group_order):
+        side = str(gkey[0])
+        keys = members[gkey]
+        if side == HOST:
+            keys.sort(key=lambda k: (_natural(track_info[k][1][2]), str(track_info[k][1][3])))
+            host, pid = gkey[1], gkey[2]
+            label = f"process {pid}" if pid not in (None, "") else "process ?"
+            if str(pid) in process_names:
+                label += f" ({process_names[str(pid)]})"
+            if len(hosts) > 1 or host:
+                label = f"{host or 'host ?'} · {label}"
+            gid = f"host:{host}:{pid}"
+            device: str | None = None
+            rank: int | None = None
+        else:
+            keys.sort(key=lambda k: (_device_rank(dominant.get(k, 0)), _natural(track_info[k][1][2])))
+            rank = int(str(gkey[1])) if gkey[1] is not None else None
+            device = str(gkey[2])
+            label = device if len(ranks) < 2 else f"rank {rank} · {device}"
+            gid = f"device:{rank}:{device}"
+        g_index = len(groups)
+        track_ids = []
+        for k in keys:
+            parts = track_info[k][1]
+            t_label = str(parts[3] or f"thread {parts[2]}") if side == HOST else str(parts[2])
+            depth = max_depth.get(k, 1)
+            t = Track(len(tracks), side, g_index, t_label, counts.get(k, 0), depth, lane)
+            lane_base[k] = lane
+            lane += depth
+            tracks.append(t)
+            track_ids.append(t.index)
+        groups.append(Group(g_index, side, gid, label, tuple(track_ids), device, rank))
+    return tracks, groups, lane_base
+
+
+def _device_rank(cat_code: int) -> int:
+    cat = CATEGORIES[cat_code]
+    return _DEVICE_TRACK_ORDER.index(cat) if cat in _DEVICE_TRACK_ORDER else len(_DEVICE_TRACK_ORDER)
+
+
+def _natural(value: object) -> tuple[int, float, str]:
+    """Sort key: missing last, numbers by value, then text."""
+    if value is None:
+        return (2, 0.0, "")
+    try:
+        return (0, float(str(value)), "")
+    except ValueError:
+        return (1, 0.0, str(value))

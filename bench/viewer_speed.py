@@ -1,0 +1,230 @@
+"""Viewer speed: first render, zoom/pan callbacks and payload sizes on a 2,000,000-event trace.
+
+    python bench/viewer_speed.py [--events 2000000] [--repeat 3] [--bins 1200]
+
+Method. A GPU-like trace is built in memory (no file, so parsing is not measured): one host process
+whose main thread runs ProfilerStep# ranges holding Python frames holding framework ops holding
+kernel launches (four nesting levels), a data-loader thread, and a device with four compute streams,
+a copy stream and a collective stream, launch flows for every device event, and a small frame tree.
+The callback functions the Dash app registers are then called directly (no browser, no HTTP):
+
+1. **first render** = build the viewer's index (``ViewModel.build``) + the page's layout and its
+   first timeline figure (``server.main_page``), i.e. everything between "the trace is loaded" and
+   "the page can be drawn". The analysis behind the summary strip and the tables (``diagnose`` plus
+   the cause intervals) runs after it in the background and fills those panels when done; its time
+   is printed on its own line.
+2. **zoom / pan**: ``callbacks.on_timeline`` for a relayout event at every zoom level from the whole
+   trace down to a few microseconds, then pans at each level, with a cause highlighted and an event
+   selected on some of them. Server time per callback is the best of ``--repeat`` runs.
+3. **payload**: the JSON Dash sends back for each callback (``plotly.io.json.to_json_plotly`` of the
+   outputs, which is Dash's own serializer), in bytes.
+
+Targets (issue "The Dash viewer"): first render <= 3 s; each zoom/pan callback <= 300 ms of server
+time; payload per callback <= 2 MB. Times are wall-clock on this machine, which is shared: read the
+minima, and rerun before believing a regression.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from plotly.io.json import to_json_plotly
+
+from neurontrace import Trace
+from neurontrace.app import callbacks
+from neurontrace.app.model import ViewModel
+from neurontrace.app.server import main_page
+
+TARGET_FIRST_RENDER_S = 3.0
+TARGET_CALLBACK_S = 0.300
+TARGET_PAYLOAD_BYTES = 2_000_000
+T0 = 1_700_000_000_000_000_000
+
+PY_NAMES = ["train.py(41): train_step", "model.py(88): forward", "model.py(102): attention", "model.py(131): mlp",
+            "optim.py(12): step", "data.py(20): __next__"]
+OP_NAMES = ["aten::mm", "aten::addmm", "aten::layer_norm", "aten::gelu", "aten::softmax", "aten::add_",
+            "aten::copy_", "aten::mul"]
+KERNELS = ["ampere_sgemm_128x64_nn", "void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernel>",
+           "void at::native::layer_norm_kernel<float>", "flash_fwd_kernel", "void at::native::reduce_kernel<512, 1>"]
+
+
+def build_trace(n_events: int, seed: int = 0) -> Trace:
+    """About ``n_events`` events: 3 host + 1 device per op group, plus steps and a loader thread."""
+    rng = np.random.default_rng(seed)
+    groups = n_events // 4
+    per_step = 2_000
+    n_steps = max(1, groups // per_step)
+    groups = n_steps * per_step
+    gap = rng.integers(500, 3_000, groups)
+    dur = rng.integers(4_000, 15_000, groups)
+    start = np.cumsum(gap + dur) - (gap + dur)  # back to back with gaps, ns from 0
+    step_start = start[::per_step] - 200
+    step_end = np.r_[start[per_step::per_step] - 300, start[-1] + dur[-1] + 100]
+    op_start = start + 500
+    op_dur = dur - 1_000
+    launch_start = op_start + op_dur // 3
+    launch_dur = np.full(groups, 1_800)
+    k_start = launch_start + rng.integers(2_000, 6_000, groups)
+    k_dur = rng.integers(3_000, 14_000, groups)
+    kind = rng.random(groups)
+    stream = np.where(kind < 0.02, 7, np.where(kind < 0.03, 9, 11 + np.arange(groups) % 4))
+    dev_cat = np.where(stream == 7, "memcpy", np.where(stream == 9, "collective", "compute"))
+    dev_name = np.where(stream == 7, "Memcpy HtoD (Pageable -> Device)",
+                        np.where(stream == 9, "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                                 np.array(KERNELS)[rng.integers(0, len(KERNELS), groups)]))
+    loader = max(1, groups // 20)
+    l_start = np.sort(rng.integers(0, int(start[-1]), loader))
+    n_host = n_steps + 3 * groups + loader
+    ts = np.concatenate([step_start, start, op_start, launch_start, l_start]) + T0
+    du = np.concatenate([step_end - step_start, dur, op_dur, launch_dur, rng.integers(20_000, 80_000, loader)])
+    name = np.concatenate([
+        np.array([f"ProfilerStep#{i}" for i in range(n_steps)], dtype=object),
+        np.array(PY_NAMES[:4], dtype=object)[rng.integers(0, 4, groups)],
+        np.array(OP_NAMES, dtype=object)[rng.integers(0, len(OP_NAMES), groups)],
+        np.full(groups, "cudaLaunchKernel", dtype=object),
+        np.full(loader, PY_NAMES[5], dtype=object),
+    ])
+    cat = np.concatenate([np.full(n_steps, "step", dtype=object), np.full(groups, "python", dtype=object),
+                          np.full(groups, "framework_op", dtype=object), np.full(groups, "runtime", dtype=object),
+                          np.full(loader, "python", dtype=object)])
+    tid = np.concatenate([np.full(n_host - loader, "100", dtype=object), np.full(loader, "101", dtype=object)])
+    corr = np.concatenate([np.full(n_steps + 2 * groups, -1), np.arange(groups), np.full(loader, -1)])
+    frame = np.concatenate([np.full(n_steps, -1), rng.integers(1, 5, groups), rng.integers(1, 5, groups),
+                            rng.integers(1, 5, groups), np.full(loader, 5)])
+    host = pa.table({
+        "event_id": pa.array(np.arange(n_host, dtype=np.int64)), "ts_ns": pa.array(ts), "dur_ns": pa.array(du),
+        "name": pa.array(name, pa.string()).dictionary_encode(), "category": pa.array(cat, pa.string()).dictionary_encode(),
+        "pid": pa.array(np.full(n_host, "100", dtype=object), pa.string()), "tid": pa.array(tid, pa.string()),
+        "track": pa.array(np.char.add("thread ", tid.astype(str)), pa.string()),
+        "correlation": pa.array(corr, mask=corr < 0), "frame_id": pa.array(frame, mask=frame < 0),
+        "host": pa.array(np.full(n_host, "bench-host", dtype=object), pa.string()),
+    })
+    dev_ids = np.arange(n_host, n_host + groups, dtype=np.int64)
+    device = pa.table({
+        "event_id": pa.array(dev_ids), "ts_ns": pa.array(k_start + T0), "dur_ns": pa.array(k_dur),
+        "name": pa.array(dev_name, pa.string()).dictionary_encode(),
+        "category": pa.array(dev_cat, pa.string()).dictionary_encode(),
+        "device": pa.array(np.full(groups, "cuda:0", dtype=object), pa.string()),
+        "track": pa.array(np.char.add("stream ", stream.astype(str)), pa.string()),
+        "correlation": pa.array(np.arange(groups)), "pid": pa.array(np.full(groups, "0", dtype=object), pa.string()),
+        "direction": pa.array(np.where(stream == 7, "h2d", None), pa.string()),
+    })
+    launch_ids = np.arange(n_steps + 2 * groups, n_steps + 3 * groups, dtype=np.int64)
+    flows = pa.table({"flow_id": pa.array(np.arange(groups).astype(str)), "kind": pa.array(["launch"] * groups),
+                      "src_event_id": pa.array(launch_ids), "dst_event_id": pa.array(dev_ids),
+                      "src_ts_ns": pa.array(launch_start + T0), "dst_ts_ns": pa.array(k_start + T0)})
+    frames = pa.table({
+        "frame_id": [0, 1, 2, 3, 4, 5], "parent_id": pa.array([None, 0, 1, 1, 1, None], pa.int64()),
+        "file": ["train.py", "train.py", "model.py", "model.py", "model.py", "data.py"],
+        "line": pa.array([10, 41, 88, 102, 131, 20], pa.int32()),
+        "function": ["<module>", "train_step", "forward", "attention", "mlp", "__next__"],
+        "kind": ["python"] * 6, "is_user": [True] * 6,
+    })
+    return Trace(system_events=host, device_events=device, flows=flows, frames=frames)
+
+
+def best_of(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def payload(outputs: Any) -> int:
+    """Bytes of the JSON Dash sends for these callback outputs (its own serializer)."""
+    return len(to_json_plotly(list(outputs)).encode())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--viewport", type=int, default=1600, help="browser window width in pixels")
+    args = parser.parse_args()
+
+    t0 = time.perf_counter()
+    trace = build_trace(args.events)
+    print(f"trace: {trace.num_events:,} events ({trace.system_events.num_rows:,} host, "
+          f"{trace.device_events.num_rows:,} device, {trace.flows.num_rows:,} flows), "
+          f"built in {time.perf_counter() - t0:.1f} s")
+
+    t0 = time.perf_counter()
+    model = ViewModel.build(trace, title="bench")
+    index_s = time.perf_counter() - t0
+    page_s, page = best_of(1, lambda: main_page(model, ["."]))
+    first = index_s + page_s
+    page_bytes = len(to_json_plotly(page).encode())
+    ok_first = first <= TARGET_FIRST_RENDER_S
+    print(f"first render: {first:.2f} s = index {index_s:.2f} s + layout and first figure {page_s:.2f} s; "
+          f"page {page_bytes / 1e6:.2f} MB (target <= {TARGET_FIRST_RENDER_S:.0f} s): {'PASS' if ok_first else 'FAIL'}")
+    t0 = time.perf_counter()
+    model.analyse()
+    print(f"analysis for the summary strip and tables (background, after first render): "
+          f"{time.perf_counter() - t0:.2f} s")
+
+    span = model.index.span_ns
+    view = {"t0": 0, "t1": span}
+    groups = [g.key for g in model.index.groups]
+    device = model.index.groups[-1].device
+    selected = int(model.analysis.top_ops[0]["event_id"]) if model.analysis and model.analysis.top_ops else None
+    rows = []
+    worst_t, worst_b = 0.0, 0
+    zoom = 1.0
+    rng = np.random.default_rng(1)
+    while span / zoom >= 5_000:
+        width = span / zoom
+        centre = span * (0.3 + 0.4 * rng.random())
+        windows = [("zoom", centre - width / 2), ("pan", centre - width / 2 + width * 0.3)]
+        for action, start in windows:
+            relayout = {"xaxis.range[0]": start / 1e6, "xaxis.range[1]": (start + width) / 1e6}
+            extra: dict[str, Any] = {"expanded": groups, "depth": 10, "viewport": args.viewport}
+            if action == "pan":  # the common interactive state: a cause highlighted, an event selected
+                extra.update(highlight={"device": device, "cause": "host_overhead"}, selected=selected)
+
+            def call(relayout: Any = relayout, extra: Any = extra) -> Any:
+                return callbacks.on_timeline(model, "nt-timeline", relayout, None, view, **extra)
+
+            secs, out = best_of(args.repeat, call)
+            size = payload(out)
+            worst_t, worst_b = max(worst_t, secs), max(worst_b, size)
+            rows.append((f"1/{zoom:,.0f}", action, width, out[2], secs, size))
+        zoom *= 10
+    print(f"\n{'zoom':>12} {'action':>6} {'window':>12} {'server ms':>10} {'payload KB':>11}  what was sent")
+    for z, action, width, status, secs, size in rows:
+        print(f"{z:>12} {action:>6} {_dur(width):>12} {secs * 1e3:>10.1f} {size / 1e3:>11.1f}  {status}")
+    print(f"\nzoom/pan callback: worst {worst_t * 1e3:.0f} ms (target <= {TARGET_CALLBACK_S * 1e3:.0f} ms): "
+          f"{'PASS' if worst_t <= TARGET_CALLBACK_S else 'FAIL'}")
+    print(f"payload per callback: worst {worst_b / 1e6:.2f} MB (target <= {TARGET_PAYLOAD_BYTES / 1e6:.0f} MB): "
+          f"{'PASS' if worst_b <= TARGET_PAYLOAD_BYTES else 'FAIL'}")
+
+    from neurontrace.app.source import SourceReader
+
+    reader = SourceReader(["."])
+    if selected is not None:
+        secs, out = best_of(args.repeat, lambda: callbacks.on_details(model, reader, selected))
+        print(f"click an event (details + source panel): {secs * 1e3:.1f} ms, {payload(out) / 1e3:.1f} KB")
+    secs, out = best_of(args.repeat, lambda: callbacks.on_summary(
+        model, "nt-summary", {"points": [{"curveNumber": 4, "customdata": [0, 0]}]}, None))
+    print(f"click a cause (summary strip): {secs * 1e3:.1f} ms, {payload(out) / 1e3:.1f} KB")
+    print(json.dumps({"events": trace.num_events, "first_render_s": round(first, 3),
+                      "worst_callback_ms": round(worst_t * 1e3, 1), "worst_payload_bytes": worst_b}))
+
+
+def _dur(ns: float) -> str:
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e3:.1f} µs"
+
+
+if __name__ == "__main__":
+    main()

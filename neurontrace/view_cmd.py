@@ -1,0 +1,127 @@
+"""``neurontrace view PATH``: serve the Dash viewer for one trace on this machine (docs/viewer.md).
+
+The server binds 127.0.0.1 by default, prints its URL, and runs with production settings (threaded
+WSGI server, no reloader, no per-request log) unless ``--debug``. The trace loads in the
+background while the page shows progress; a trace that fails to load shows the parser's one-line
+error on the page. Dash is imported only when the command runs (``pip install 'neurontrace[viewer]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import threading
+import time
+import webbrowser
+from pathlib import Path
+from typing import Any
+
+from neurontrace import errors
+from neurontrace._command import Command
+from neurontrace._optional import require
+from neurontrace.load import FORMATS, load
+from neurontrace.trace import Trace
+
+DEFAULT_PORT = 8050
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class ViewCommand(Command):
+    name = "view"
+    help = "open the local timeline viewer: host and device timelines, stall attribution, source lines"
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("path", help="trace file or directory (format detected from content)")
+        parser.add_argument("--format", choices=sorted(FORMATS), help="skip detection and use this format")
+        parser.add_argument("--host", default="127.0.0.1",
+                            help="address to listen on (default 127.0.0.1: this machine only)")
+        parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                            help=f"port to listen on (default {DEFAULT_PORT}; 0 picks a free one)")
+        parser.add_argument("--source-root", dest="source_roots", action="append", type=Path, metavar="DIR",
+                            help="directory the source panel may read files from (repeatable; "
+                                 "default: the current directory); nothing outside these is ever read")
+        parser.add_argument("--fallback-ops", metavar="OP[,OP...]", default="",
+                            help="ops known to have fallen back to the CPU (as for diagnose)")
+        parser.add_argument("--debug", action="store_true",
+                            help="Dash debug mode: dev tools, error overlay and the code reloader")
+        parser.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+
+    def run(self, args: argparse.Namespace) -> int:
+        path = Path(args.path)
+        if not path.exists():
+            raise errors.InputNotFoundError(f"{path}: no such file or directory")
+        roots: list[Path] = args.source_roots or [Path.cwd()]
+        for root in roots:
+            if not root.is_dir():
+                raise errors.InputNotFoundError(f"--source-root {root}: no such directory")
+        if not 0 <= args.port <= 65535:
+            raise errors.UsageError(f"--port must be between 0 and 65535, got {args.port}")
+        require("dash", extra="viewer")
+        # Imported by name: app/ is outside the type-checked packages and imports Dash.
+        server_mod = importlib.import_module("neurontrace.app.server")
+        ViewerState, Server, create_app = server_mod.ViewerState, server_mod.Server, server_mod.create_app  # noqa: N806
+
+        fallback = [op.strip() for op in args.fallback_ops.split(",") if op.strip()]
+        state = ViewerState(str(path), source_roots=roots, fallback_ops=fallback, log=_log)
+        app = create_app(state, debug=args.debug)
+
+        def loader(p: str, progress: Any) -> Trace:
+            return load(p, format=args.format, progress=progress)
+
+        worker = threading.Thread(target=state.load, kwargs={"loader": loader, "progress": _TerminalProgress()},
+                                  name="neurontrace-load", daemon=True)
+        if args.debug:  # Dash's own development server: dev tools and the code reloader
+            # The reloader runs this command again in a child process (WERKZEUG_RUN_MAIN=true), which
+            # serves; the parent only watches files, so it does not load the trace.
+            if os.environ.get("WERKZEUG_RUN_MAIN") == "true":
+                worker.start()
+            app.run(host=args.host, port=args.port or DEFAULT_PORT, debug=True)
+            return errors.EXIT_OK
+        try:
+            server = Server(app, args.host, args.port)
+        except OSError as exc:
+            raise errors.UsageError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
+                                    "pick another port with --port N (0 picks a free one)") from None
+        _say(f"neurontrace view: {path} at {server.url}  (Ctrl+C to stop)")
+        if args.host not in LOOPBACK:
+            _log(f"warning: listening on {args.host}: anyone who can reach this machine can open the trace "
+                 "and the source files under the source roots")
+        worker.start()
+        if not args.no_browser:
+            threading.Timer(0.5, webbrowser.open, args=(server.url,)).start()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            _log("neurontrace view: stopped")
+        finally:
+            server.httpd.server_close()
+        return errors.EXIT_OK
+
+
+def _say(message: str) -> None:
+    sys.stdout.write(message + "\n")
+    sys.stdout.flush()
+
+
+def _log(message: str) -> None:
+    sys.stderr.write(f"neurontrace view: {message}\n" if not message.startswith("neurontrace") else message + "\n")
+    sys.stderr.flush()
+
+
+class _TerminalProgress:
+    """Loading progress on the terminal: a line per tenth of the work, at most one a second."""
+
+    def __init__(self) -> None:
+        self._last = 0.0
+        self._step = -1
+
+    def __call__(self, stage: str, done: int, total: int | None) -> None:
+        if not total:
+            return
+        step = int(10 * done / total)
+        now = time.monotonic()
+        if step > self._step and (now - self._last >= 1.0 or done >= total):
+            self._step, self._last = step, now
+            _log(f"loading: {stage} {100 * done / total:.0f}%")

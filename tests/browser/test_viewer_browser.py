@@ -1,0 +1,234 @@
+"""The viewer in a real browser: the real server on a free loopback port, headless Chromium clicking.
+
+Each test loads a trace, waits for the page, acts like a user (click a stall, an event, a table row,
+a cause) and checks what the page then shows. A screenshot of the main view is saved under the
+test's ``tmp_path``; with ``NEURONTRACE_UPDATE_SCREENSHOT=1`` the one with an event selected also replaces
+``docs/viewer.png`` (the README's picture).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neurontrace.errors import TraceWarning
+from tests.app_support import source_root, tiny_trace
+from tests.browser.conftest import wait_for
+from tests.conftest import ROOT, SAMPLES
+
+pytestmark = pytest.mark.browser
+
+SAMPLE = SAMPLES / "cpu_train_loop.pt.trace.json.gz"
+PLOT = "document.querySelector('#nt-timeline .js-plotly-plot')"
+X_RANGE = f"const g = {PLOT}; return g && g._fullLayout && g._fullLayout.xaxis ? g._fullLayout.xaxis.range.slice() : null;"
+TRACE_NAMES = f"const g = {PLOT}; return g && g.data ? g.data.map(t => t.name) : null;"
+FIND_BAR = f"""
+const g = {PLOT};
+if (!g) return null;
+let best = null, width = 0;
+for (const p of g.querySelectorAll('.bars .point')) {{
+  const t = p.querySelector('text');
+  if (!t || !t.textContent.includes(arguments[0])) continue;
+  const r = p.querySelector('path').getBoundingClientRect();
+  if (r.width > width) {{ best = p.querySelector('path'); width = r.width; }}
+}}
+if (best) best.scrollIntoView({{block: 'center'}});
+return best;
+"""
+ROWS = """
+return Array.from(document.querySelectorAll('tr.nt-tr')).filter(
+  tr => JSON.parse(tr.id).table === arguments[0]).map(tr => tr);
+"""
+
+
+def _open(browser: Any, url: str) -> None:
+    browser.get(url)
+    wait_for(browser, f"const g = {PLOT}; return g && g.data && g.data.length > 0;", timeout=30)
+
+
+def _click(browser: Any, element: Any) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(browser).move_to_element(element).pause(0.1).click().perform()
+
+
+def _text(browser: Any, css: str) -> str:
+    return str(browser.execute_script(f"const e = document.querySelector({css!r}); return e ? e.innerText : '';"))
+
+
+def _screenshot(browser: Any, tmp_path: Path, name: str, *, docs: bool = False) -> Path:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    browser.execute_script("window.scrollTo(0, 0);")
+    ActionChains(browser).move_to_element(browser.find_element("css selector", ".nt-logo")).perform()
+    time.sleep(0.3)  # let the hover label fade
+    path = tmp_path / name
+    browser.save_screenshot(str(path))
+    assert path.stat().st_size > 10_000
+    if docs and os.environ.get("NEURONTRACE_UPDATE_SCREENSHOT"):
+        shutil.copyfile(path, ROOT / "docs" / "viewer.png")
+    return path
+
+
+def test_timeline_and_summary_strip_render(browser: Any, serve: Callable[..., Any], tmp_path: Path) -> None:
+    server, _state = serve(SAMPLE, source_roots=[SAMPLES, ROOT])
+    _open(browser, server.url)
+    names = wait_for(browser, TRACE_NAMES)
+    assert "python" in names and "framework_op" in names and "binned" in names  # events and LOD bins
+    ticks = browser.execute_script(f"return Array.from({PLOT}.querySelectorAll('.ytick text')).map(t => t.textContent);")
+    assert "thread 7712 (python)" in ticks and any("stall causes" in t for t in ticks)
+    steps = browser.execute_script(f"return Array.from({PLOT}.querySelectorAll('.annotation-text')).map(t => t.textContent);")
+    assert {"step 2", "step 3", "step 4"} <= set(steps)
+    causes = wait_for(browser, "const g = document.querySelector('#nt-summary .js-plotly-plot');"
+                               "return g && g.data && g.data.length ? g.data.map(t => t.name) : null;")
+    assert [c.rsplit(" ", 1)[0] for c in causes] == ["compute", "collectives", "data movement", "host fallback",
+                                                      "host overhead", "idle"]
+    assert causes[0] == "compute 92.0%"
+    assert "compute 92.0%" in _text(browser, "#nt-summary")
+    # Everything the page loaded came from the viewer itself: no CDN, no upload button, works offline.
+    sources = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name);")
+    assert sources and all(s.startswith(server.url) for s in sources), sources
+    buttons = browser.execute_script(f"return Array.from({PLOT}.querySelectorAll('.modebar-btn'))"
+                                     ".map(b => b.getAttribute('data-title'));")
+    assert not any("Share" in (b or "") or "Cloud" in (b or "") for b in buttons), buttons
+    _screenshot(browser, tmp_path, "viewer-main.png")
+
+
+def test_clicking_a_top_stall_zooms_the_timeline_to_it(browser: Any, serve: Callable[..., Any]) -> None:
+    server, state = serve(SAMPLE, source_roots=[SAMPLES])
+    _open(browser, server.url)
+    before = wait_for(browser, X_RANGE)
+    rows = wait_for(browser, ROWS, "stalls")
+    stall = state.model.analysis.stalls[0]
+    cells = rows[0].text.split("\n") if "\n" in rows[0].text else rows[0].text.split()
+    assert stall["device"] in cells[0]
+    _click(browser, rows[0])
+    after = wait_for(browser, X_RANGE + "", timeout=15)
+    deadline = time.monotonic() + 15
+    while after == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+        after = browser.execute_script(X_RANGE)
+    start_ms, end_ms = stall["t0_ns"] / 1e6, stall["t1_ns"] / 1e6
+    assert after != before
+    assert after[0] <= start_ms and after[1] >= end_ms  # the stall is on screen ...
+    assert after[1] - after[0] < 0.2 * (before[1] - before[0])  # ... and the view zoomed in on it
+    assert after[1] - after[0] <= 2 * (end_ms - start_ms)
+
+
+def test_clicking_an_event_fills_the_details_and_shows_its_source_line(
+        browser: Any, serve: Callable[..., Any], tmp_path: Path) -> None:
+    # The frames name make_samples.py (relative to sample_traces/): both roots are tried in turn.
+    server, state = serve(Path(os.path.relpath(SAMPLE)), source_roots=[ROOT, SAMPLES])
+    _open(browser, server.url)
+    bar = wait_for(browser, FIND_BAR, "make_samples.py(49): train_step")
+    _click(browser, bar)
+    wait_for(browser, "return document.querySelector('#nt-src-hl') !== null;")
+    assert "train_step" in _text(browser, "#nt-event-name")
+    event_id = int(next(line for line in _text(browser, "#nt-details").splitlines()
+                        if line.strip().isdigit() and len(line.strip()) < 12))
+    model = state.model
+    event = model.event(event_id)
+    frame = next(f for f in model.stack(event["frame_id"]) if f.is_user and f.file)
+    assert _text(browser, "#nt-src-location").startswith(f"{frame.file}:{frame.line} {frame.function}")
+    expected = (SAMPLES / frame.file).read_text().splitlines()[frame.line - 1]
+    assert _text(browser, "#nt-src-hl .nt-ln") == str(frame.line)
+    assert expected.strip() in _text(browser, "#nt-src-hl") and expected.lstrip().startswith("def train_step")
+    wait_for(browser, TRACE_NAMES.replace("t.name)", "t.name).includes('python')"))
+    _screenshot(browser, tmp_path, "viewer-selected.png", docs=True)
+
+
+def test_a_path_traversal_source_location_is_refused(browser: Any, serve: Callable[..., Any],
+                                                    tmp_path: Path) -> None:
+    root = source_root(tmp_path)
+    server, _state = serve(tiny_trace(), source_roots=[root])
+    _open(browser, server.url)
+    for name, path in (("evil_rel", "../../etc/passwd"), ("evil_abs", "/etc/passwd")):
+        _click(browser, wait_for(browser, FIND_BAR, name))
+        wait_for(browser, "const e = document.querySelector('#nt-event-name'); return e && e.innerText === arguments[0];",
+                 name)
+        status = wait_for(browser, "const e = document.querySelector('#nt-src-status');"
+                                   "return e && e.className.includes('nt-refused') ? e.innerText : null;")
+        assert "refused" in status and "outside the source roots" in status
+        assert path in _text(browser, "#nt-src-location")
+        page = browser.execute_script("return document.body.innerText;")
+        assert "root:x:" not in page and "root:" not in page.split("Source", 1)[-1]
+    # The same panel does show a file that is under the root.
+    _click(browser, wait_for(browser, FIND_BAR, "aten::mm"))
+    assert "def forward(x):" in wait_for(browser, "const e = document.querySelector('#nt-src-hl'); return e && e.innerText;")
+
+
+def test_clicking_a_cause_highlights_its_intervals(browser: Any, serve: Callable[..., Any]) -> None:
+    server, _state = serve(SAMPLE, source_roots=[SAMPLES])
+    _open(browser, server.url)
+    segment = wait_for(browser, """
+        const g = document.querySelector('#nt-summary .js-plotly-plot');
+        if (!g) return null;
+        const traces = g.querySelectorAll('.trace.bars');
+        const p = traces.length > 4 ? traces[4].querySelector('.point path') : null;  // host overhead
+        return p && p.getBoundingClientRect().width > 4 ? p : null;""")
+    _click(browser, segment)
+    names = wait_for(browser, TRACE_NAMES.replace("t.name)", "t.name).filter(n => n.startsWith('highlight:'))")
+                     .replace("? g.data", "&& g.data.some(t => t.name.startsWith('highlight:')) ? g.data"))
+    assert names == ["highlight:host_overhead"]
+
+
+def _synthetic_neuron(tmp_path: Path) -> Path:
+    from tests.test_app_model import synthetic_neuron
+
+    return synthetic_neuron(tmp_path)
+
+
+def test_a_synthetic_neuron_profile_links_instructions_to_nki_source(
+        browser: Any, serve: Callable[..., Any], tmp_path: Path) -> None:
+    path = _synthetic_neuron(tmp_path)
+    root = tmp_path / "neuron_src"
+    (root / "kernels").mkdir(parents=True)
+    (root / "kernels" / "mlp_kernel.py").write_text("".join(
+        "    nl.matmul(a, b)  # line 42\n" if i == 42 else f"# kernel line {i}\n" for i in range(1, 61)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TraceWarning)  # synthetic profiles carry an Explorer warning row
+        import neurontrace
+
+        trace = neurontrace.load(path)
+    server, state = serve(trace, source_roots=[root])
+    _open(browser, server.url)
+    assert "SYNTHETIC" in _text(browser, ".nt-header")
+    ticks = browser.execute_script(f"return Array.from({PLOT}.querySelectorAll('.ytick text')).map(t => t.textContent);")
+    assert any("neuron:nc0" in t and "stall causes" in t for t in ticks) and "tensor" in ticks
+    tab = wait_for(browser, "return Array.from(document.querySelectorAll('.tab')).find(t => t.innerText.includes('ops'));")
+    _click(browser, tab)
+    rows = wait_for(browser, ROWS, "ops")
+    matmul = next(r for r in rows if r.text.startswith("MATMUL"))
+    _click(browser, matmul)
+    wait_for(browser, "return document.querySelector('#nt-src-hl') !== null;")
+    assert _text(browser, "#nt-event-name") == "MATMUL"
+    assert _text(browser, "#nt-src-location").startswith("kernels/mlp_kernel.py:42")
+    assert "nl.matmul(a, b)" in _text(browser, "#nt-src-hl")
+    stack = _text(browser, "#nt-stack")
+    assert "dot.1" in stack and "mlp/fc1" in stack  # HLO op and layer names on the way to the Python stack
+    hlo = wait_for(browser, "return Array.from(document.querySelectorAll('.nt-frame')).find("
+                            "b => b.innerText.startsWith('dot.1'));")
+    _click(browser, hlo)
+    wait_for(browser, "const e = document.querySelector('#nt-src-location'); return e && e.innerText.startsWith('dot.1');")
+    assert "no source file recorded" in _text(browser, "#nt-src-status")
+    assert "nt-frame-sel" in hlo.get_attribute("class")
+    assert json.dumps(state.model.analysis.diagnosis.as_dict()["synthetic"]) == "true"
+
+
+def test_a_trace_that_fails_to_load_shows_the_error_not_a_traceback(
+        browser: Any, serve: Callable[..., Any], tmp_path: Path) -> None:
+    bad = tmp_path / "broken.json"
+    bad.write_text("definitely not a trace")
+    server, _state = serve(bad, source_roots=[tmp_path])
+    browser.get(server.url)
+    message = wait_for(browser, "const e = document.querySelector('#nt-load-error'); return e && e.innerText;")
+    assert "could not be loaded" in message and "expected one of" in message
+    assert "Traceback" not in browser.execute_script("return document.body.innerText;")

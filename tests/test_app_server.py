@@ -1,0 +1,219 @@
+"""The viewer's callbacks as plain functions, its loading states, and `neurontrace view` as a process."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("dash")
+
+from dash import no_update
+from plotly.io.json import to_json_plotly
+
+import neurontrace
+from neurontrace import errors
+from neurontrace.app import callbacks, figures, layout
+from neurontrace.app.model import ViewModel
+from neurontrace.app.server import FAILED, READY, ViewerState, create_app, main_page
+from neurontrace.app.source import SourceReader
+from neurontrace.view_cmd import ViewCommand
+from tests.app_support import US, source_root, tiny_trace
+from tests.conftest import ROOT, SAMPLES
+
+MAX_PAYLOAD = 2_000_000
+
+
+def _tiny_model() -> ViewModel:
+    model = ViewModel.build(tiny_trace())
+    model.analyse()
+    return model
+
+
+def _text(component: Any) -> str:
+    """All text in a Dash component tree."""
+    return json.dumps(component, default=lambda c: c.to_plotly_json() if hasattr(c, "to_plotly_json") else str(c))
+
+
+def test_relayout_events_become_windows() -> None:
+    model = _tiny_model()
+    span = model.index.span_ns
+    assert callbacks.parse_relayout({"xaxis.range[0]": 0.01, "xaxis.range[1]": 0.05}, span) == (10_000, 50_000)
+    assert callbacks.parse_relayout({"xaxis.range": [0.02, 0.03]}, span) == (20_000, 30_000)
+    assert callbacks.parse_relayout({"xaxis.autorange": True}, span) == (0, span)
+    assert callbacks.parse_relayout({"autosize": True}, span) is None
+    fig, view, status = callbacks.on_timeline(model, "nt-timeline", {"xaxis.range[0]": 0.01, "xaxis.range[1]": 0.05},
+                                              None, {"t0": 0, "t1": span})
+    assert view == {"t0": 10_000, "t1": 50_000} and fig["layout"]["xaxis"]["range"] == [0.01, 0.05]
+    assert "events shown" in status
+    assert callbacks.on_timeline(model, "nt-timeline", {"autosize": True}, None, None) == (no_update,) * 3
+    _, view, _ = callbacks.on_timeline(model, "nt-reset", None, None, {"t0": 5, "t1": 9})
+    assert view == {"t0": 0, "t1": span}
+
+
+def test_clicks_select_events_and_table_rows_zoom() -> None:
+    model = _tiny_model()
+    assert model.analysis is not None
+    click = {"points": [{"customdata": [2, 40.0], "x": 0.02}]}
+    assert callbacks.on_navigate(model, "nt-timeline", click, None) == (2, no_update)
+    # A binned pixel: zoom in around it.
+    _, goto = callbacks.on_navigate(model, "nt-timeline", {"points": [{"x": 0.05, "customdata": 40}]},
+                                    {"t0": 0, "t1": 100 * US})
+    assert goto["t0"] < 50 * US < goto["t1"] and goto["t1"] - goto["t0"] == 100 * US // callbacks.BIN_CLICK_ZOOM
+    stall = model.analysis.stalls[0]
+    _, goto = callbacks.on_navigate(model, {"type": "nt-row", "table": "stalls", "index": 0}, None, None)
+    assert goto["t0"] <= stall["t0_ns"] and goto["t1"] >= stall["t1_ns"]
+    assert goto["t1"] - goto["t0"] < 2 * (stall["t1_ns"] - stall["t0_ns"])
+    selected, goto = callbacks.on_navigate(model, {"type": "nt-row", "table": "ops", "index": 0}, None, None)
+    assert selected == model.analysis.top_ops[0]["event_id"] and isinstance(goto, dict)
+    assert callbacks.on_navigate(model, {"type": "nt-flow", "event": 10}, None, None)[0] == 10
+    assert callbacks.on_navigate(model, {"type": "nt-row", "table": "ops", "index": 999}, None, None) == \
+        (no_update, no_update)
+    # A zoom request the figure then honours.
+    fig, view, _ = callbacks.on_timeline(model, "nt-goto", None, goto, None)
+    assert fig["layout"]["xaxis"]["range"][0] * 1e6 == pytest.approx(view["t0"], abs=1)
+
+
+def test_details_and_source_for_an_event(tmp_path: Path) -> None:
+    model = _tiny_model()
+    reader = SourceReader([source_root(tmp_path)])
+    details, source = callbacks.on_details(model, reader, 3)
+    text = _text(details) + _text(source)
+    assert "cudaLaunchKernel" in text and "launch: volta_sgemm" in text  # the flow to its kernel
+    assert "pkg/model.py:3 forward" in text and "def forward(x):  # line 3" in text
+    assert '"nt-code-line nt-hl"' in text
+    for event_id, shown in ((4, "../../etc/passwd"), (5, "/etc/passwd")):
+        _, source = callbacks.on_details(model, reader, event_id)
+        text = _text(source)
+        assert "refused" in text and shown in text and "root:" not in text
+
+
+def test_summary_click_toggles_the_highlight_and_the_timeline_draws_it() -> None:
+    model = _tiny_model()
+    hi = {"points": [{"curveNumber": 4, "customdata": [0.07, 0]}]}  # host_overhead on device 0
+    fig, highlight = callbacks.on_summary(model, "nt-summary", hi, None)
+    assert highlight == {"device": "cuda:0", "rank": None, "cause": "host_overhead"}
+    assert fig["data"][4]["marker"]["line"]["width"] == [2]
+    assert callbacks.on_summary(model, "nt-summary", hi, highlight)[1] is None
+    assert callbacks.on_summary(model, "nt-clear-highlight", None, highlight)[1] is None
+    drawn = figures.timeline(model, callbacks.request(model, (0, model.index.span_ns), highlight=highlight))
+    bands = [t for t in drawn.figure["data"] if t["name"] == "highlight:host_overhead"]
+    assert bands and bands[0]["fill"] == "toself"
+
+
+def test_selected_event_draws_its_outline_and_flow() -> None:
+    model = _tiny_model()
+    drawn = figures.timeline(model, callbacks.request(model, (0, model.index.span_ns), selected=3))
+    assert any(t["name"] == "flows" for t in drawn.figure["data"])
+    assert any(s["type"] == "rect" and s["xref"] == "x" for s in drawn.figure["layout"]["shapes"])
+    labels = [r.label for r in drawn.rows]
+    assert labels.index("thread 1") < labels.index("stream 7")  # host above device
+    assert any("stall causes" in label for label in labels)
+
+
+def test_first_page_of_the_sample_serializes_small() -> None:
+    model = ViewModel.build(neurontrace.load(SAMPLES / "cpu_train_loop.pt.trace.json.gz"))
+    model.analyse()
+    page = main_page(model, [str(SAMPLES)])
+    fig = figures.timeline(model, callbacks.request(model, (0, model.index.span_ns)))
+    assert len(to_json_plotly(fig.figure)) < MAX_PAYLOAD
+    assert len(to_json_plotly(page)) < MAX_PAYLOAD
+    json.loads(to_json_plotly(fig.figure))
+
+
+def test_load_failures_show_one_line_on_the_page(tmp_path: Path) -> None:
+    bad = tmp_path / "not_a_trace.json"
+    bad.write_text("this is not a trace\n")
+    state = ViewerState(str(bad))
+    state.load()
+    assert state.status == FAILED and state.error and "expected one of" in state.error
+    text = _text(state.page())
+    assert "could not be loaded" in text and "Traceback" not in text
+    truncated = tmp_path / "cut.json"
+    truncated.write_text('{"traceEvents": [')
+    state = ViewerState(str(truncated))
+    state.load()
+    assert state.status == FAILED and "Traceback" not in _text(state.page())
+
+
+def test_loading_then_ready_and_the_app_serves_its_page(tmp_path: Path) -> None:
+    state = ViewerState("tiny", source_roots=[source_root(tmp_path)])
+    assert "Loading trace" in _text(state.page())
+    state.use(tiny_trace())
+    state.analyse()
+    assert state.status == READY and state.model is not None and state.model.analysis is not None
+    app = create_app(state)
+    client = app.server.test_client()
+    res = client.get("/")
+    assert res.status_code == 200 and b"neurontrace" in res.data
+    layout_json = client.get("/_dash-layout").get_json()
+    assert "nt-timeline" in json.dumps(layout_json)
+
+
+def test_default_expansion_keeps_the_page_short() -> None:
+    model = _tiny_model()
+    assert layout.default_expanded(model) == [g.key for g in model.index.groups]
+
+
+def test_tables_sort_filter_and_name_rows_by_position() -> None:
+    model = _tiny_model()
+    assert model.analysis is not None
+    ops = model.analysis.top_ops
+    rows = layout.table_rows("ops", ops, sort={"column": "name", "desc": False})
+    names = [json.loads(_text(r))["props"]["children"][0]["props"]["children"] for r in rows]
+    assert names == sorted(names, key=str.lower)
+    first = json.loads(_text(rows[0]))["props"]["id"]
+    assert ops[first["index"]]["name"] == names[0]
+    assert len(layout.table_rows("ops", ops, text="volta")) == 1
+    assert "No row matches" in _text(layout.table_rows("ops", ops, text="zzz"))
+
+
+def _run_view(argv: list[str]) -> int:
+    cmd = ViewCommand()
+    parser = argparse.ArgumentParser()
+    cmd.add_arguments(parser)
+    return cmd.run(parser.parse_args(argv))
+
+
+def test_view_command_checks_its_input_before_serving(tmp_path: Path) -> None:
+    with pytest.raises(errors.InputNotFoundError):
+        _run_view([str(tmp_path / "missing.json")])
+    with pytest.raises(errors.InputNotFoundError, match="--source-root"):
+        _run_view([str(SAMPLES / "cpu_train_loop.pt.trace.json.gz"), "--source-root", str(tmp_path / "nope")])
+    with pytest.raises(errors.UsageError):
+        _run_view([str(SAMPLES / "cpu_train_loop.pt.trace.json.gz"), "--port", "70000"])
+
+
+def test_view_command_serves_on_loopback_and_prints_the_url() -> None:
+    code = ("import argparse, sys; from neurontrace.view_cmd import ViewCommand; c = ViewCommand(); "
+            "p = argparse.ArgumentParser(); c.add_arguments(p); sys.exit(c.run(p.parse_args(sys.argv[1:])))")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    args = [sys.executable, "-c", code, str(SAMPLES / "cpu_train_loop.pt.trace.json.gz"), "--port", "0",
+            "--no-browser", "--source-root", str(SAMPLES)]
+    with subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert "http://127.0.0.1:" in line, line
+            url = line.split(" at ", 1)[1].split()[0]
+            deadline = time.monotonic() + 30
+            body = b""
+            while time.monotonic() < deadline and b"nt-timeline" not in body:
+                with urllib.request.urlopen(url + "_dash-layout", timeout=10) as res:
+                    body = res.read()
+                time.sleep(0.1)
+            assert b"nt-timeline" in body
+        finally:
+            proc.terminate()
+            _out, err = proc.communicate(timeout=10)
+    assert "Traceback" not in err, err
