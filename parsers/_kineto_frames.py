@@ -59,7 +59,8 @@ def _python(system: pa.Table, acct: ParseAccounting) -> tuple[pa.Table | None, n
     # Each other host event: the innermost Python frame on its thread that encloses it.
     start = system["ts_ns"].to_numpy()
     end = start + system["dur_ns"].fill_null(0).to_numpy()
-    thread = codes(pc.binary_join_element_wise(system["pid"].fill_null(""), system["tid"].fill_null(""), "/"))
+    tid = codes(system["tid"].fill_null(""))
+    thread = codes(system["pid"].fill_null("")) * (int(tid.max(initial=0)) + 1) + tid  # one code per pid/tid
     pos_of_row = np.full(system.num_rows, -1, dtype=np.int64)  # reused: valid for the current thread
     for code in np.unique(thread[py_rows]):
         in_thread = thread == code
