@@ -21,7 +21,7 @@ import numpy as np
 
 from neurontrace.app import lod
 from neurontrace.app.causes import CAUSES
-from neurontrace.app.model import DeviceKey, ViewModel
+from neurontrace.app.model import MARKER_CATEGORIES, DeviceKey, ViewModel
 from neurontrace.app.palette import (
     CATEGORY_COLORS,
     CAUSE_COLORS,
@@ -40,9 +40,10 @@ PAN_MARGIN = 0.125  # data is sent for this share of the width beyond each edge,
 MAX_STEP_LABELS = 40
 MAX_STEP_LINES = 400
 STEP_LABEL_PX = 56
+MAX_ROWS = 120  # rows drawn at most (beyond them the page is neither readable nor small)
+HOVER_CELLS = 150_000  # binned cells beyond which their hover (busy share) is left out of the payload
 MAX_HIGHLIGHT_SHAPES = 600
 LABEL_CHARS = 38
-MARKER_CATEGORIES = ("step", "annotation")  # mark regions; left out of a process's summary row
 FONT = "Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif"
 
 
@@ -94,8 +95,9 @@ class Drawn:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def rows(model: ViewModel, expanded: Collection[str], max_depth: int) -> list[Row]:
-    """The timeline's rows, top to bottom: host groups, then devices (each header, then its lanes)."""
+def rows(model: ViewModel, expanded: Collection[str], max_depth: int) -> tuple[list[Row], int]:
+    """The timeline's rows, top to bottom: host groups, then devices (each header, then its lanes);
+    and how many lane rows were left out to stay within ``MAX_ROWS``."""
     ix = model.index
     causes = model.analysis.causes if model.analysis else {}
     out: list[Row] = []
@@ -118,13 +120,19 @@ def rows(model: ViewModel, expanded: Collection[str], max_depth: int) -> list[Ro
         if key not in with_group:
             where = f"{key[0]} (host as device)" + (f" · rank {key[1]}" if len(ranks) > 1 else "")
             out.append(Row("cause", f"{where} · stall causes", None, device=key))
-    return out
+    budget = MAX_ROWS - sum(1 for r in out if r.kind != "lane")
+    kept: list[Row] = []
+    for r in out:
+        if r.kind != "lane" or budget > 0:
+            kept.append(r)
+            budget -= r.kind == "lane"
+    return kept, len(out) - len(kept)
 
 
 def timeline(model: ViewModel, req: Request) -> Drawn:
     """The timeline figure for one window (see the module docstring)."""
     ix = model.index
-    table_rows = rows(model, req.expanded, req.max_depth)
+    table_rows, hidden = rows(model, req.expanded, req.max_depth)
     n_rows = max(1, len(table_rows))
     width = max(req.t1 - req.t0, lod.MIN_WIDTH_NS)
     margin = int(width * PAN_MARGIN)
@@ -132,12 +140,7 @@ def timeline(model: ViewModel, req: Request) -> Drawn:
     w = lod.window(req.t0 - margin, req.t0 + width + margin, int(view_bins * (1 + 2 * PAN_MARGIN)))
     bin_ms = w.bin_ns / 1e6
     shown = [r.lane for r in table_rows if r.kind == "lane" and r.lane is not None]
-    group_lanes = {r.group: [lane for t in ix.groups[r.group].tracks
-                             for lane in range(ix.tracks[t].first_lane, ix.tracks[t].first_lane + ix.tracks[t].depth)]
-                   for r in table_rows if r.kind == "group" and r.group is not None}
-    markers = np.array([c in MARKER_CATEGORIES for c in ix.categories], dtype=bool)
-    always = [lane for lanes in group_lanes.values() for lane in lanes]
-    view = lod.query(ix, shown, w, always_bin=always)
+    view = lod.query(ix, shown, w)
     as_events = set(view.event_lanes)
     n_cat = len(ix.categories)
     colors = [CATEGORY_COLORS[c] for c in ix.categories] + [CAUSE_COLORS[c] for c in CAUSES]
@@ -159,12 +162,9 @@ def timeline(model: ViewModel, req: Request) -> Drawn:
             code, p = lod.encode(view.binned[row.lane], view.touched[row.lane])
         elif row.kind == "group" and row.group is not None:
             group_y[row.group] = y
-            lanes = group_lanes[row.group]
-            # What the process's threads were doing, all nesting levels, markers (steps, annotations) left out.
-            matrix = np.sum([view.binned[lane] for lane in lanes], axis=0) if lanes else \
-                np.zeros((max(n_cat, 1), w.n_bins))
-            matrix[markers[:len(matrix)]] = 0.0
-            code, p = lod.encode(matrix, matrix.sum(axis=0) > 0)
+            # What the process's threads were doing, all nesting levels, steps and annotations left out.
+            matrix, touched = lod.group_busy(ix, row.group, w, markers=MARKER_CATEGORIES)
+            code, p = lod.encode(matrix, touched)
         else:
             if row.group is not None:
                 group_y[row.group] = y
@@ -187,14 +187,20 @@ def timeline(model: ViewModel, req: Request) -> Drawn:
     binned = np.flatnonzero(~np.all(np.isnan(z), axis=1))
     if len(binned):  # one heatmap per block of consecutive binned rows: no payload for the others
         breaks = np.flatnonzero(np.diff(binned) > 1) + 1
+        hover = len(binned) * w.n_bins <= HOVER_CELLS  # the busy share per cell costs a byte each
         for block in np.split(binned, breaks):
             a, b = int(block[0]), int(block[-1]) + 1
-            traces.append({
-                "type": "heatmap", "name": "binned", "z": typed(z[a:b]), "customdata": typed(pct[a:b]),
+            cells: dict[str, Any] = {
+                "type": "heatmap", "name": "binned", "z": typed(z[a:b]),
                 "x0": (w.t0 + w.bin_ns / 2) / 1e6, "dx": bin_ms, "y0": a, "dy": 1,
                 "coloraxis": "coloraxis", "zsmooth": False, "hoverongaps": False, "xgap": 0, "ygap": 1,
                 "hovertemplate": "%{x:.4f} ms · busy %{customdata}%<extra></extra>",
-            })
+            }
+            if hover:
+                cells["customdata"] = typed(pct[a:b])
+            else:
+                cells["hovertemplate"] = "%{x:.4f} ms<extra></extra>"
+            traces.append(cells)
     n_events = _event_traces(model, view, lane_y, bin_ms, traces)
     for y, device, span in cause_bars:
         _cause_traces(model, device, span, y, bin_ms, traces)
@@ -226,6 +232,8 @@ def timeline(model: ViewModel, req: Request) -> Drawn:
     }
     status = (f"{n_events:,} events shown, {binned_rows} rows binned at {_duration(w.bin_ns)} per pixel"
               if binned_rows else f"{n_events:,} events shown")
+    if hidden:
+        status += f"; {hidden} more rows not drawn (collapse groups or lower the stack depth)"
     return Drawn({"data": traces, "layout": layout}, table_rows, status, n_events, binned_rows)
 
 

@@ -38,7 +38,7 @@ from neurontrace.app.tracks import TrackIndex
 EVENT_BUDGET = 4000  # individual events sent per view, all lanes together
 MIN_WIDTH_NS = 100  # the narrowest window the timeline zooms to
 COARSE_BINS = 16384  # resolution of the precomputed whole-trace coverage of big lanes
-COARSE_MIN_EVENTS = 20_000  # lanes with fewer events are always binned from their events
+COARSE_MIN_EVENTS = 5_000  # lanes (and groups) with fewer events are binned from their events
 COARSE_RATIO = 8  # a view uses the precomputed coverage when its pixel spans this many coarse bins
 
 
@@ -113,11 +113,13 @@ def busy(start: np.ndarray, end: np.ndarray, cat: np.ndarray, w: Window, n_cat: 
 
 @dataclass
 class Coarse:
-    """Cumulative coverage of one set of intervals over [t0, t0 + n * bin_ns), per category."""
+    """Cumulative coverage of one set of intervals over [t0, t0 + n * bin_ns), per category present."""
 
     t0: int
     bin_ns: float
-    cum: np.ndarray  # (n_cat, n + 1) float64: busy ns before each coarse bin edge
+    n_cat: int  # categories of the index (rows of what :meth:`query` returns)
+    cats: np.ndarray  # the categories present, one row of ``cum`` each
+    cum: np.ndarray  # (len(cats), n + 1) float32: busy ns before each coarse bin edge
     count: np.ndarray  # (n + 1,) int64: events starting before each coarse bin edge
 
     def usable(self, w: Window) -> bool:
@@ -129,11 +131,13 @@ class Coarse:
         pos = np.clip((w.t0 + np.arange(w.n_bins + 1) * w.bin_ns - self.t0) / self.bin_ns, 0, n)
         i = np.minimum(np.floor(pos).astype(np.int64), n - 1)
         frac = pos - i
-        at = self.cum[:, i] + frac * (self.cum[:, i + 1] - self.cum[:, i])
-        matrix = np.diff(at, axis=1) / w.bin_ns
+        lo_cum = self.cum[:, i].astype(np.float64)
+        at = lo_cum + frac * (self.cum[:, i + 1] - lo_cum)
+        matrix = np.zeros((self.n_cat, w.n_bins), dtype=np.float64)
+        matrix[self.cats] = np.maximum(np.diff(at, axis=1) / w.bin_ns, 0.0)
         lo = np.floor(pos[:-1]).astype(np.int64)
         hi = np.ceil(pos[1:]).astype(np.int64)
-        return np.maximum(matrix, 0.0), self.count[hi] - self.count[lo] > 0
+        return matrix, self.count[hi] - self.count[lo] > 0
 
 
 def coarse(start: np.ndarray, end: np.ndarray, cat: np.ndarray, t0: int, t1: int, n_cat: int,
@@ -141,21 +145,57 @@ def coarse(start: np.ndarray, end: np.ndarray, cat: np.ndarray, t0: int, t1: int
     """The :class:`Coarse` coverage of intervals over [t0, t1)."""
     w = Window(int(t0), int(max(t1, t0 + n)), n)
     matrix, _touched = busy(start, end, cat, w, n_cat)
-    cum = np.zeros((n_cat, n + 1), dtype=np.float64)
-    np.cumsum(matrix * w.bin_ns, axis=1, out=cum[:, 1:])
+    cats = np.flatnonzero(matrix.any(axis=1))
+    cum = np.zeros((len(cats), n + 1), dtype=np.float32)
+    cum[:, 1:] = np.cumsum(matrix[cats] * w.bin_ns, axis=1)
     first = np.clip(np.floor((start - w.t0) / w.bin_ns).astype(np.int64), 0, n - 1)
     count = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(first, minlength=n), out=count[1:])
-    return Coarse(w.t0, w.bin_ns, cum, count)
+    return Coarse(w.t0, w.bin_ns, n_cat, cats, cum, count)
 
 
-def prepare(ix: TrackIndex) -> None:
-    """Precompute the :class:`Coarse` coverage of every lane with many events (into ``ix.coarse``)."""
+def prepare(ix: TrackIndex, *, markers: Iterable[str] = ()) -> None:
+    """Precompute :class:`Coarse` coverage: of every lane with many events (``ix.coarse``), and of
+    every group with many events, ``markers`` categories left out (``ix.group_coarse``)."""
     n_cat = max(1, len(ix.categories))
     for lane in range(ix.n_lanes):
         a, b = int(ix.lane_offsets[lane]), int(ix.lane_offsets[lane + 1])
         if b - a >= COARSE_MIN_EVENTS:
             ix.coarse[lane] = coarse(ix.start[a:b], ix.end[a:b], ix.cat[a:b], 0, ix.span_ns, n_cat)
+    drop = [ix.categories.index(c) for c in markers if c in ix.categories]
+    for g in ix.groups:
+        a, b = _group_span(ix, g.index)  # a group's lanes, hence its events, are contiguous
+        if b - a < COARSE_MIN_EVENTS:
+            continue
+        keep = ~np.isin(ix.cat[a:b], drop)
+        ix.group_coarse[g.index] = coarse(ix.start[a:b][keep], ix.end[a:b][keep], ix.cat[a:b][keep], 0,
+                                          ix.span_ns, n_cat)
+
+
+def _group_span(ix: TrackIndex, group: int) -> tuple[int, int]:
+    tracks = [ix.tracks[t] for t in ix.groups[group].tracks]
+    first = min(t.first_lane for t in tracks)
+    last = max(t.first_lane + t.depth for t in tracks)
+    return int(ix.lane_offsets[first]), int(ix.lane_offsets[last])
+
+
+def group_busy(ix: TrackIndex, group: int, w: Window, *, markers: Iterable[str] = ()
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(busy per category and bin, touched) of every event of a group (a process or a device), all
+    nesting levels summed, ``markers`` categories left out: what a group's header row shows."""
+    n_cat = max(1, len(ix.categories))
+    pre = ix.group_coarse.get(group)
+    if pre is not None and pre.usable(w):
+        return pre.query(w)
+    lanes = [lane for t in ix.groups[group].tracks
+             for lane in range(ix.tracks[t].first_lane, ix.tracks[t].first_lane + ix.tracks[t].depth)]
+    parts = [np.arange(*ix.lane_slice(lane, w.t0, w.t1), dtype=np.int64) for lane in lanes]
+    idx = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    drop = [ix.categories.index(c) for c in markers if c in ix.categories]
+    if drop:
+        idx = idx[~np.isin(ix.cat[idx], drop)]
+    matrix, _touched = busy(ix.start[idx], ix.end[idx], ix.cat[idx], w, n_cat)
+    return matrix, matrix.sum(axis=0) > 0
 
 
 def query(ix: TrackIndex, lanes: Sequence[int], w: Window, *, event_budget: int = EVENT_BUDGET,
@@ -164,9 +204,10 @@ def query(ix: TrackIndex, lanes: Sequence[int], w: Window, *, event_budget: int 
 
     A lane is sent as events when it holds at most ``per_lane`` events in the window (default: one
     per two pixels) and the lanes chosen so far, fewest events first, stay within ``event_budget``.
-    Lanes in ``always_bin`` are binned too (the viewer sums them into collapsed group rows).
+    Lanes in ``always_bin`` are binned whatever their count (and sent as events too if chosen).
     """
     per_lane = w.n_bins // 2 if per_lane is None else per_lane
+    always_bin = list(always_bin)
     wanted = list(dict.fromkeys([*lanes, *always_bin]))
     slices = {lane: ix.lane_slice(lane, w.t0, w.t1) for lane in wanted}
     counts = {lane: hi - lo for lane, (lo, hi) in slices.items()}
@@ -178,9 +219,10 @@ def query(ix: TrackIndex, lanes: Sequence[int], w: Window, *, event_budget: int 
             view.event_lanes.append(lane)
             budget -= counts[lane]
     as_events = set(view.event_lanes)
+    needed = set(always_bin)
     n_cat = max(1, len(ix.categories))
     for lane in wanted:
-        if lane in as_events and lane not in set(always_bin):
+        if lane in as_events and lane not in needed:
             continue
         pre = ix.coarse.get(lane)
         if pre is not None and pre.usable(w):

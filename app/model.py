@@ -25,7 +25,8 @@ from neurontrace.app.tracks import DEVICE, DEVICE_TABLE, SYSTEM_TABLE, TrackInde
 from neurontrace.trace import Trace
 
 DeviceKey = tuple[str, "int | None"]  # (device, rank): one attribution block each
-MAX_LINKS = 40  # flows listed and drawn for one selected event
+MAX_LINKS = 40
+MARKER_CATEGORIES = ("step", "annotation")  # mark regions; left out of a group's summary row  # flows listed and drawn for one selected event
 MAX_STACK = 64  # frames listed for one event
 
 
@@ -85,7 +86,7 @@ class ViewModel:
     def build(cls, trace: Trace, *, title: str = "trace", fallback_ops: Sequence[str] = ()) -> ViewModel:
         t0 = time.perf_counter()
         index = build(trace)
-        lod.prepare(index)
+        lod.prepare(index, markers=MARKER_CATEGORIES)
         model = cls(trace=trace, title=title, index=index, steps=_steps(trace, index),
                     synthetic=bool(trace.meta("synthetic", False)), fallback_ops=tuple(fallback_ops))
         model._frames = _frames(trace.frames)

@@ -82,6 +82,7 @@ class TrackIndex:
     names: np.ndarray  # object: the event names
     categories: list[str]  # the categories present, in palette order (cat codes index this)
     coarse: dict[int, Any] = field(default_factory=dict)  # lane -> lod.Coarse, filled by lod.prepare
+    group_coarse: dict[int, Any] = field(default_factory=dict)  # group -> lod.Coarse (header rows)
     _ids_sorted: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.int64))
     _id_pos: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.int64))
 

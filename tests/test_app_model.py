@@ -74,7 +74,8 @@ def test_every_rank_of_a_job_gets_its_own_device_rows() -> None:
     assert model.analysis is not None and sorted(model.analysis.causes) == [("cuda:0", 0), ("cuda:0", 1)]
     device_groups = [g.label for g in model.index.groups if g.side == "device"]
     assert device_groups == ["rank 0 · cuda:0", "rank 1 · cuda:0"]
-    rows = figures.rows(model, {g.key for g in model.index.groups}, 10)
+    rows, hidden = figures.rows(model, {g.key for g in model.index.groups}, 10)
+    assert hidden == 0
     assert [r.device for r in rows if r.kind == "cause"] == [("cuda:0", 0), ("cuda:0", 1)]
     labels = figures.summary(model)["data"][0]["y"]
     assert [label.split("  ")[0] for label in labels] == ["<b>rank 0 · cuda:0</b>", "<b>rank 1 · cuda:0</b>"]

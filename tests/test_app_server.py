@@ -217,3 +217,22 @@ def test_view_command_serves_on_loopback_and_prints_the_url() -> None:
             proc.terminate()
             _out, err = proc.communicate(timeout=10)
     assert "Traceback" not in err, err
+
+
+def test_the_timeline_draws_at_most_max_rows_and_says_how_many_it_left_out() -> None:
+    import pyarrow as pa
+
+    from neurontrace import Trace
+
+    n = 300
+    host = pa.table({"event_id": list(range(n)), "ts_ns": [i * 1_000 for i in range(n)], "dur_ns": [500] * n,
+                     "name": ["aten::mm"] * n, "category": ["framework_op"] * n, "pid": ["1"] * n,
+                     "tid": [str(i) for i in range(n)], "track": [f"thread {i}" for i in range(n)]})
+    model = ViewModel.build(Trace(system_events=host))
+    model.analyse()
+    assert layout.default_expanded(model) == []  # too many rows to open at first sight
+    drawn = figures.timeline(model, callbacks.request(model, (0, model.index.span_ns),
+                                                      expanded=[g.key for g in model.index.groups]))
+    assert len(drawn.rows) == figures.MAX_ROWS
+    assert f"{n + 2 - figures.MAX_ROWS} more rows not drawn" in drawn.status
+    assert len(to_json_plotly(drawn.figure)) < MAX_PAYLOAD
