@@ -10,11 +10,17 @@
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
+import neurontrace
 from neurontrace import Trace
+from neurontrace.errors import TraceWarning
+from tests.conftest import SAMPLES
 
 T0 = 1_700_000_000_000_000_000  # an epoch-ns origin like real traces have
 US = 1000
@@ -71,3 +77,22 @@ def source_root(tmp: Path) -> Path:
     (root / "pkg").mkdir(parents=True, exist_ok=True)
     (root / "pkg" / "model.py").write_text(SOURCE)
     return root
+
+
+def synthetic_neuron(tmp_path: Path) -> Path:
+    """The shipped synthetic Neuron Explorer profile, or one written now."""
+    shipped = SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet"
+    if shipped.is_dir():
+        return shipped
+    if importlib.util.find_spec("neurontrace.synthetic_neuron") is None:
+        pytest.skip("no synthetic Neuron sample and no neurontrace.synthetic_neuron to write one")
+    from neurontrace import synthetic_neuron as syn
+
+    return Path(syn.write_explorer(syn.Scenario(), tmp_path / "synthetic_mlp_parquet"))
+
+
+def load_quiet(path: Path) -> neurontrace.Trace:
+    """Load, ignoring the load warnings synthetic profiles are built to raise (they are in the accounting)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TraceWarning)
+        return neurontrace.load(path)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -14,28 +12,8 @@ import pytest
 import neurontrace
 from neurontrace.app.causes import CAUSES
 from neurontrace.app.model import ViewModel
-from neurontrace.errors import TraceWarning
-from tests.app_support import T0, US, tiny_trace
+from tests.app_support import T0, US, load_quiet, synthetic_neuron, tiny_trace
 from tests.conftest import SAMPLES
-
-
-def synthetic_neuron(tmp_path: Path) -> Path:
-    """The shipped synthetic Neuron Explorer profile, or one written now."""
-    shipped = SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet"
-    if shipped.is_dir():
-        return shipped
-    if importlib.util.find_spec("neurontrace.synthetic_neuron") is None:
-        pytest.skip("no synthetic Neuron sample and no neurontrace.synthetic_neuron to write one")
-    from neurontrace import synthetic_neuron as syn
-
-    return Path(syn.write_explorer(syn.Scenario(), tmp_path / "synthetic_mlp_parquet"))
-
-
-def load_quiet(path: Path) -> neurontrace.Trace:
-    """Load, ignoring the load warnings synthetic profiles are built to raise (they are in the accounting)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TraceWarning)
-        return neurontrace.load(path)
 
 
 def _check_causes(model: ViewModel) -> None:

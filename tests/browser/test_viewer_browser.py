@@ -12,15 +12,13 @@ import json
 import os
 import shutil
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from neurontrace.errors import TraceWarning
-from tests.app_support import source_root, tiny_trace
+from tests.app_support import load_quiet, source_root, synthetic_neuron, tiny_trace
 from tests.browser.conftest import wait_for
 from tests.conftest import ROOT, SAMPLES
 
@@ -180,24 +178,14 @@ def test_clicking_a_cause_highlights_its_intervals(browser: Any, serve: Callable
     assert names == ["highlight:host_overhead"]
 
 
-def _synthetic_neuron(tmp_path: Path) -> Path:
-    from tests.test_app_model import synthetic_neuron
-
-    return synthetic_neuron(tmp_path)
-
-
 def test_a_synthetic_neuron_profile_links_instructions_to_nki_source(
         browser: Any, serve: Callable[..., Any], tmp_path: Path) -> None:
-    path = _synthetic_neuron(tmp_path)
+    path = synthetic_neuron(tmp_path)
     root = tmp_path / "neuron_src"
     (root / "kernels").mkdir(parents=True)
     (root / "kernels" / "mlp_kernel.py").write_text("".join(
         "    nl.matmul(a, b)  # line 42\n" if i == 42 else f"# kernel line {i}\n" for i in range(1, 61)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TraceWarning)  # synthetic profiles carry an Explorer warning row
-        import neurontrace
-
-        trace = neurontrace.load(path)
+    trace = load_quiet(path)  # synthetic profiles carry an Explorer warning row
     server, state = serve(trace, source_roots=[root])
     _open(browser, server.url)
     assert "SYNTHETIC" in _text(browser, ".nt-header")
