@@ -13,7 +13,6 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar
 
 from neurontrace import __version__, errors
 from neurontrace._command import Command
@@ -31,7 +30,7 @@ EXIT_CODES_HELP = """exit codes:
   5  malformed or truncated input that could not be salvaged
   6  output exists (pass --force to replace it)
   7  an optional dependency is missing (the message names the extra to install)
-  8  this command's engine is not built yet
+  8  reserved (a command whose engine is not built yet; none at present)
   9  an external tool is missing or failed (neuron-explorer: the message shows the command to run)
   10 diagnose --fail-on: a finding reached the given severity
   11 diff / runs compare --fail-on-regression: a device's time per step grew by more than PCT%
@@ -83,21 +82,6 @@ class InfoCommand(Command):
             print(f"  {name:<14} {table.num_rows:>10} rows")
         _print_accounting(trace)
         return errors.EXIT_OK
-
-
-class PendingCommand(Command):
-    """A documented command whose engine arrives in a later release: it says so plainly."""
-
-    issue: ClassVar[str]
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        _add_input(parser, nargs="+")
-
-    def run(self, args: argparse.Namespace) -> int:
-        raise errors.NotYetImplementedError(
-            f"`neurontrace {self.name}` is not built yet ({self.issue}); "
-            "`neurontrace diagnose`, `convert` and `info` work today"
-        )
 
 
 class DiagnoseCommand(Command):
@@ -163,17 +147,12 @@ def _window(text: str) -> tuple[int, int]:
     return start, end
 
 
-class ViewCommand(PendingCommand):
-    name = "view"
-    help = "open the local timeline viewer (not built yet)"
-    issue = "the Dash viewer is a later milestone"
-
-
 def commands() -> tuple[Command, ...]:
     """Every subcommand, in help order. Command modules outside this file are imported here, when
     the parser is built, so they can import this module's helpers without a cycle."""
     from neurontrace.diff_cmd import DiffCommand, RunsCommand
     from neurontrace.record_cmd import RecordCommand
+    from neurontrace.view_cmd import ViewCommand
 
     return (DiagnoseCommand(), ConvertCommand(), InfoCommand(), RecordCommand(), ViewCommand(), DiffCommand(),
             RunsCommand())

@@ -16,7 +16,7 @@ EXIT_UNKNOWN_FORMAT = 4
 EXIT_MALFORMED = 5
 EXIT_OUTPUT_EXISTS = 6
 EXIT_MISSING_DEPENDENCY = 7
-EXIT_NOT_IMPLEMENTED = 8
+EXIT_RESERVED = 8  # formerly "not built yet"; kept so codes never change meaning
 EXIT_EXTERNAL_TOOL = 9  # neuron-explorer is missing, failed or timed out (the message has the command)
 EXIT_FINDINGS = 10  # diagnose --fail-on: a finding reached the requested severity
 EXIT_REGRESSION = 11  # diff / runs compare --fail-on-regression: a device's time per step grew by more than PCT
@@ -70,12 +70,6 @@ class MissingDependencyError(NeurontraceError, ImportError):
     """An optional feature needs a package that is not installed."""
 
     exit_code = EXIT_MISSING_DEPENDENCY
-
-
-class NotYetImplementedError(NeurontraceError):
-    """A documented command whose engine has not been built yet."""
-
-    exit_code = EXIT_NOT_IMPLEMENTED
 
 
 class NeffNotFoundError(InputNotFoundError):

@@ -97,7 +97,9 @@ def conform(table: pa.Table | None, spec: schema.TableSpec) -> pa.Table:
                 raise ValueError(f"{spec.name}: required column {col.name!r} is missing")
             arr = pa.nulls(n, col.type)
         cols.append(arr)
-    return pa.Table.from_arrays(cols, schema=spec.schema)
+    # One dictionary per column across chunks (concatenated traces differ), so selections and
+    # group-bys never meet "differing dictionaries".
+    return pa.Table.from_arrays(cols, schema=spec.schema).unify_dictionaries()
 
 
 class Trace:

@@ -70,12 +70,6 @@ def test_existing_output_needs_force(tmp_path: Path) -> None:
     assert not (out / "keep.txt").exists()
 
 
-def test_pending_commands_say_so_plainly() -> None:
-    res = run("view", SAMPLE)
-    assert res.returncode == errors.EXIT_NOT_IMPLEMENTED
-    assert "not built yet" in res.stderr and "Traceback" not in res.stderr
-
-
 def test_usage_errors_use_argparse_code() -> None:
     res = run("convert", SAMPLE)
     assert res.returncode == errors.EXIT_USAGE and "-o/--output" in res.stderr
