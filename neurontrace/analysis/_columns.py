@@ -47,8 +47,9 @@ def matches(col: pa.Array | pa.ChunkedArray, pattern: re.Pattern[str] | str) -> 
 
 
 def select(table: pa.Table, column: str, *values: str) -> pa.Table:
-    """Rows of ``table`` whose ``column`` is one of ``values``."""
-    return table.filter(pa.array(isin(table[column], values)))
+    """Rows of ``table`` whose ``column`` is one of ``values`` (the table itself when all are)."""
+    mask = isin(table[column], values)
+    return table if bool(mask.all()) else table.filter(pa.array(mask))
 
 
 def distinct(col: pa.Array | pa.ChunkedArray) -> list[str]:

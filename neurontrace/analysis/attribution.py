@@ -16,7 +16,6 @@ regions and are not work, except data-loader ranges (the input pipeline is host 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,8 +174,7 @@ def _ordered(labels: list[_Label]) -> list[_Label]:
 def _device_labels(dev: pa.Table) -> list[_Label]:
     cat = dev["category"]
     work = isin(cat, DEVICE_WORK)
-    is_coll = isin(cat, ["collective"])
-    coll = pa.array(_arg(dev, "Collective name", is_coll), pa.string())
+    coll = _collective_names(dev)
     columns = [cat, dev["name"], dev["direction"], dev["track"], coll]
     return _labels(dev, columns, lambda c, *rest: (DEVICE_WORK.get(c, ""), _device_detail(c, *rest)), work)
 
@@ -257,7 +255,7 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
     host = trace.system_events
     rank = _first(dev["rank"])
     if rank is not None:  # correlation ids repeat across ranks: look only at this rank's host events
-        host = host.filter(pc.fill_null(pc.equal(host["rank"], rank), False))
+        host = _where(host, pc.fill_null(pc.equal(host["rank"], rank), False))
     corr = pc.unique(dev["correlation"].drop_null())
     if len(corr) > LINK_SAMPLE:  # a few thousand links name the driving processes as well as all do
         corr = corr.take(pa.array(np.linspace(0, len(corr) - 1, LINK_SAMPLE).astype(np.int64)))
@@ -265,7 +263,7 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
         linked = host.filter(pc.fill_null(pc.is_in(host["correlation"], corr), False))
         pids = pc.unique(linked["pid"].cast(pa.string()).drop_null())
         if len(pids):
-            return host.filter(pc.fill_null(pc.is_in(host["pid"].cast(pa.string()), pids), False))
+            return _where(host, pc.fill_null(pc.is_in(host["pid"].cast(pa.string()), pids), False))
     return host
 
 
@@ -431,15 +429,26 @@ def _first(col: pa.ChunkedArray) -> int | None:
     return int(vals[0].as_py()) if len(vals) else None
 
 
-def _arg(t: pa.Table, key: str, rows: np.ndarray) -> list[Any]:
-    """One args key per row (None where absent), parsed only for the rows selected (few)."""
-    out: list[Any] = [None] * t.num_rows
-    args = t["args"]
-    for i in np.flatnonzero(rows):
-        text = args[int(i)].as_py()
-        if text and f'"{key}"' in text:
-            out[i] = json.loads(text).get(key)
-    return out
+def _collective_names(dev: pa.Table) -> pa.Array:
+    """The ``Collective name`` arg Kineto copies onto collective kernels (null elsewhere), vectorized
+    over the collective rows only."""
+    rows = np.flatnonzero(isin(dev["category"], ["collective"]))
+    if not len(rows):
+        return pa.nulls(dev.num_rows, pa.string())
+    args = pc.fill_null(dev["args"].take(pa.array(rows)), "")
+    names = pc.struct_field(pc.extract_regex(args, r'"Collective name":\s*"(?P<name>[^"]*)"'), "name")
+    position = np.full(dev.num_rows, len(rows), dtype=np.int64)  # index len(rows) -> the null below
+    position[rows] = np.arange(len(rows))
+    return pa.concat_arrays([_flat(names), pa.nulls(1, pa.string())]).take(pa.array(position))
+
+
+def _where(table: pa.Table, mask: pa.Array | pa.ChunkedArray) -> pa.Table:
+    """``table.filter(mask)``, without the copy when every row is kept."""
+    return table if pc.all(mask).as_py() else table.filter(mask)
+
+
+def _flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
 def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
