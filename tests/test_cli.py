@@ -11,6 +11,7 @@ import pytest
 
 from neurontrace import Trace, errors
 from tests.conftest import SAMPLES
+from tests.micro import write, x
 
 SAMPLE = SAMPLES / "cpu_train_loop.pt.trace.json.gz"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(64)
@@ -102,10 +103,13 @@ def test_diagnose_json_and_fail_on(tmp_path: Path) -> None:
     assert doc["schema"] == "neurontrace.diagnose/1"
     (dev,) = doc["devices"]
     assert sum(dev["causes_ns"].values()) == dev["window"]["end_ns"] - dev["window"]["start_ns"]
-    # The sample's first step is slow (an info finding): --fail-on info trips, --fail-on error does not.
-    assert {f["severity"] for f in doc["findings"]} == {"info"}
-    assert run("diagnose", SAMPLE, "--fail-on", "info").returncode == errors.EXIT_FINDINGS
-    assert run("diagnose", SAMPLE, "--fail-on", "error").returncode == 0
+    # A trace whose device idles 5% of its window in a named fallback op: a warning, not an error.
+    trace = write(tmp_path, [x("user_annotation", "ProfilerStep#1", 0, 100), x("kernel", "k", 0, 10, pid=0, tid=7),
+                             x("cpu_op", "aten::nonzero", 20, 5)])
+    flags = ["--fallback-ops", "aten::nonzero", "--fail-on"]
+    assert run("diagnose", trace, *flags, "info").returncode == errors.EXIT_FINDINGS
+    assert run("diagnose", trace, *flags, "warning").returncode == errors.EXIT_FINDINGS
+    assert run("diagnose", trace, *flags, "error").returncode == 0
 
 
 def test_diagnose_options_are_validated(tmp_path: Path) -> None:
