@@ -206,7 +206,8 @@ def _labels(table: pa.Table, columns: list[Any], fn: Any, mask: np.ndarray) -> l
         return []
     start, end = _spans(table)
     code = codes[rows]
-    order = np.argsort(code, kind="stable")
+    # Few labels: 16-bit codes let numpy's stable sort use radix sort, linear in the rows.
+    order = np.argsort(code.astype(np.int16) if len(keys) < 2**15 else code, kind="stable")
     counts = np.bincount(code, minlength=len(keys))
     out = []
     for k, part in zip(keys, np.split(rows[order], np.cumsum(counts)[:-1]), strict=True):
@@ -228,7 +229,13 @@ def _per_distinct(columns: list[Any], fn: Any) -> tuple[np.ndarray, list[Any]]:
         idx = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1  # 0 = null
         combined = combined * (len(enc.dictionary) + 1) + idx
         dictionaries.append([None, *enc.dictionary.to_pylist()])
-    distinct, inverse = np.unique(combined, return_inverse=True)
+    if int(combined.max(initial=0)) < 4 * n + 1024:  # few combinations: count instead of sorting
+        present = np.flatnonzero(np.bincount(combined))
+        lookup = np.zeros(int(present[-1]) + 1 if len(present) else 1, dtype=np.int64)
+        lookup[present] = np.arange(len(present))
+        distinct, inverse = present, lookup[combined]
+    else:
+        distinct, inverse = np.unique(combined, return_inverse=True)
     results: list[Any] = []
     code_of_combo = []
     for combo in distinct.tolist():
@@ -256,14 +263,15 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
     rank = _first(dev["rank"])
     if rank is not None:  # correlation ids repeat across ranks: look only at this rank's host events
         host = _where(host, pc.fill_null(pc.equal(host["rank"], rank), False))
-    corr = pc.unique(dev["correlation"].drop_null())
+    corr = dev["correlation"].drop_null()
     if len(corr) > LINK_SAMPLE:  # a few thousand links name the driving processes as well as all do
         corr = corr.take(pa.array(np.linspace(0, len(corr) - 1, LINK_SAMPLE).astype(np.int64)))
     if len(corr):
-        linked = host.filter(pc.fill_null(pc.is_in(host["correlation"], corr), False))
-        pids = pc.unique(linked["pid"].cast(pa.string()).drop_null())
-        if len(pids):
-            return _where(host, pc.fill_null(pc.is_in(host["pid"].cast(pa.string()), pids), False))
+        linked = host.filter(pc.fill_null(pc.is_in(host["correlation"], pc.unique(corr)), False))
+        pids = [p for p in pc.unique(linked["pid"].cast(pa.string())).to_pylist() if p is not None]
+        if pids:
+            keep = isin(host["pid"], pids)
+            return host if bool(keep.all()) else host.filter(pa.array(keep))
     return host
 
 
