@@ -175,7 +175,7 @@ def test_shipped_compare_samples_are_small_and_scrubbed() -> None:
         assert path.stat().st_size < 100_000
         text = gzip.decompress(path.read_bytes()).decode()
         assert '"host_name": "sample-host"' in text
-        assert "/work/" not in text and "/home/" not in text and "/root/" not in text
+        assert '"/' not in text  # no absolute path of the machine that made it: file names are relative
 
 
 @pytest.mark.corpus
