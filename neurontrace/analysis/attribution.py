@@ -373,8 +373,12 @@ def _top_stalls(trace: Trace, win: tuple[int, int], labels: list[_Label],
 def _runs_in(lo: int, hi: int, labels: list[_Label],
              unions: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[int, int, int, str]]:
     """Runs of one cause inside one gap; each named after the label owning most of it."""
-    result = sweep((lo, hi), [within(us, ue, lo, hi) for us, ue in unions])
-    start, end, label = result.runs()
+    # Only the labels present in this gap take part (most are absent from any one gap).
+    present = [(k, se) for k, se in enumerate(within(us, ue, lo, hi) for us, ue in unions) if len(se[0])]
+    result = sweep((lo, hi), [se for _, se in present])
+    start, end, local = result.runs()
+    index = np.array([k for k, _ in present] + [NONE], dtype=np.int64)
+    label = index[np.where(local == NONE, len(present), local)]
     cause = [labels[k].cause if k != NONE else "idle" for k in label.tolist()]
     out: list[tuple[int, int, int, str]] = []
     best: dict[int, int] = {}

@@ -39,11 +39,11 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     reach = np.maximum.accumulate(e)
     # A new run starts where an interval begins after everything before it has ended.
     new = np.r_[True, s[1:] > reach[:-1]]
-    run = np.cumsum(new) - 1
-    out_s = s[new]
-    out_e = np.zeros(len(out_s), dtype=np.int64)
-    np.maximum.at(out_e, run, e)
-    return out_s, out_e
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, len(s) - 1]
+    # Within a run the running maximum of ends only grows: its value at the run's last interval
+    # is the run's end.
+    return s[first], reach[last]
 
 
 def total(starts: np.ndarray, ends: np.ndarray) -> int:
