@@ -14,8 +14,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
+def flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
 def _dict(col: pa.Array | pa.ChunkedArray) -> pa.Array:
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    arr = flat(col)
     if not pa.types.is_dictionary(arr.type):
         arr = pc.dictionary_encode(arr)
     return arr
@@ -46,10 +50,14 @@ def matches(col: pa.Array | pa.ChunkedArray, pattern: re.Pattern[str] | str) -> 
     return _spread(arr, per_value)
 
 
+def keep(table: pa.Table, mask: np.ndarray) -> pa.Table:
+    """The rows where ``mask`` holds; the table itself, uncopied, when it holds everywhere."""
+    return table if bool(mask.all()) else table.filter(pa.array(mask))
+
+
 def select(table: pa.Table, column: str, *values: str) -> pa.Table:
     """Rows of ``table`` whose ``column`` is one of ``values`` (the table itself when all are)."""
-    mask = isin(table[column], values)
-    return table if bool(mask.all()) else table.filter(pa.array(mask))
+    return keep(table, isin(table[column], values))
 
 
 def distinct(col: pa.Array | pa.ChunkedArray) -> list[str]:

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import isin, matches, select
+from neurontrace.analysis._columns import flat, isin, keep, matches, select
 from neurontrace.analysis.engine_waits import engine_waits
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
 from neurontrace.trace import Trace
@@ -262,7 +262,7 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
     host = trace.system_events
     rank = _first(dev["rank"])
     if rank is not None:  # correlation ids repeat across ranks: look only at this rank's host events
-        host = _where(host, pc.fill_null(pc.equal(host["rank"], rank), False))
+        host = keep(host, pc.fill_null(pc.equal(host["rank"], rank), False).to_numpy(zero_copy_only=False))
     corr = dev["correlation"].drop_null()
     if len(corr) > LINK_SAMPLE:  # a few thousand links name the driving processes as well as all do
         corr = corr.take(pa.array(np.linspace(0, len(corr) - 1, LINK_SAMPLE).astype(np.int64)))
@@ -270,8 +270,7 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
         linked = host.filter(pc.fill_null(pc.is_in(host["correlation"], pc.unique(corr)), False))
         pids = [p for p in pc.unique(linked["pid"].cast(pa.string())).to_pylist() if p is not None]
         if pids:
-            keep = isin(host["pid"], pids)
-            return host if bool(keep.all()) else host.filter(pa.array(keep))
+            return keep(host, isin(host["pid"], pids))
     return host
 
 
@@ -451,18 +450,4 @@ def _collective_names(dev: pa.Table) -> pa.Array:
     names = pc.struct_field(pc.extract_regex(args, r'"Collective name":\s*"(?P<name>[^"]*)"'), "name")
     position = np.full(dev.num_rows, len(rows), dtype=np.int64)  # index len(rows) -> the null below
     position[rows] = np.arange(len(rows))
-    return pa.concat_arrays([_flat(names), pa.nulls(1, pa.string())]).take(pa.array(position))
-
-
-def _where(table: pa.Table, mask: pa.Array | pa.ChunkedArray) -> pa.Table:
-    """``table.filter(mask)``, without the copy when every row is kept."""
-    return table if pc.all(mask).as_py() else table.filter(mask)
-
-
-def _flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-
-
-def union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
-    s, e = union(starts, ends)
-    return int((e - s).sum())
+    return pa.concat_arrays([flat(names), pa.nulls(1, pa.string())]).take(pa.array(position))

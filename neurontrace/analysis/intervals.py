@@ -46,11 +46,6 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return s[first], reach[last]
 
 
-def total(starts: np.ndarray, ends: np.ndarray) -> int:
-    s, e = union(starts, ends)
-    return int((e - s).sum())
-
-
 @dataclass
 class Sweep:
     """The window cut into elementary segments, each owned by the highest-priority label covering it."""
