@@ -1,6 +1,7 @@
 """Parse speed and peak memory of ``neurontrace.load`` on Kineto traces, side by side with HTA.
 
-Usage: bench/parse_speed.py TRACE... [--repeat 3] [--no-hta] [--hta-python PY] [--decoders] [--profile N]
+Usage: bench/parse_speed.py TRACE... [--repeat 3] [--no-hta] [--hta-python PY] [--decoders] [--reference]
+                            [--profile N]
 
 Method:
 - Every measurement runs in a fresh child interpreter (``python -c``) that prints its own time and
@@ -13,6 +14,8 @@ Method:
   ratio (peak - baseline) / size is the memory the parse itself adds.
 - HTA: wall time of ``TraceAnalysis(trace_dir=DIR)``, DIR holding only a symlink ``rank-0.json`` to
   the trace, run by ``--hta-python`` (HTA may live in its own virtualenv); skipped if not importable.
+- The decoder that ran is printed: ``native`` (the compiled scanner, parsers/_kineto_scan.c) or
+  ``python (why)``. ``--reference`` adds a row with the pure-Python decoder forced.
 - ``--decoders``: reference rows for ``json.loads``, ``orjson.loads`` (when installed) and untyped
   ``msgspec.json.decode`` of the same bytes (file read not timed).
 - ``--profile N``: one more neurontrace child under cProfile; top N by own and cumulative time.
@@ -68,7 +71,8 @@ _NEURONTRACE = _REPORT + """
 import neurontrace, pyarrow, neurontrace.parsers.kineto
 start()
 trace = neurontrace.load(sys.argv[1])
-report(rows=sum(t.num_rows for t in trace.tables.values()), src=neurontrace.__file__)
+report(rows=sum(t.num_rows for t in trace.tables.values()), src=neurontrace.__file__,
+       decoder=trace.meta("decoder"))
 """
 _HTA = _REPORT + """
 import logging
@@ -150,7 +154,7 @@ def snapshot_source(tmp: Path) -> tuple[Path, str]:
         if sub_spec and sub_spec.submodule_search_locations and not (pkg / sub).exists():
             shutil.copytree(sub_spec.submodule_search_locations[0], pkg / sub, ignore=skip)
     h = hashlib.sha1()
-    for f in sorted(pkg.rglob("*.py")):
+    for f in sorted([*pkg.rglob("*.py"), *pkg.rglob("*.c")]):
         h.update(str(f.relative_to(pkg)).encode() + f.read_bytes())
     return root, h.hexdigest()[:12]
 
@@ -173,7 +177,11 @@ def bench_one(path: Path, args: argparse.Namespace, tmp: Path) -> None:
     nt = measure(me, _NEURONTRACE, [str(raw)], args.repeat, args.env)
     if not str(nt.get("src", args.src)).startswith(str(args.src)):
         print(f"WARNING: the child imported {nt['src']}, not the source snapshot")
+    print(f"neurontrace decoder: {nt.get('decoder')}")
     rows: list[tuple[str, dict[str, Any]]] = [("neurontrace.load", nt)]
+    if args.reference:
+        ref_env = {**(args.env or os.environ), "NEURONTRACE_KINETO_DECODER": "python"}
+        rows.append(("  reference decoder", measure(me, _NEURONTRACE, [str(raw)], args.repeat, ref_env)))
     hta: dict[str, Any] | None = None
     hta_ok = args.hta and "error" not in run_child(args.hta_python, _HTA_IMPORT, [], None)
     if hta_ok:
@@ -230,6 +238,8 @@ def main() -> None:
     ap.add_argument("--no-hta", dest="hta", action="store_false", help="skip the HTA comparison")
     ap.add_argument("--hta-python", default=sys.executable, help="interpreter with HTA installed")
     ap.add_argument("--decoders", action="store_true", help="add json/orjson/msgspec reference rows")
+    ap.add_argument("--reference", action="store_true",
+                    help="add a neurontrace row forced onto the pure-Python decoder (NEURONTRACE_KINETO_DECODER=python)")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="print cProfile's top N functions")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="parse_speed."))

@@ -24,6 +24,30 @@ def codes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return dictionary(values)[0]
 
 
+def pair_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[tuple[Any, Any]]]:
+    """(code per row, the distinct (a, b) pairs) of two string columns (nulls read as "").
+
+    Cheaper than joining the two into one string column and hashing that: each column is
+    hashed once and the pairs are numbered in numpy.
+    """
+    ca, da = dictionary(pc.fill_null(a, ""))
+    cb, db = dictionary(pc.fill_null(b, ""))
+    nb = max(len(db), 1)
+    pair = ca * nb + cb
+    size = len(da) * nb
+    if size <= 4 * len(pair) + 4096:  # few combinations: number them with a dense table, O(n)
+        seen = np.zeros(size, dtype=bool)
+        seen[pair] = True
+        uniq = np.flatnonzero(seen)
+        lut = np.zeros(size, dtype=np.int64)
+        lut[uniq] = np.arange(len(uniq))
+        code = lut[pair]
+    else:
+        uniq, code = np.unique(pair, return_inverse=True)
+    va, vb = da.to_pylist(), db.to_pylist()
+    return code.reshape(-1), [(va[u // nb], vb[u % nb]) for u in uniq.tolist()]
+
+
 def map_unique(values: pa.Array | pa.ChunkedArray, fn: Callable[[Any], Any], typ: pa.DataType) -> pa.Array:
     """Apply ``fn`` to each distinct value (few) and spread the results over all rows."""
     idx, distinct = dictionary(values)

@@ -40,11 +40,12 @@ def link_frames(system: pa.Table, device: pa.Table, acct: ParseAccounting) -> tu
 
 def _python(system: pa.Table, acct: ParseAccounting) -> tuple[pa.Table | None, np.ndarray]:
     frame_of_row = np.full(system.num_rows, -1, dtype=np.int64)
-    is_py = pc.fill_null(pc.equal(system["cat"], "python_function"), False).to_numpy(zero_copy_only=False)
+    py_mask = pc.fill_null(pc.equal(system["cat"], "python_function"), False)
+    is_py = py_mask.to_numpy(zero_copy_only=False)
     py_rows = np.flatnonzero(is_py)
     if not len(py_rows):
         return None, frame_of_row
-    py = system.take(pa.array(py_rows))
+    py = system.select(["name", "python_id", "python_parent_id"]).filter(py_mask)  # filter: no index array
     py_id = pc.fill_null(py["python_id"], -1).to_numpy()
     parent = pc.fill_null(py["python_parent_id"], -1).to_numpy()
     try:
@@ -127,7 +128,8 @@ def _split_location(entry: str) -> tuple[str | None, int | None, str]:
 
 def _by_external_id(system: pa.Table, device: pa.Table) -> pa.Array:
     is_op = pc.fill_null(pc.is_in(system["cat"], _OP_CATEGORIES), False)
-    ops = system.filter(pc.and_(is_op, pc.is_valid(system["frame_id"])))
+    ops = system.select(["external_id", "external_id_legacy", "frame_id"]).filter(
+        pc.and_(is_op, pc.is_valid(system["frame_id"])))
     ext = pc.coalesce(ops["external_id"], ops["external_id_legacy"])
     keys = pa.table({"ext": ext, "frame_id": ops["frame_id"]}).filter(pc.is_valid(ext))
     if keys.num_rows == 0 or device.num_rows == 0:

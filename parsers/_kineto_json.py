@@ -17,9 +17,11 @@ Python objects of only one chunk are alive at a time.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import mmap
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from operator import attrgetter, itemgetter
@@ -33,7 +35,10 @@ import pyarrow.compute as pc
 from neurontrace.errors import MalformedTraceError, TruncatedTraceError
 from neurontrace.progress import Progress, no_progress
 
+from . import _kineto_native
+
 CHUNK_BYTES = 16 << 20
+Document = bytes | mmap.mmap  # the whole file, read or memory-mapped
 EXACT_FLOAT_US = 2.0**43  # below this, float µs with 3 decimals round-trip to exact ns
 _NULL = msgspec.Raw(b"null")
 _NO_ARGS = msgspec.Raw(b"{}")
@@ -105,6 +110,8 @@ _ARG_COLUMNS = {
 }
 
 
+COLUMNS = ["index", "ph", "cat", "name", "pid", "tid", "flow_id", "args", "ts_ns", "dur_ns", *_ARG_COLUMNS]
+
 # The JSON key of each typed args field, to test cheaply whether a chunk mentions it at all.
 _ARG_KEYS = {f.name: f'"{f.encode_name}"'.encode() for st in _ARG_STRUCTS for f in msgspec.structs.fields(st)}
 
@@ -114,25 +121,29 @@ class Decoded:
     """The top-level object's other keys, and every event as one row of flat columns."""
 
     top: dict[str, Any]
-    events: pa.Table | None  # handed over to (and released by) the normalizer
+    # Every event as rows of the same columns, in one or more parts (each in file order), handed
+    # over to (and released by) the normalizer.
+    events: list[pa.Table] | None
     truncated_at: int | None = None  # byte offset of the cut, when the input was truncated
     partial_events: int = 0  # events cut in half at the truncation point (0 or 1)
+    decoder: str = "python"  # "native" (the compiled scanner) or "python (why not native)"
 
 
-def decode(data: bytes, *, complete: bool, progress: Progress = no_progress) -> Decoded:
+def decode(data: Document, *, complete: bool, device_categories: list[str] | None = None,
+           progress: Progress = no_progress) -> Decoded:
     """Decode a whole Chrome-trace document (object or bare array form)."""
     # Millions of short-lived objects and no reference cycles: the cyclic collector would only
     # rescan them again and again, so it is paused for the decode (a common parser technique).
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _decode(data, complete=complete, progress=progress)
+        return _decode(data, complete=complete, device_categories=device_categories or [], progress=progress)
     finally:
         if enabled:
             gc.enable()
 
 
-def _decode(data: bytes, *, complete: bool, progress: Progress) -> Decoded:
+def _decode(data: Document, *, complete: bool, device_categories: list[str], progress: Progress) -> Decoded:
     start = _first_non_space(data)
     if start < 0:
         raise TruncatedTraceError("the file holds only whitespace; expected a JSON trace object")
@@ -144,6 +155,14 @@ def _decode(data: bytes, *, complete: bool, progress: Progress) -> Decoded:
     else:
         raise MalformedTraceError(f"expected a JSON object or array, found {data[start:start + 20]!r}")
     truncated_at = None if array_end is not None and complete else len(data)
+    if truncated_at is None:  # the compiled scanner takes complete documents; salvage is Python's
+        release = _page_releaser(data, array)
+        scanned = _kineto_native.scan(array, COLUMNS, device_categories, progress, release)
+        if scanned.parts is not None:
+            return Decoded(top, scanned.parts, decoder=scanned.reason)
+        decoder = scanned.reason
+    else:
+        decoder = "python (truncated input)"
     tables = []
     done_events = done_bytes = partial = 0
     for chunk, last in _chunks(array):
@@ -159,10 +178,31 @@ def _decode(data: bytes, *, complete: bool, progress: Progress) -> Decoded:
             f"the trace was cut off at byte {truncated_at} before its first complete event; "
             "nothing could be salvaged (was the profiler killed during export?)"
         )
-    return Decoded(top, events, truncated_at, partial)
+    return Decoded(top, [events], truncated_at, partial, decoder)
 
 
-def _first_non_space(data: bytes) -> int:
+def _page_releaser(data: Document, array: memoryview) -> Callable[[int], None] | None:
+    """For a memory-mapped file: a function that unmaps the pages before an offset of ``array``.
+
+    Scanned input is not read again, so its pages can leave this process (they stay in the page
+    cache) while the columns grow: peak memory holds about one copy of the trace, not two.
+    """
+    if not isinstance(data, mmap.mmap) or not hasattr(data, "madvise"):
+        return None
+    base = np.frombuffer(data, dtype=np.uint8)
+    offset = int(np.frombuffer(array, dtype=np.uint8).ctypes.data - base.ctypes.data) if len(array) else 0
+    del base
+
+    def release(upto: int) -> None:
+        end = (offset + upto) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > 0:
+            with contextlib.suppress(OSError, ValueError):  # only a memory optimisation
+                data.madvise(mmap.MADV_DONTNEED, 0, end)
+
+    return release
+
+
+def _first_non_space(data: Document) -> int:
     m = re.compile(rb"\S").search(data)
     return m.start() if m else -1
 
@@ -171,7 +211,7 @@ class _TopRaw(msgspec.Struct):
     traceEvents: msgspec.Raw = _NULL  # noqa: N815 - the format's own key
 
 
-def _split_top(data: bytes) -> tuple[dict[str, Any], memoryview, int | None]:
+def _split_top(data: Document) -> tuple[dict[str, Any], memoryview, int | None]:
     """Top-level keys (decoded) and the raw traceEvents array; array end is None when cut off."""
     try:
         whole = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
@@ -199,7 +239,7 @@ def _decode_any(raw: msgspec.Raw) -> Any:
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
-def _salvage_top(data: bytes) -> tuple[dict[str, Any], memoryview, int | None]:
+def _salvage_top(data: Document) -> tuple[dict[str, Any], memoryview, int | None]:
     """A document that does not decode whole: keep the keys before traceEvents and its events."""
     m = _EVENTS_KEY.search(data)
     if m is None:
@@ -214,13 +254,15 @@ def _salvage_top(data: bytes) -> tuple[dict[str, Any], memoryview, int | None]:
     return top, memoryview(data)[m.end():], None
 
 
-def _array_extent(data: bytes, start: int) -> tuple[memoryview, int | None]:
+def _array_extent(data: Document, start: int) -> tuple[memoryview, int | None]:
     try:
         msgspec.json.decode(data, type=msgspec.Raw)  # validates without building objects
     except msgspec.DecodeError:
         return memoryview(data)[start + 1:], None
-    end = data.rstrip()
-    return memoryview(end)[start + 1:len(end) - 1], len(end)
+    end = len(data)
+    while end > start and data[end - 1:end] in (b" ", b"\t", b"\r", b"\n"):
+        end -= 1
+    return memoryview(data)[start + 1:end - 1], end
 
 
 _BOUNDARY_CACHE: dict[bytes, re.Pattern[bytes]] = {}

@@ -126,15 +126,20 @@ def rows_of(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
-    """Depth of every node of a forest given parent pointers (-1 at roots), by pointer jumping."""
-    depth = np.zeros(len(parent), dtype=np.int64)
+    """Depth of every node of a forest given parent pointers (-1 at roots), by pointer jumping.
+
+    ``depth[i]`` holds the steps from i to ``anc[i]``; each round doubles the jump, so a stack d
+    frames deep takes log2(d) rounds. Once ``anc[i]`` is -1, ``depth[i]`` is final.
+    """
+    depth = (parent >= 0).astype(np.int64)
     anc = parent.copy()
-    for _ in range(len(parent) + 1):
-        live = anc >= 0
-        if not live.any():
+    for _ in range(64):
+        live = np.flatnonzero(anc >= 0)
+        if not len(live):
             return depth
-        depth[live] += 1
-        anc[live] = parent[anc[live]]
+        up = anc[live]
+        depth[live] += depth[up]
+        anc[live] = anc[up]
     raise ValueError("python frame parents form a cycle")
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace._io import read_all
+from neurontrace._io import map_all
 from neurontrace.errors import TruncatedTraceWarning
 from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
@@ -35,7 +35,7 @@ from neurontrace.run_record import read_run_record
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
 
 from . import _kineto_json
-from ._arrow import codes, flat, map_unique
+from ._arrow import codes, flat, map_unique, pair_codes
 from ._kineto_frames import link_frames
 
 FORMAT = "kineto"
@@ -82,8 +82,9 @@ def sniff(probe: Probe) -> bool:
 
 
 def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = None) -> Trace:
-    data, complete = read_all(path, progress)
-    decoded = _kineto_json.decode(data, complete=complete, progress=progress)
+    data, complete = map_all(path, progress)
+    decoded = _kineto_json.decode(data, complete=complete, device_categories=list(DEVICE_CATEGORIES),
+                                  progress=progress)
     del data
     # A neurontrace capture's run.json (versions, fallback ops, step windows) joins the metadata.
     run = read_run_record(path)
@@ -94,7 +95,8 @@ def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = No
 
 def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = None) -> Trace:
     """Parse a trace held in memory (tests, notebooks)."""
-    return normalize(_kineto_json.decode(data, complete=True), source=source, rank=rank)
+    decoded = _kineto_json.decode(data, complete=True, device_categories=list(DEVICE_CATEGORIES))
+    return normalize(decoded, source=source, rank=rank)
 
 
 # -- normalization ------------------------------------------------------------------------------
@@ -103,44 +105,34 @@ def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = Non
 def normalize(
     decoded: _kineto_json.Decoded, *, source: str, rank: int | None = None, progress: Progress = no_progress
 ) -> Trace:
-    ev, decoded.events = decoded.events, None  # the decoded table is released as soon as it is split
-    if ev is None:
+    parts, decoded.events = decoded.events, None  # each part is released as soon as it is split
+    if parts is None:
         raise ValueError("this decoded trace was already normalized")
     top = decoded.top
-    acct = ParseAccounting(source=source, format=FORMAT, events_read=ev.num_rows + decoded.partial_events)
+    n_events = sum(p.num_rows for p in parts)
+    acct = ParseAccounting(source=source, format=FORMAT, events_read=n_events + decoded.partial_events)
     acct.skip("cut in half by truncation", decoded.partial_events)
     rank, rank_source = _rank(top, source, rank)
     host = _host(top, source)
-    backend = _backend(top, ev)
-
-    ph = ev["ph"]
-    is_meta = pc.equal(ph, "M")
-    no_ts = pc.and_(pc.is_null(ev["ts_ns"]), pc.invert(is_meta))
-    acct.skip("no timestamp", _count(no_ts))
+    backend = _backend(top, parts)
     base = top.get("baseTimeNanoseconds")
-    if isinstance(base, int) and base:  # generation (d): ts is relative to this epoch-ns origin
-        ev = ev.set_column(ev.schema.get_field_index("ts_ns"), "ts_ns", pc.add_checked(ev["ts_ns"], base))
-    has_ts = pc.invert(no_ts)
-    is_flow = pc.and_(has_ts, pc.is_in(ph, pa.array(["s", "f", "t"])))
-    is_counter = pc.and_(has_ts, pc.equal(ph, "C"))
-    is_instant = pc.is_in(ph, pa.array(["i", "I"]))
-    is_memory = pc.and_(has_ts, pc.and_(is_instant, pc.is_in(ev["name"], pa.array(sorted(MEMORY_EVENTS)))))
-    is_device = pc.and_(pc.equal(ph, "X"), pc.is_in(ev["cat"], pa.array(sorted(DEVICE_CATEGORIES))))
-    is_device = pc.and_(has_ts, pc.fill_null(is_device, False))
-    is_system = pc.and_(has_ts, pc.invert(pc.or_(pc.or_(is_meta, is_flow),
-                                                  pc.or_(pc.or_(is_counter, is_memory), is_device))))
-    # Split into the few columns each part needs, then let go of the decoded table: memory peaks
-    # here, and every full-width copy costs as much as the raw JSON's args.
-    meta = ev.select(["name", "pid", "tid", "label", "labels"]).filter(is_meta)
-    flow_markers = ev.select(["index", "ph", "cat", "flow_id", "pid", "tid", "ts_ns"]).filter(is_flow)
-    counter_events = ev.select(["ts_ns", "name", "pid", "tid", "args"]).filter(is_counter)
-    memory_events = ev.select(["ts_ns", "name", "pid", "tid", "args", *MEMORY_FIELDS, "mem_device_type",
-                               "mem_device_id"]).filter(is_memory)
-    event_columns = [c for c in ev.column_names if not c.startswith("mem_") and c not in ("label", "labels")]
-    system = ev.select(event_columns).filter(is_system)
-    device = ev.select(event_columns).filter(is_device)
-    kept_events = ev.num_rows - _count(no_ts)
-    del ev
+    split: dict[str, list[pa.Table]] = {k: [] for k in _SPLIT_COLUMNS}
+    no_ts = 0
+    while parts:
+        ev = parts.pop(0)
+        if isinstance(base, int) and base:  # generation (d): ts is relative to this epoch-ns origin
+            ev = ev.set_column(ev.schema.get_field_index("ts_ns"), "ts_ns", pc.add_checked(ev["ts_ns"], base))
+        masks = _split_masks(ev)
+        no_ts += _count(masks.pop("no_ts"))
+        for part, mask in masks.items():
+            split[part].append(_rows(ev.select(_SPLIT_COLUMNS[part]), mask))
+        del ev
+    # Memory peaks here: every full-width copy costs as much as the raw JSON's args, so parts the
+    # decoder already routed are kept whole (see _rows) and each part is let go once split.
+    meta, flow_markers, counter_events, memory_events, system, device = (
+        pa.concat_tables(split.pop(k)) for k in _SPLIT_COLUMNS)
+    acct.skip("no timestamp", no_ts)
+    kept_events = n_events - no_ts
 
     names = _names(meta)
     acct.keep("metadata", meta.num_rows)
@@ -173,6 +165,7 @@ def normalize(
         "clock": "unix_epoch_ns" if _absolute_clock(top, sys_table, dev_table) else "trace_relative_ns",
         "backend": backend,
         "rank_source": rank_source,
+        "decoder": decoded.decoder,
         "kineto.names": names,
         ACCOUNTING_KEY: acct.as_dict(),
     }
@@ -189,6 +182,44 @@ def normalize(
         frames=frames,
         metadata=metadata_table(facts, source=source, rank=rank),
     )
+
+
+_EVENT_COLUMNS = [c for c in _kineto_json.COLUMNS if not c.startswith("mem_") and c not in ("label", "labels")]
+# The columns each destination of an input event needs (see the module docstring for the rules).
+_SPLIT_COLUMNS = {
+    "meta": ["name", "pid", "tid", "label", "labels"],
+    "flow": ["index", "ph", "cat", "flow_id", "pid", "tid", "ts_ns"],
+    "counter": ["ts_ns", "name", "pid", "tid", "args"],
+    "memory": ["ts_ns", "name", "pid", "tid", "args", *MEMORY_FIELDS, "mem_device_type", "mem_device_id"],
+    "system": _EVENT_COLUMNS,
+    "device": _EVENT_COLUMNS,
+}
+
+
+def _split_masks(ev: pa.Table) -> dict[str, pa.ChunkedArray]:
+    """Where each decoded event goes: one mask per destination, plus events skipped for no time."""
+    ph = ev["ph"]
+    is_meta = pc.equal(ph, "M")
+    no_ts = pc.and_(pc.is_null(ev["ts_ns"]), pc.invert(is_meta))
+    has_ts = pc.invert(no_ts)
+    is_flow = pc.and_(has_ts, pc.is_in(ph, pa.array(["s", "f", "t"])))
+    is_counter = pc.and_(has_ts, pc.equal(ph, "C"))
+    is_instant = pc.is_in(ph, pa.array(["i", "I"]))
+    is_memory = pc.and_(has_ts, pc.and_(is_instant, pc.is_in(ev["name"], pa.array(sorted(MEMORY_EVENTS)))))
+    is_device = pc.and_(pc.equal(ph, "X"), pc.is_in(ev["cat"], pa.array(sorted(DEVICE_CATEGORIES))))
+    is_device = pc.and_(has_ts, pc.fill_null(is_device, False))
+    is_system = pc.and_(has_ts, pc.invert(pc.or_(pc.or_(is_meta, is_flow),
+                                                  pc.or_(pc.or_(is_counter, is_memory), is_device))))
+    return {"meta": is_meta, "flow": is_flow, "counter": is_counter, "memory": is_memory,
+            "system": is_system, "device": is_device, "no_ts": no_ts}
+
+
+def _rows(t: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
+    """The rows where mask holds; the table itself (no copy) when that is all of them."""
+    n = _count(mask)
+    if n == t.num_rows:
+        return t
+    return t.slice(0, 0) if n == 0 else t.filter(mask)
 
 
 def _count(mask: pa.Array | pa.ChunkedArray) -> int:
@@ -215,9 +246,8 @@ def _host(top: dict[str, Any], source: str) -> str | None:
     return m.group("host") if m else None
 
 
-def _backend(top: dict[str, Any], ev: pa.Table) -> str:
-    cats = set(pc.unique(ev["cat"].combine_chunks() if isinstance(ev["cat"], pa.ChunkedArray) else ev["cat"])
-               .to_pylist())
+def _backend(top: dict[str, Any], parts: list[pa.Table]) -> str:
+    cats = {c for ev in parts for c in pc.unique(ev["cat"]).to_pylist()}
     props = top.get("deviceProperties") or []
     names = " ".join(str(p.get("name", "")) for p in props if isinstance(p, dict))
     if cats & {"privateuse1_runtime", "privateuse1_driver"}:
@@ -314,15 +344,14 @@ def _direction(name: str) -> str | None:
 
 
 def _tracks(t: pa.Table, names: dict[str, Any], default: str) -> pa.Array:
-    key = pc.binary_join_element_wise(pc.fill_null(t["pid"], ""), pc.fill_null(t["tid"], ""), "/")
+    code, pairs = pair_codes(t["pid"], t["tid"])
 
-    def label(k: str) -> str:
-        tid = k.split("/", 1)[1]
-        if k in names:
-            return str(names[k])
+    def label(pid: str, tid: str) -> str:
+        if f"{pid}/{tid}" in names:
+            return str(names[f"{pid}/{tid}"])
         return tid if tid.startswith(("stream", "thread")) else f"{default} {tid}"
 
-    return map_unique(key, label, pa.string())
+    return pa.array([label(p, t) for p, t in pairs], pa.string()).take(pa.array(code))
 
 
 def _memory_counters(t: pa.Table, host: str | None, rank: int | None, backend: str) -> pa.Table:
@@ -334,7 +363,7 @@ def _memory_counters(t: pa.Table, host: str | None, rank: int | None, backend: s
     first = True
     for col, field in MEMORY_FIELDS.items():
         has = pc.is_valid(t[col])
-        sub = t.filter(has)
+        sub = _rows(t.select(["ts_ns", "name", "pid", "tid", col, *(["args"] if first else [])]), has)
         n = sub.num_rows
         parts.append(pa.table({
             "ts_ns": sub["ts_ns"],
@@ -346,7 +375,7 @@ def _memory_counters(t: pa.Table, host: str | None, rank: int | None, backend: s
             "rank": pa.array([rank] * n, pa.int32()),
             "pid": sub["pid"],
             "tid": sub["tid"],
-            "device": device.filter(has),
+            "device": device if n == t.num_rows else device.filter(has),
             "args": sub["args"] if first else pa.nulls(n, pa.string()),
         }))
         first = False
@@ -461,12 +490,15 @@ def _bind(markers: pa.Table, index: np.ndarray, events: pa.Table) -> np.ndarray:
     n_ev = events.num_rows
     if n_ev == 0:
         return np.full(len(index), -1, dtype=np.int64)
-    where = pc.binary_join_element_wise(
-        pc.fill_null(pa.concat_arrays([flat(events["pid"]), flat(markers["pid"])]), ""),
-        pc.fill_null(pa.concat_arrays([flat(events["tid"]), flat(markers["tid"])]), ""), "/")
-    place = codes(where)
-    _, ts_rank = np.unique(np.r_[events["ts_ns"].to_numpy(), markers["ts_ns"].to_numpy()], return_inverse=True)
-    key = place * (1 << 31) + ts_rank.reshape(-1)
+    place, places = pair_codes(pa.concat_arrays([flat(events["pid"]), flat(markers["pid"])]),
+                               pa.concat_arrays([flat(events["tid"]), flat(markers["tid"])]))
+    # One sortable int64 per (place, time): time offsets when they fit beside the place, else ranks.
+    ts = np.r_[events["ts_ns"].to_numpy(), markers["ts_ns"].to_numpy()]
+    span = int(ts.max()) - int(ts.min()) + 1
+    if span * len(places) < 2**62:
+        key = place * span + (ts - ts.min())
+    else:
+        key = place * (len(ts) + 1) + np.unique(ts, return_inverse=True)[1].reshape(-1)
     ev_key, mk_key = key[:n_ev], key[n_ev:]
     ev_id = events["event_id"].to_numpy()
     order = np.lexsort((ev_id, ev_key))

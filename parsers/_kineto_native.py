@@ -1,0 +1,100 @@
+"""The compiled fast path of the Kineto decoder (``_kineto_scan.c``), wrapped as Arrow columns.
+
+The scanner writes each event straight into column buffers; this module turns those buffers into
+Arrow arrays without copying. It gives the same rows as ``_kineto_json``'s reference decoder, or
+``None`` when it cannot (the extension was not built, ``NEURONTRACE_KINETO_DECODER=python`` asks
+for the reference, or the input holds something the scanner leaves to the reference), and then
+says why in ``reason``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import pyarrow as pa
+
+from neurontrace.progress import Progress, no_progress
+
+
+def _import_scanner() -> ModuleType | None:
+    try:
+        return importlib.import_module(f"{__package__}._kineto_scan")
+    except ImportError:  # built without a C compiler: the reference decoder does all the work
+        return None
+
+
+_kineto_scan = _import_scanner()
+
+ENV = "NEURONTRACE_KINETO_DECODER"
+CHUNK_BYTES = 4 << 20  # input scanned per call: small buffers stay in cache and grow cheaply
+_FLOAT_COLUMNS = frozenset({"mem_bytes", "mem_total_allocated", "mem_total_reserved"})
+
+
+@dataclass
+class Scanned:
+    parts: list[pa.Table] | None  # host, device, allocator events, the rest (route() in the C file)
+    reason: str  # which decoder ran, and why not the native one
+
+
+def available() -> str | None:
+    """None when the native scanner can run, else why not."""
+    if os.environ.get(ENV, "").lower() == "python":
+        return f"{ENV}=python"
+    if _kineto_scan is None:
+        return "the compiled scanner is not built (no C compiler at install time)"
+    return None
+
+
+def scan(array: memoryview, columns: list[str], device_categories: list[str],
+         progress: Progress = no_progress, release: Callable[[int], None] | None = None) -> Scanned:
+    """The events of a complete traceEvents array (its content, without the brackets), in parts.
+
+    The scanner routes each event to a part by its phase and category so the normalizer can keep
+    whole parts instead of copying rows out of one big table; each part is in file order.
+    ``release(offset)`` is told after each chunk that the input before ``offset`` is done with.
+    """
+    why = available()
+    if why is not None or _kineto_scan is None:
+        return Scanned(None, f"python ({why})")
+    cats = tuple(c.encode() for c in device_categories)
+    chunks: list[list[pa.Table]] = [[], [], [], []]
+    pos, rows_done, n = 0, 0, len(array)
+    try:
+        while pos < n:
+            stop, rows, parts = _kineto_scan.scan(array, pos, n, CHUNK_BYTES, rows_done, cats)
+            for k, (part_rows, cols) in enumerate(parts):
+                if part_rows:
+                    chunks[k].append(_table(cols, part_rows, columns))
+            rows_done += rows
+            progress("decode events", stop, n)
+            if release is not None:
+                release(stop)
+            if stop == pos:
+                break
+            pos = stop
+    except (_kineto_scan.UnsupportedError, pa.ArrowInvalid) as exc:
+        return Scanned(None, f"python (native scanner declined: {exc})")
+    if not rows_done:
+        return Scanned(None, "python (no events)")
+    return Scanned([pa.concat_tables(c) for c in chunks if c], "native")
+
+
+def _table(cols: dict[str, tuple[Any, ...]], rows: int, columns: list[str]) -> pa.Table:
+    arrays = {}
+    for name, bufs in cols.items():
+        bits, nulls, *data = bufs
+        validity = pa.py_buffer(bits) if bits is not None else None
+        if len(data) == 2:
+            arr = pa.StringArray.from_buffers(rows, pa.py_buffer(data[0]), pa.py_buffer(data[1]), validity, nulls)
+            if name != "args":  # msgspec checks UTF-8 in the fields it decodes; so does this path
+                arr.validate(full=True)
+        else:
+            typ = pa.float64() if name in _FLOAT_COLUMNS else pa.int64()
+            arr = pa.Array.from_buffers(typ, rows, [validity, pa.py_buffer(data[0])], null_count=nulls)
+        arrays[name] = arr
+    return pa.table([arrays[c] for c in columns], names=columns)
