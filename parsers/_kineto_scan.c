@@ -20,8 +20,14 @@
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h> /* 16 bytes at a time where the CPU has it (every x86-64) */
+#define SIMD16 1
+#endif
 
 static PyObject *Unsupported;
+
+typedef const unsigned char *Ptr;
 
 /* ---- growable buffers and Arrow columns ------------------------------------------------------ */
 
@@ -68,6 +74,7 @@ typedef struct {
     Buf offsets;   /* int32 offsets (string columns) */
     Buf data;      /* utf-8 bytes (string columns) */
     int64_t nulls;
+    int64_t filled; /* rows written so far, values or null padding */
     int is_string;
 } Col;
 
@@ -101,33 +108,8 @@ typedef struct {
     Buf scratch; /* unescaped key names */
 } Out;
 
-static int col_valid(Col *c, int64_t row, int valid) {
-    if ((row & 7) == 0) {
-        if (buf_reserve(&c->bits, 1) < 0) return -1;
-        c->bits.p[c->bits.len++] = 0;
-    }
-    if (valid)
-        c->bits.p[row >> 3] |= (char)(1 << (row & 7));
-    else
-        c->nulls++;
-    return 0;
-}
-
-static int col_i64(Col *c, int64_t row, int valid, int64_t v) {
-    if (col_valid(c, row, valid) < 0 || buf_reserve(&c->values, 8) < 0) return -1;
-    if (!valid) v = 0;
-    memcpy(c->values.p + c->values.len, &v, 8);
-    c->values.len += 8;
-    return 0;
-}
-
-static int col_f64(Col *c, int64_t row, int valid, double v) {
-    if (col_valid(c, row, valid) < 0 || buf_reserve(&c->values, 8) < 0) return -1;
-    if (!valid) v = 0.0;
-    memcpy(c->values.p + c->values.len, &v, 8);
-    c->values.len += 8;
-    return 0;
-}
+/* Null cells are not written one by one: a column is padded with nulls in bulk when its next
+ * value (or the end of the chunk) comes, since most args columns are null in most rows. */
 
 static int col_end_string(Col *c) {
     if (c->data.len > INT32_MAX) {
@@ -141,13 +123,79 @@ static int col_end_string(Col *c) {
     return 0;
 }
 
-static int col_null_string(Col *c, int64_t row) {
-    return col_valid(c, row, 0) < 0 ? -1 : col_end_string(c);
+/* The validity bitmap covers `rows` rows; new bytes are zero (null). */
+static int col_bits(Col *c, int64_t rows) {
+    size_t need = (size_t)((rows + 7) >> 3);
+    if (need <= c->bits.len) return 0;
+    if (buf_reserve(&c->bits, need - c->bits.len) < 0) return -1;
+    memset(c->bits.p + c->bits.len, 0, need - c->bits.len);
+    c->bits.len = need;
+    return 0;
+}
+
+static int col_pad(Col *c, int64_t row) {
+    int64_t gap = row - c->filled;
+    if (gap <= 0) return 0;
+    if (col_bits(c, row) < 0) return -1;
+    if (c->is_string) {
+        if (buf_reserve(&c->offsets, (size_t)gap * 4) < 0) return -1;
+        int32_t off = (int32_t)c->data.len;
+        for (int64_t i = 0; i < gap; i++) memcpy(c->offsets.p + c->offsets.len + 4 * i, &off, 4);
+        c->offsets.len += (size_t)gap * 4;
+    } else {
+        if (buf_reserve(&c->values, (size_t)gap * 8) < 0) return -1;
+        memset(c->values.p + c->values.len, 0, (size_t)gap * 8);
+        c->values.len += (size_t)gap * 8;
+    }
+    c->nulls += gap;
+    c->filled = row;
+    return 0;
+}
+
+/* Marks `row` (the row just written) valid. */
+static int col_set(Col *c, int64_t row) {
+    if (col_bits(c, row + 1) < 0) return -1;
+    c->bits.p[row >> 3] |= (char)(1 << (row & 7));
+    c->filled = row + 1;
+    return 0;
+}
+
+static int col_i64(Col *c, int64_t row, int64_t v) {
+    if (col_pad(c, row) < 0 || buf_reserve(&c->values, 8) < 0) return -1;
+    memcpy(c->values.p + c->values.len, &v, 8);
+    c->values.len += 8;
+    return col_set(c, row);
+}
+
+static int col_f64(Col *c, int64_t row, double v) {
+    if (col_pad(c, row) < 0 || buf_reserve(&c->values, 8) < 0) return -1;
+    memcpy(c->values.p + c->values.len, &v, 8);
+    c->values.len += 8;
+    return col_set(c, row);
+}
+
+/* Appends one string cell [p, p + n), unescaping it when asked. */
+static int unescape_into(Buf *b, Ptr p, Ptr end);
+
+static int col_text(Col *c, int64_t row, const unsigned char *p, size_t n, int escaped) {
+    if (col_pad(c, row) < 0) return -1;
+    if (escaped) {
+        if (unescape_into(&c->data, p, p + n) < 0) return -1;
+    } else {
+        if (buf_reserve(&c->data, n) < 0) return -1;
+        memcpy(c->data.p + c->data.len, p, n);
+        c->data.len += n;
+    }
+    return col_end_string(c) < 0 ? -1 : col_set(c, row);
 }
 
 /* ---- JSON lexing ----------------------------------------------------------------------------- */
 
-typedef const unsigned char *Ptr;
+#ifdef SIMD16
+static inline unsigned match16(__m128i v, char a, char b) {
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(a)), _mm_cmpeq_epi8(v, _mm_set1_epi8(b))));
+}
+#endif
 
 static inline Ptr skip_ws(Ptr p, Ptr end) {
     /* pretty-printed traces indent every line: skip runs of spaces 8 bytes at a time */
@@ -163,22 +211,28 @@ static inline Ptr skip_ws(Ptr p, Ptr end) {
 
 /* p at the opening quote; returns just past the closing quote (NULL if cut off). */
 static inline Ptr skip_string(Ptr p, Ptr end, int *escaped) {
-    Ptr body = ++p;
-    /* Most strings are short keys and names: look at them byte by byte first. */
-    for (Ptr stop = end - p > 32 ? p + 32 : end; p < stop; p++) {
-        if (*p == '"') return p + 1;
-        if (*p == '\\') break;
-    }
-    while (p < end) {
-        Ptr q = memchr(p, '"', (size_t)(end - p));
-        if (!q) return NULL;
-        Ptr b = q; /* an odd run of backslashes before the quote escapes it */
-        while (b > body && b[-1] == '\\') b--;
-        if (((q - b) & 1) == 0) {
-            if (!*escaped && memchr(body, '\\', (size_t)(q - body))) *escaped = 1;
-            return q + 1;
+    p++;
+#ifdef SIMD16
+    while (end - p >= 16) {
+        unsigned hit = match16(_mm_loadu_si128((const __m128i *)p), '"', '\\');
+        if (!hit) {
+            p += 16;
+            continue;
         }
-        p = q + 1;
+        p += __builtin_ctz(hit);
+        if (*p == '"') return p + 1;
+        *escaped = 1; /* a backslash: the next byte is escaped, whatever it is */
+        p += 2;
+    }
+#endif
+    while (p < end) {
+        if (*p == '"') return p + 1;
+        if (*p == '\\') {
+            *escaped = 1;
+            p += 2;
+            continue;
+        }
+        p++;
     }
     return NULL;
 }
@@ -318,21 +372,25 @@ static Ptr read_value(Ptr p, Ptr end, Val *v) {
         v->stop = q - 1;
         return q;
     }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) { /* a number: one pass finds its end and kind */
+        v->type = V_INT;
+        Ptr q = p + 1;
+        for (; q < end; q++) {
+            unsigned char d = *q;
+            if (d >= '0' && d <= '9') continue;
+            if (d == '.' || d == 'e' || d == 'E' || d == '+' || d == '-') {
+                v->type = V_FLOAT;
+                continue;
+            }
+            break;
+        }
+        v->stop = q;
+        return q;
+    }
     Ptr q = skip_value(p, end);
     if (!q) return NULL;
     v->stop = q;
-    if (ch == 'n') {
-        v->type = V_NULL;
-    } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
-        v->type = V_INT;
-        for (Ptr r = p; r < q; r++)
-            if (*r == '.' || *r == 'e' || *r == 'E') {
-                v->type = V_FLOAT;
-                break;
-            }
-    } else {
-        v->type = V_OTHER; /* true, false, an object or an array */
-    }
+    v->type = ch == 'n' ? V_NULL : V_OTHER; /* null, or true, false, an object, an array */
     return q;
 }
 
@@ -507,7 +565,11 @@ static int match_key(const KeyIndex *ix, Ptr p, Ptr stop, int escaped, Buf *scra
     size_t n = (size_t)(stop - p);
     if (n == 0 || n >= KEY_MAX_LEN) return -1;
     int i = ix->slot[n][p[0]];
-    return i >= 0 && memcmp(ix->keys[i].text, p, n) == 0 ? ix->keys[i].id : -1;
+    if (i < 0) return -1;
+    const char *k = ix->keys[i].text; /* short keys: a loop beats a call to memcmp */
+    for (size_t j = 1; j < n; j++)
+        if ((unsigned char)k[j] != p[j]) return -1;
+    return ix->keys[i].id;
 }
 
 /* ---- one event ------------------------------------------------------------------------------- */
@@ -560,18 +622,8 @@ enum { STRICT_STR, STRICT_STR_OR_INT, LOOSE };
 /* A string column cell: strings as unescaped text, integers as their digits (pids, tids, ids
  * and devices are ints or strings in the wild and are kept as text). */
 static int put_text(Col *c, int64_t row, const Val *v, int mode) {
-    if (v->type == V_ABSENT || v->type == V_NULL) return col_null_string(c, row);
-    if (v->type == V_STRING) {
-        if (v->escaped) {
-            if (unescape_into(&c->data, v->start, v->stop) < 0) return -1;
-        } else {
-            size_t n = (size_t)(v->stop - v->start);
-            if (buf_reserve(&c->data, n) < 0) return -1;
-            memcpy(c->data.p + c->data.len, v->start, n);
-            c->data.len += n;
-        }
-        return col_valid(c, row, 1) < 0 ? -1 : col_end_string(c);
-    }
+    if (v->type == V_ABSENT || v->type == V_NULL) return 0;
+    if (v->type == V_STRING) return col_text(c, row, v->start, (size_t)(v->stop - v->start), v->escaped);
     if (v->type == V_INT && mode != STRICT_STR) {
         Ptr start = v->start;
         size_t n = (size_t)(v->stop - start);
@@ -579,12 +631,9 @@ static int put_text(Col *c, int64_t row, const Val *v, int mode) {
             start++;
             n = 1;
         }
-        if (buf_reserve(&c->data, n) < 0) return -1;
-        memcpy(c->data.p + c->data.len, start, n);
-        c->data.len += n;
-        return col_valid(c, row, 1) < 0 ? -1 : col_end_string(c);
+        return col_text(c, row, start, n, 0);
     }
-    if (v->type == V_OTHER && mode == LOOSE) return col_null_string(c, row); /* bool, object, array */
+    if (v->type == V_OTHER && mode == LOOSE) return 0; /* bool, object, array: null */
     PyErr_SetString(Unsupported, "a text field holds a value of another type");
     return -1;
 }
@@ -593,40 +642,40 @@ static int put_text(Col *c, int64_t row, const Val *v, int mode) {
  * and integers beyond int64 (which the raw args keep), null. */
 static int put_int(Col *c, int64_t row, const Val *v) {
     int64_t x;
-    if (v->type == V_INT && parse_i64(v, &x) == 0) return col_i64(c, row, 1, x);
+    if (v->type == V_INT && parse_i64(v, &x) == 0) return col_i64(c, row, x);
     if (v->type == V_FLOAT) {
         double f;
         if (parse_f64(v, &f) < 0 || !isfinite(f)) {
             PyErr_SetString(Unsupported, "a number out of the range of a double");
             return -1;
         }
-        if (fabs(f) < 9223372036854775808.0) return col_i64(c, row, 1, (int64_t)f);
+        if (fabs(f) < 9223372036854775808.0) return col_i64(c, row, (int64_t)f);
     }
-    return col_i64(c, row, 0, 0);
+    return 0;
 }
 
 /* float64 args field: any number; anything else null. */
 static int put_float(Col *c, int64_t row, const Val *v) {
-    if (v->type != V_INT && v->type != V_FLOAT) return col_f64(c, row, 0, 0.0);
+    if (v->type != V_INT && v->type != V_FLOAT) return 0;
     double x;
     if (parse_f64(v, &x) < 0 || !isfinite(x)) {
         PyErr_SetString(Unsupported, "a number out of the range of a double");
         return -1;
     }
-    return col_f64(c, row, 1, x);
+    return col_f64(c, row, x);
 }
 
 static int put_ns(Col *c, int64_t row, const Val *v) {
-    if (v->type == V_ABSENT || v->type == V_NULL) return col_i64(c, row, 0, 0);
+    if (v->type == V_ABSENT || v->type == V_NULL) return 0;
     int64_t ns;
     if ((v->type != V_INT && v->type != V_FLOAT) || us_text_to_ns(v, &ns) < 0) {
         PyErr_SetString(Unsupported, "a timestamp or duration that is not a number in range");
         return -1;
     }
-    return col_i64(c, row, 1, ns);
+    return col_i64(c, row, ns);
 }
 
-/* The last string written to a column equals `s`. */
+/* The last string written to a column equals `s` (callers know it was written for this row). */
 static int last_is(const Col *c, const char *s) {
     size_t n = strlen(s);
     int32_t lo;
@@ -639,10 +688,10 @@ enum { KIND_OP, KIND_PYTHON, KIND_MEMORY, KIND_META };
 static int write_event(Out *o, const Event *e, int64_t index) {
     int64_t row = o->rows;
     Col *c = o->cols;
-    if (col_i64(&c[C_INDEX], row, 1, index) < 0) return -1;
+    if (col_i64(&c[C_INDEX], row, index) < 0) return -1;
     const Val *ph = &e->ev[K_PH];
     if (ph->type == V_ABSENT) { /* a missing ph is "" (msgspec default), a null one is an error */
-        if (col_valid(&c[C_PH], row, 1) < 0 || col_end_string(&c[C_PH]) < 0) return -1;
+        if (col_text(&c[C_PH], row, (Ptr) "", 0, 0) < 0) return -1;
     } else if (ph->type != V_STRING || put_text(&c[C_PH], row, ph, STRICT_STR) < 0) {
         if (!PyErr_Occurred()) PyErr_SetString(Unsupported, "ph is not a string");
         return -1;
@@ -660,12 +709,9 @@ static int write_event(Out *o, const Event *e, int64_t index) {
     Col *ac = &c[C_ARGS];
     size_t alen = av->type == V_OTHER ? (size_t)(e->args_stop - e->args_start) : 0;
     if (av->type == V_ABSENT || av->type == V_NULL || (alen == 2 && e->args_start[0] == '{')) {
-        if (col_null_string(ac, row) < 0) return -1;
+        /* null */
     } else if (av->type == V_OTHER && e->args_start[0] == '{') {
-        if (buf_reserve(&ac->data, alen) < 0) return -1;
-        memcpy(ac->data.p + ac->data.len, e->args_start, alen);
-        ac->data.len += alen;
-        if (col_valid(ac, row, 1) < 0 || col_end_string(ac) < 0) return -1;
+        if (col_text(ac, row, e->args_start, alen, 0) < 0) return -1;
     } else {
         PyErr_SetString(Unsupported, "args is not an object");
         return -1;
@@ -842,6 +888,10 @@ static PyObject *columns_dict(Out *o) {
     if (!d) return NULL;
     for (int i = 0; i < N_COLS; i++) {
         Col *c = &o->cols[i];
+        if (col_pad(c, o->rows) < 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
         PyObject *bits = c->nulls ? buf_take(&c->bits) : Py_NewRef(Py_None);
         PyObject *t = c->is_string
             ? Py_BuildValue("(NLNN)", bits, (long long)c->nulls, buf_take(&c->offsets), buf_take(&c->data))
