@@ -16,6 +16,7 @@ regions and are not work, except data-loader ranges (the input pipeline is host 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,7 +119,7 @@ def _attribute_device(trace: Trace, device: str, rank: int | None, window: tuple
                       fallback: np.ndarray, top: int) -> DeviceAttribution:
     dev = select(trace.device_events, "device", device)
     same_rank = pc.is_null(dev["rank"]) if rank is None else pc.fill_null(pc.equal(dev["rank"], rank), False)
-    dev = dev.filter(same_rank)
+    dev = keep(dev, same_rank.to_numpy(zero_copy_only=False))  # one rank (the usual case): no copy
     host = driving_host_events(trace, dev)
     win, source = (window, "--window") if window else default_window(host, dev)
     labels = _device_labels(dev) + _host_labels(host, fallback)
@@ -344,20 +345,24 @@ def _top_stalls(trace: Trace, win: tuple[int, int], labels: list[_Label],
     """The longest stretches of one non-compute cause, with the events that explain them.
 
     Stalls live in the gaps between compute. Gaps are visited longest first and cut into runs of
-    one cause by an exact sweep of that gap alone. The visit stops once no remaining gap can hold
+    one cause by an exact sweep of the gaps alone. The visit stops once no remaining gap can hold
     a run longer than the shortest of the ``top`` runs found (then the answer is exact), or after
     ``MAX_GAPS_PER_STALL * top`` gaps (then they are the longest runs within the longest gaps).
     """
     compute = [u for lb, u in zip(labels, unions, strict=True) if lb.cause == "compute" and len(u[0])]
-    cs = np.concatenate([u[0] for u in compute]) if compute else np.zeros(0, dtype=np.int64)
-    ce = np.concatenate([u[1] for u in compute]) if compute else np.zeros(0, dtype=np.int64)
-    gs, ge = gaps(win, *union(cs, ce))
+    if len(compute) == 1:  # a single label's union is already the union of compute
+        cs, ce = compute[0]
+    else:
+        empty = [np.zeros(0, dtype=np.int64)]
+        cs, ce = union(np.concatenate([u[0] for u in compute] + empty),
+                       np.concatenate([u[1] for u in compute] + empty))
+    gs, ge = gaps(win, cs, ce)
     runs: list[tuple[int, int, int, str]] = []  # (length, start, label index or NONE, cause)
-    for gi in np.argsort(-(ge - gs), kind="stable")[: MAX_GAPS_PER_STALL * top]:
-        lo, hi = int(gs[gi]), int(ge[gi])
-        if len(runs) >= top and hi - lo <= runs[top - 1][0]:
+    longest = _longest(ge - gs, MAX_GAPS_PER_STALL * top)
+    for gi, found in _gap_runs(longest, gs, ge, labels, unions, top):
+        if len(runs) >= top and ge[gi] - gs[gi] <= runs[top - 1][0]:
             break
-        runs += _runs_in(lo, hi, labels, unions)
+        runs += found
         runs.sort(key=lambda r: (-r[0], r[1]))
         del runs[top:]
     frames = frame_sources(trace)
@@ -369,25 +374,62 @@ def _top_stalls(trace: Trace, win: tuple[int, int], labels: list[_Label],
     return out
 
 
-def _runs_in(lo: int, hi: int, labels: list[_Label],
-             unions: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[int, int, int, str]]:
-    """Runs of one cause inside one gap; each named after the label owning most of it."""
-    # Only the labels present in this gap take part (most are absent from any one gap).
-    present = [(k, se) for k, se in enumerate(within(us, ue, lo, hi) for us, ue in unions) if len(se[0])]
-    result = sweep((lo, hi), [se for _, se in present])
-    start, end, local = result.runs()
-    index = np.array([k for k, _ in present] + [NONE], dtype=np.int64)
-    label = index[np.where(local == NONE, len(present), local)]
-    cause = [labels[k].cause if k != NONE else "idle" for k in label.tolist()]
-    out: list[tuple[int, int, int, str]] = []
-    best: dict[int, int] = {}
-    run_start = 0
-    for i in range(len(cause)):  # the runs of one gap (a handful)
-        best[int(label[i])] = best.get(int(label[i]), 0) + int(end[i] - start[i])
-        if i + 1 == len(cause) or cause[i + 1] != cause[i]:
-            owner = max(best, key=best.__getitem__)
-            out.append((int(end[i] - start[run_start]), int(start[run_start]), owner, cause[i]))
-            best, run_start = {}, i + 1
+def _longest(values: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the ``n`` largest values, largest first, ties in position order (as a stable sort
+    of all of them would give), without sorting all of them."""
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    candidates = np.arange(len(values))
+    if n < len(values):  # keep those at least as large as the n-th largest, ties included
+        candidates = np.flatnonzero(values >= np.partition(values, len(values) - n)[len(values) - n])
+    return candidates[np.argsort(-values[candidates], kind="stable")][:n]
+
+
+def _gap_runs(order: np.ndarray, gs: np.ndarray, ge: np.ndarray, labels: list[_Label],
+              unions: list[tuple[np.ndarray, np.ndarray]], batch: int
+              ) -> Iterator[tuple[int, list[tuple[int, int, int, str]]]]:
+    """(gap index, its runs) for the gaps in ``order``. Gaps are cut in batches of doubling size:
+    one sweep per batch rather than per gap, while a visit that stops early cuts few gaps it did not need."""
+    done = 0
+    while done < len(order):
+        visit = order[done:done + batch]
+        yield from zip(visit.tolist(), _runs_in(gs[visit], ge[visit], labels, unions), strict=True)
+        done += len(visit)
+        batch *= 2
+
+
+def _runs_in(lo: np.ndarray, hi: np.ndarray, labels: list[_Label],
+             unions: list[tuple[np.ndarray, np.ndarray]]) -> list[list[tuple[int, int, int, str]]]:
+    """Runs of one cause inside each gap [lo[i], hi[i]); each named after the label owning most of it.
+
+    One sweep cuts all the gaps: each label is cut to the gaps, and the gaps themselves come last,
+    as the idle label, so time outside every gap stays NONE and no run crosses a gap's edge.
+    """
+    at = np.argsort(lo)  # the gaps (disjoint, never touching) in time order
+    los, his = lo[at], hi[at]
+    idle = len(labels)
+    cut = [within(us, ue, los, his) for us, ue in unions] + [(los, his)]
+    start, end, label = sweep((int(los[0]), int(his[-1])), cut).runs()
+    inside = label != NONE
+    start, end, label = start[inside], end[inside], label[inside]
+    gap = np.searchsorted(los, start, side="right") - 1  # the gap (in time order) of each run
+    cause = np.array([CAUSES.index(lb.cause) for lb in labels] + [CAUSES.index("idle")])[label]
+    # A run: consecutive sweep runs of one gap and one cause.
+    new = np.r_[True, (gap[1:] != gap[:-1]) | (cause[1:] != cause[:-1])]
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:], len(new)] - 1
+    # Its owner: the label with the most time in it; a tie goes to the label appearing first.
+    run = np.cumsum(new) - 1
+    pair, seen, which = np.unique(run * (idle + 1) + label, return_index=True, return_inverse=True)
+    total = np.zeros(len(pair), dtype=np.int64)  # time per (run, label)
+    np.add.at(total, which.reshape(-1), end - start)
+    pair_run, pair_label = np.divmod(pair, idle + 1)
+    best = np.lexsort((seen, -total, pair_run))  # per run: most time first, then first seen
+    owner = pair_label[best[np.r_[True, np.diff(pair_run[best]) != 0]]]
+    out: list[list[tuple[int, int, int, str]]] = [[] for _ in range(len(lo))]
+    for g, s, e, k, c in zip(gap[first].tolist(), start[first].tolist(), end[last].tolist(), owner.tolist(),
+                             cause[first].tolist(), strict=True):  # the runs found (a handful per gap)
+        out[int(at[g])].append((e - s, s, NONE if k == idle else k, CAUSES[c]))
     return out
 
 
@@ -442,12 +484,14 @@ def _first(col: pa.ChunkedArray) -> int | None:
 
 def _collective_names(dev: pa.Table) -> pa.Array:
     """The ``Collective name`` arg Kineto copies onto collective kernels (null elsewhere), vectorized
-    over the collective rows only."""
+    over the collective rows only, and dictionary encoded as every string column of the Trace is."""
     rows = np.flatnonzero(isin(dev["category"], ["collective"]))
     if not len(rows):
         return pa.nulls(dev.num_rows, pa.string())
     args = pc.fill_null(dev["args"].take(pa.array(rows)), "")
-    names = pc.struct_field(pc.extract_regex(args, r'"Collective name":\s*"(?P<name>[^"]*)"'), "name")
-    position = np.full(dev.num_rows, len(rows), dtype=np.int64)  # index len(rows) -> the null below
-    position[rows] = np.arange(len(rows))
-    return pa.concat_arrays([flat(names), pa.nulls(1, pa.string())]).take(pa.array(position))
+    found = pc.struct_field(pc.extract_regex(args, r'"Collective name":\s*"(?P<name>[^"]*)"'), "name")
+    names = flat(found).dictionary_encode()
+    # Spread to all rows through the indices alone: -1 (null) outside the collective rows.
+    index = np.full(dev.num_rows, -1, dtype=np.int32)
+    index[rows] = pc.fill_null(names.indices, -1).to_numpy(zero_copy_only=False)
+    return pa.DictionaryArray.from_arrays(pa.array(index, mask=index < 0), names.dictionary)

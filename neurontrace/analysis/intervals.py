@@ -28,21 +28,21 @@ def clip(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.nda
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Merge overlapping or touching intervals into disjoint sorted ones."""
+    """Merge overlapping or touching intervals (each end >= its start) into disjoint sorted ones."""
     if len(starts) == 0:
         return starts.astype(np.int64), ends.astype(np.int64)
+    # With starts s in order, a new run begins at s[i] when s[i] > reach[i-1], the latest end among the
+    # i intervals that start first, and reach at a run's last interval is the run's end. reach is the
+    # running maximum of ends in start order, or just the ends sorted on their own: before a gap, the
+    # i smallest ends are those of the i first intervals. Sorting starts and ends apart is cheaper
+    # than an argsort and its gathers, and the stable sort (timsort) merges already sorted stretches
+    # (a union of two unions) in linear time.
     if len(starts) > 1 and bool((starts[1:] >= starts[:-1]).all()):  # often already in time order
-        s, e = starts, ends
+        s, reach = starts, np.maximum.accumulate(ends)
     else:
-        order = np.argsort(starts, kind="stable")
-        s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    # A new run starts where an interval begins after everything before it has ended.
-    new = np.r_[True, s[1:] > reach[:-1]]
-    first = np.flatnonzero(new)
+        s, reach = np.sort(starts, kind="stable"), np.sort(ends, kind="stable")
+    first = np.flatnonzero(np.r_[True, s[1:] > reach[:-1]])
     last = np.r_[first[1:] - 1, len(s) - 1]
-    # Within a run the running maximum of ends only grows: its value at the run's last interval
-    # is the run's end.
     return s[first], reach[last]
 
 
@@ -111,7 +111,9 @@ def layered(window: tuple[int, int], labelled: list[tuple[np.ndarray, np.ndarray
     for s, e in labelled:
         us, ue = union(*clip(s, e, lo, hi))
         unions.append((us, ue))
-        if len(us):
+        if len(cs) == 0:  # the first label with any time: nothing to merge with
+            cs, ce = us, ue
+        elif len(us):
             cs, ce = union(np.concatenate([cs, us]), np.concatenate([ce, ue]))
         now = int((ce - cs).sum())
         owned.append(now - covered)
@@ -129,8 +131,16 @@ def gaps(window: tuple[int, int], starts: np.ndarray, ends: np.ndarray) -> tuple
     return gs[keep], ge[keep]
 
 
-def within(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """The disjoint sorted intervals overlapping [lo, hi), cut to it (binary search, no scan)."""
-    i = np.searchsorted(ends, lo, side="right")
-    j = np.searchsorted(starts, hi, side="left")
-    return clip(starts[i:j], ends[i:j], lo, hi)
+def within(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint sorted intervals cut to each of the disjoint sorted windows [lo[i], hi[i]).
+
+    Binary search finds each window's overlapping intervals, no scan: the cost grows with the pieces
+    returned, not with the intervals given.
+    """
+    first = np.searchsorted(ends, lo, side="right")
+    count = np.maximum(np.searchsorted(starts, hi, side="left") - first, 0)
+    # Positions first[i] .. first[i] + count[i] - 1 for every window i, in one array.
+    window = np.repeat(np.arange(len(lo)), count)
+    pos = np.arange(int(count.sum())) + np.repeat(first - (np.cumsum(count) - count), count)
+    return np.maximum(starts[pos], lo[window]), np.minimum(ends[pos], hi[window])
