@@ -82,7 +82,10 @@ def map_all(path: Path, progress: Progress = no_progress) -> tuple[bytes | mmap.
         if f.read(2) == GZIP_MAGIC or os.name != "posix" or path.stat().st_size == 0:
             return read_all(path, progress)
         populate = getattr(mmap, "MAP_POPULATE", 0)  # Linux: fault the pages in up front, in bulk
-        data = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
+        try:
+            data = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
+        except (OSError, ValueError):  # a file system that cannot map files: read it instead
+            return read_all(path, progress)
     progress("read", len(data), len(data))
     return data, True
 
