@@ -133,6 +133,7 @@ def normalize(
         pa.concat_tables(split.pop(k)) for k in _SPLIT_COLUMNS)
     acct.skip("no timestamp", no_ts)
     kept_events = n_events - no_ts
+    system, device = _encoded(system), _encoded(device)
 
     names = _names(meta)
     acct.keep("metadata", meta.num_rows)
@@ -212,6 +213,17 @@ def _split_masks(ev: pa.Table) -> dict[str, pa.ChunkedArray]:
                                                   pc.or_(pc.or_(is_counter, is_memory), is_device))))
     return {"meta": is_meta, "flow": is_flow, "counter": is_counter, "memory": is_memory,
             "system": is_system, "device": is_device, "no_ts": no_ts}
+
+
+# Strings that repeat across events. They are dictionary-encoded once, right after the split, and
+# every later step (frames, tracks, flow binding, the schema's dictionary columns) reuses the codes.
+_REPEATED = ("name", "cat", "ph", "pid", "tid")
+
+
+def _encoded(t: pa.Table) -> pa.Table:
+    for name in _REPEATED:
+        t = t.set_column(t.schema.get_field_index(name), name, pc.dictionary_encode(flat(t[name])))
+    return t
 
 
 def _rows(t: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
@@ -310,7 +322,7 @@ def _common(t: pa.Table, host: str | None, rank: int | None) -> dict[str, Any]:
 def _system_table(t: pa.Table, names: dict[str, Any], host: str | None, rank: int | None, backend: str) -> pa.Table:
     cols = _common(t, host, rank)
     cat = map_unique(pc.fill_null(t["cat"], ""), lambda c: HOST_CATEGORIES.get(c, "other"), pa.string())
-    is_step = pc.fill_null(pc.match_substring_regex(t["name"], _STEP.pattern), False)
+    is_step = map_unique(pc.fill_null(t["name"], ""), lambda n: bool(_STEP.match(n)), pa.bool_())
     cat = pc.if_else(pc.and_(is_step, pc.is_in(cat, pa.array(["annotation", "framework_op"]))), "step", cat)
     # Instants other than memory events mark moments (Record Window End, Iteration Start).
     instant = pc.is_in(t["ph"], pa.array(["i", "I"]))
@@ -327,7 +339,7 @@ def _device_table(t: pa.Table, names: dict[str, Any], host: str | None, rank: in
     collective = map_unique(pc.fill_null(t["name"], ""), lambda n: bool(_COLLECTIVE.search(n)), pa.bool_())
     cat = pc.if_else(pc.and_(collective, pc.is_in(cat, pa.array(["compute", "other"]))), "collective", cat)
     cols["category"] = cat
-    index = pc.coalesce(t["device"], t["pid"])
+    index = pc.coalesce(t["device"], t["pid"].cast(pa.string()))
     cols["device"] = map_unique(pc.fill_null(index, "?"), lambda d: f"{backend}:{d}", pa.string())
     cols["track"] = _tracks(t, names, "stream")
     is_copy = pc.is_in(cat, pa.array(["memcpy", "memset"]))
@@ -490,8 +502,7 @@ def _bind(markers: pa.Table, index: np.ndarray, events: pa.Table) -> np.ndarray:
     n_ev = events.num_rows
     if n_ev == 0:
         return np.full(len(index), -1, dtype=np.int64)
-    place, places = pair_codes(pa.concat_arrays([flat(events["pid"]), flat(markers["pid"])]),
-                               pa.concat_arrays([flat(events["tid"]), flat(markers["tid"])]))
+    place, places = pair_codes(*(pa.concat_arrays([_dict(events[c]), _dict(markers[c])]) for c in ("pid", "tid")))
     # One sortable int64 per (place, time): time offsets when they fit beside the place, else ranks.
     ts = np.r_[events["ts_ns"].to_numpy(), markers["ts_ns"].to_numpy()]
     span = int(ts.max()) - int(ts.min()) + 1
@@ -511,6 +522,12 @@ def _bind(markers: pa.Table, index: np.ndarray, events: pa.Table) -> np.ndarray:
             break
         cand[later] -= 1
     return np.where(cand >= lo, ev_id[np.maximum(cand, 0)], -1)
+
+
+def _dict(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The column dictionary-encoded (concatenating encoded arrays unifies their dictionaries)."""
+    col = flat(col)
+    return col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
 
 
 def _first_with(events: pa.Table, corr: np.ndarray) -> np.ndarray:
