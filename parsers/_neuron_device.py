@@ -33,13 +33,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.schema import DICT_STRING
+from neurontrace.schema import DEVICE_EVENTS, DICT_STRING
 
 from . import _neuron_common as common
-from ._neuron_arrow import count_true, dict_strings, json_objects, map_dict
+from ._neuron_arrow import ColumnSink, count_true, dict_strings, flat, json_objects, map_dict
 from ._neuron_events import FULL_ARGS_MAX_ROWS, Context, add_events, times
 from ._neuron_frames import LINK_COLUMNS
 from ._neuron_read import SourceTable
+
+BATCH_ROWS = 1 << 18  # rows decoded at a time
 
 
 @dataclass(frozen=True)
@@ -134,54 +136,78 @@ def _load(ctx: Context, table: SourceTable, spec: Spec) -> None:
                             *(("transfer_bytes", "source", "dest", "input_size", "output_size")
                               if spec.category in ("dma", "collective") else ())])
     ctx.columns_read[spec.table] = wanted
-    waits: list[pa.Table] = []
-    for part in table.batches(wanted, dictionary=spec.dictionary):
+    # The table's rows go to one set of columns (and its derived waits to another), each filled
+    # batch by batch: nothing of a batch outlives it but what the columns keep.
+    types = {c.name: c.type for c in DEVICE_EVENTS.columns}
+    rows = ColumnSink(types, n_total, negative_null=("frame_id",))
+    waits = ColumnSink(types, n_total, negative_null=("frame_id",)) \
+        if spec.table == "Instruction" and table.has("evt_wait_time_ns") else None
+    first_id = ctx.next_id
+    big = n_total > FULL_ARGS_MAX_ROWS
+    for part in table.stream(wanted, dictionary=spec.dictionary, batch_rows=BATCH_ROWS, read_ahead=big):
         batch = part
         if part[start].null_count:
             valid = pc.is_valid(part[start])
             ctx.acct.skip(f"{spec.table}: no start timestamp", part.num_rows - count_true(valid))
             batch = part.filter(valid)
-        _batch(ctx, spec, batch, start=start, end=end, duration=duration, name_col=name_col,
-               track_col=track_col, pcore=pcore, args_cols=args_cols, waits=waits)
-        del part, batch  # free this batch before the next one is read
-        if n_total > FULL_ARGS_MAX_ROWS:
-            pa.default_memory_pool().release_unused()  # hand freed batch memory back: lower peak RSS
+        _batch(ctx, spec, batch, rows, waits, first_id, start=start, end=end, duration=duration,
+               name_col=name_col, track_col=track_col, pcore=pcore, args_cols=args_cols)
+        del part, batch  # free this batch before the next one is read (its memory serves the next)
+    if big:
+        pa.default_memory_pool().release_unused()  # hand the batches' memory back before the ids are made
+    if rows.n:
+        add_events(ctx, device_table=True, n=rows.n, category=spec.category, raw_category=spec.table,
+                   phase="i" if spec.instant else "X", device=ctx.device, **rows.columns())
     # Derived rows after all source rows: a table's rows stay contiguous and in source order.
-    for w in waits:
-        _add_waits(ctx, w)
+    if waits is not None and waits.n:
+        k = waits.n
+        add_events(ctx, device_table=True, n=k, name="semaphore wait", category="sync_wait",
+                   raw_category="Instruction.evt_wait_time_ns", phase="derived", device=ctx.device,
+                   **waits.columns())
+        key = "sync_wait from Instruction.evt_wait_time_ns"
+        ctx.derived[key] = ctx.derived.get(key, 0) + k
 
 
-def _batch(ctx: Context, spec: Spec, batch: pa.Table, *, start: str, end: str | None, duration: str | None,
-           name_col: str | None, track_col: str | None, pcore: str | None, args_cols: list[str],
-           waits: list[pa.Table]) -> None:
+def _batch(ctx: Context, spec: Spec, batch: pa.Table, rows: ColumnSink, waits: ColumnSink | None,
+           first_id: int, *, start: str, end: str | None, duration: str | None, name_col: str | None,
+           track_col: str | None, pcore: str | None, args_cols: list[str]) -> None:
     n = batch.num_rows
     if n == 0:
         return
-    ts, dur = times(batch, start=start, end=None if spec.instant else end,
-                    duration=None if spec.instant else duration, offset_ns=ctx.offset_ns)
-    name = _names(batch, name_col, spec.name_default)
+    at = rows.n
+    # Start times are aligned straight into the output column; durations need no offset.
+    ts = rows.view("ts_ns", n)
+    pos = 0
+    for chunk in batch[start].cast(pa.int64()).chunks:
+        np.add(chunk.to_numpy(), ctx.offset_ns, out=ts[pos:pos + len(chunk)])
+        pos += len(chunk)
+    _, dur = times(batch, start=start, end=None if spec.instant else end,
+                   duration=None if spec.instant else duration, offset_ns=0)
     track = _tracks(batch, track_col, pcore, spec.track)
-    frame_id = ctx.frames.link(batch) if spec.table == "Instruction" else None
-    extra: dict[str, Any] = {}
+    cols: dict[str, Any] = {
+        "ts_ns": ts, "dur_ns": 0 if spec.instant else dur, "name": _names(batch, name_col, spec.name_default),
+        "track": track, "args": json_objects(batch, args_cols) if args_cols else None,
+    }
+    frame_id: np.ndarray | None = None
+    if spec.table == "Instruction":
+        frame_id = rows.view("frame_id", n)
+        if not ctx.frames.link_into(batch, frame_id):
+            frame_id[:] = -1
+        cols["frame_id"] = frame_id
     if spec.category == "dma" and "transfer_bytes" in batch.column_names:
-        extra["bytes"] = batch["transfer_bytes"]
-        extra["direction"] = _dma_direction(batch)
+        cols["bytes"] = batch["transfer_bytes"]
+        cols["direction"] = _dma_direction(batch)
     elif spec.table == "CcOp":
         sizes = [batch[c] for c in ("input_size", "output_size") if c in batch.column_names]
         if sizes:
-            extra["bytes"] = pc.max_element_wise(*sizes) if len(sizes) > 1 else sizes[0]
-    ids = add_events(
-        ctx, device_table=True, n=n, ts_ns=ts, dur_ns=dur, name=name, category=spec.category,
-        raw_category=spec.table, phase="i" if spec.instant else "X", device=ctx.device, track=track,
-        frame_id=frame_id, args=json_objects(batch, args_cols), **extra,
-    )
+            cols["bytes"] = pc.max_element_wise(*sizes) if len(sizes) > 1 else sizes[0]
+    rows.append(n, cols)
     ctx.acct.keep("device_events", n)
-    if spec.source_id is not None and spec.source_id in batch.column_names:
+    if spec.source_id is not None and spec.source_id in batch.column_names and spec.table in ctx.want_ids:
+        ids = pa.array(np.arange(first_id + at, first_id + at + n, dtype=np.int64))
         ctx.remember_ids(spec.table, batch[spec.source_id], ids)
-    if spec.table == "Instruction" and "evt_wait_time_ns" in batch.column_names:
-        w = _semaphore_waits(batch, ts, track, frame_id)
-        if w is not None:
-            waits.append(w)
+    if waits is not None:
+        _semaphore_waits(batch, ts, track, frame_id, waits)
 
 
 def _names(batch: pa.Table, col: str | None, default: str) -> pa.ChunkedArray | str:
@@ -232,35 +258,27 @@ def _dma_direction(batch: pa.Table) -> Any:
     return pc.if_else(remote, "p2p", "d2d")
 
 
-def _semaphore_waits(batch: pa.Table, ts: pa.ChunkedArray, track: Any, frame_id: pa.Array | None) -> pa.Table | None:
-    """The wait before each instruction (``evt_wait_time_ns`` > 0), to become a ``sync_wait`` row.
+def _semaphore_waits(batch: pa.Table, ts: np.ndarray, track: Any, frame_id: np.ndarray | None,
+                     waits: ColumnSink) -> None:
+    """The wait before each instruction (``evt_wait_time_ns`` > 0), as a ``sync_wait`` row.
 
     The instruction waited for its semaphore/event condition that long before it could start, so
     the wait ends at the instruction's start. These rows are derived, not read: the accounting does
     not count them; metadata ``neuron.derived_rows`` does.
     """
-    wait = batch["evt_wait_time_ns"]
-    mask = pc.fill_null(pc.greater(wait, 0), False)
-    if count_true(mask) == 0:
-        return None
-    w = pc.filter(wait, mask).cast(pa.int64())
-    cols: dict[str, Any] = {"ts_ns": pc.subtract(pc.filter(ts, mask), w), "dur_ns": w}
-    cols["track"] = pc.filter(track, mask) if not isinstance(track, str) else pa.repeat(track, len(w))
+    wait = batch["evt_wait_time_ns"].cast(pa.int64())
+    wait_ns = np.asarray(flat(pc.fill_null(wait, 0) if wait.null_count else wait).to_numpy())
+    picked = np.flatnonzero(wait_ns > 0)
+    k = len(picked)
+    if k == 0:
+        return
+    w = wait_ns[picked]
+    at = pa.array(picked)
+    cols: dict[str, Any] = {"ts_ns": ts[picked] - w, "dur_ns": w,
+                            "track": pc.take(track, at) if not isinstance(track, str) else track}
     if frame_id is not None:
-        cols["frame_id"] = pc.filter(frame_id, mask)
+        cols["frame_id"] = frame_id[picked]
     if "id" in batch.column_names:
         cols["args"] = pc.binary_join_element_wise(
-            '{"instruction_id":', pc.filter(batch["id"], mask).cast(pa.string()), "}", "")
-    return pa.table(cols)
-
-
-def _add_waits(ctx: Context, w: pa.Table) -> None:
-    k = w.num_rows
-    add_events(
-        ctx, device_table=True, n=k, ts_ns=w["ts_ns"], dur_ns=w["dur_ns"], name="semaphore wait",
-        category="sync_wait", raw_category="Instruction.evt_wait_time_ns", phase="derived", device=ctx.device,
-        track=w["track"], frame_id=w["frame_id"] if "frame_id" in w.column_names else None,
-        args=w["args"] if "args" in w.column_names else None,
-    )
-    key = "sync_wait from Instruction.evt_wait_time_ns"
-    ctx.derived[key] = ctx.derived.get(key, 0) + k
+            '{"instruction_id":', pc.take(batch["id"], at).cast(pa.string()), "}", "")
+    waits.append(k, cols)

@@ -18,7 +18,7 @@ from neurontrace import schema
 from neurontrace.schema import DICT_STRING
 from neurontrace.trace import ParseAccounting
 
-from ._neuron_arrow import constant, dict_strings
+from ._neuron_arrow import constant, dict_strings, one_dictionary
 from ._neuron_frames import FrameBuilder
 
 FULL_ARGS_MAX_ROWS = 1_000_000
@@ -120,8 +120,8 @@ def _chunked(a: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def device_table(ctx: Context) -> pa.Table:
-    return pa.concat_tables(ctx.device_chunks) if ctx.device_chunks else schema.DEVICE_EVENTS.empty()
+    return one_dictionary(pa.concat_tables(ctx.device_chunks)) if ctx.device_chunks else schema.DEVICE_EVENTS.empty()
 
 
 def system_table(ctx: Context) -> pa.Table:
-    return pa.concat_tables(ctx.system) if ctx.system else schema.SYSTEM_EVENTS.empty()
+    return one_dictionary(pa.concat_tables(ctx.system)) if ctx.system else schema.SYSTEM_EVENTS.empty()

@@ -45,12 +45,8 @@ class FrameBuilder:
         self._paths: dict[tuple[Any, ...], int | None] = {}
         self._py = _python_stacks(tables)
         self._kernel = _kernel_stacks(tables)
-        self._scratch: tuple[np.ndarray, np.ndarray] | None = None
-
-    def _buffers(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        if self._scratch is None or len(self._scratch[0]) < n:
-            self._scratch = (np.empty(n, np.int64), np.empty(n, np.int64))
-        return self._scratch[0][:n], self._scratch[1][:n]
+        # (link columns, their dictionaries, sorted distinct codes, frame id of each) of the last batch
+        self._code_cache: tuple[list[str], list[pa.Array], np.ndarray, np.ndarray] | None = None
 
     @property
     def empty(self) -> bool:
@@ -58,43 +54,85 @@ class FrameBuilder:
 
     def link(self, batch: pa.Table) -> pa.Array | None:
         """The frame id of each row of ``batch`` (null where it names no source), or None if none do."""
-        cols = [c for c in LINK_COLUMNS if c in batch.column_names]
-        if not cols:
+        out = np.empty(batch.num_rows, np.int64)
+        if not self.link_into(batch, out):
             return None
-        encoded = [_dict_chunk(batch[c]) for c in cols]
-        values = [e.dictionary.to_pylist() for e in encoded]
-        radix = [len(v) + 1 for v in values]  # 0 stands for null
-        if float(np.prod(np.array(radix, dtype=np.float64))) < 2.0**62:
-            # Mixed-radix code of the per-column dictionary indices: one int64 per row, decodable.
-            # Computed in place in two buffers reused from batch to batch (no allocation churn).
-            n = batch.num_rows
-            codes, digit = self._buffers(n)
-            codes[:] = 0
-            for e, r in zip(encoded, radix, strict=True):
-                np.add(np.asarray(pc.fill_null(e.indices, -1).to_numpy(zero_copy_only=False)), 1, out=digit,
-                       casting="unsafe")
-                codes *= r
-                codes += digit
-            combos = pc.dictionary_encode(pa.array(codes))
-            parts = _decode(np.asarray(combos.dictionary.to_numpy(), np.int64), radix)
-            rows_of = combos.indices
-        else:  # astronomically many distinct values: fall back to one representative row per combination
-            parts, rows_of = _representatives(encoded)
-        slots = [LINK_COLUMNS.index(c) for c in cols]
-        frame_ids: list[int] = []
-        for combo in zip(*parts, strict=True):
-            key: list[Any] = [None] * len(LINK_COLUMNS)
-            for slot, i, vals in zip(slots, combo, values, strict=True):
-                if i:
-                    key[slot] = vals[i - 1]
-            fid = self._path(tuple(key))
-            frame_ids.append(-1 if fid is None else fid)
-        frame_of = np.array(frame_ids, dtype=np.int64)
-        if (frame_of < 0).all():
-            return None
-        out = frame_of[np.asarray(rows_of.to_numpy(zero_copy_only=False))]
         missing = out < 0
         return pa.array(out, pa.int64(), mask=missing) if missing.any() else pa.array(out, pa.int64())
+
+    def link_into(self, batch: pa.Table, out: np.ndarray) -> bool:
+        """Write the frame id of each row of ``batch`` into ``out`` (-1 where it names no source).
+
+        Returns False when no row names one (``out`` then holds scratch values).
+        """
+        cols = [c for c in LINK_COLUMNS if c in batch.column_names]
+        if not cols:
+            return False
+        encoded = [_dict_chunk(batch[c]) for c in cols]
+        dicts = [e.dictionary for e in encoded]
+        radix = [len(d) + 1 for d in dicts]  # 0 stands for null
+        if float(np.prod(np.array(radix, dtype=np.float64))) >= 2.0**62:
+            # astronomically many distinct values: one representative row per combination
+            parts, rows_of = _representatives(encoded)
+            frame_of = self._frames_of(cols, dicts, parts)
+        else:
+            # Mixed-radix code of the per-column dictionary indices (index + 1, 0 for null): one
+            # int64 per row, decodable, computed in ``out`` itself (no temporary the size of the
+            # batch). Rows get sum(index * weight); the constant sum(weight) (the "+ 1"s) is added
+            # to the few distinct codes only.
+            codes = out
+            shift = 0
+            for j, (e, r) in enumerate(zip(encoded, radix, strict=True)):
+                idx = e.indices if not e.indices.null_count else pc.fill_null(e.indices, -1)
+                if j == 0:
+                    codes[:] = np.asarray(idx.to_numpy())
+                else:
+                    codes *= r
+                    codes += np.asarray(idx.to_numpy())
+                shift = shift * r + 1
+            combos = pc.dictionary_encode(pa.array(codes))
+            rows_of = combos.indices
+            frame_of = self._frames_of_codes(cols, dicts, radix, np.asarray(combos.dictionary.to_numpy()) + shift)
+            del combos
+        if (frame_of < 0).all():
+            return False
+        np.take(frame_of, np.asarray(rows_of.to_numpy(zero_copy_only=False)), out=out, mode="clip")
+        return True
+
+    def _frames_of_codes(self, cols: list[str], dicts: list[pa.Array], radix: list[int],
+                         codes: np.ndarray) -> np.ndarray:
+        """Frame id (-1 for none) of each distinct code; codes seen in an earlier batch with the
+        same dictionaries (a file read in small batches repeats them) are looked up, not rebuilt."""
+        cached = self._code_cache
+        if cached is None or cached[0] != cols or any(not a.equals(b) for a, b in zip(cached[1], dicts, strict=True)):
+            cached = self._code_cache = (cols, dicts, np.empty(0, np.int64), np.empty(0, np.int64))
+        known, frames = cached[2], cached[3]
+        pos = np.minimum(np.searchsorted(known, codes), max(len(known) - 1, 0))
+        hit = known[pos] == codes if len(known) else np.zeros(len(codes), np.bool_)
+        frame_of = np.where(hit, frames[pos] if len(known) else -1, -1)
+        new = ~hit
+        if new.any():
+            fresh = self._frames_of(cols, dicts, _decode(codes[new], radix))
+            frame_of[new] = fresh
+            merged = np.concatenate([known, codes[new]])
+            order = np.argsort(merged, kind="stable")
+            self._code_cache = (cols, dicts, merged[order], np.concatenate([frames, fresh])[order])
+        return frame_of
+
+    def _frames_of(self, cols: list[str], dicts: list[pa.Array], parts: list[list[int]]) -> np.ndarray:
+        """Frame id (-1 for none) of each combination of per-column index (+1, 0 for null)."""
+        k = len(parts[0])
+        at_slot = {LINK_COLUMNS.index(c): j for j, c in enumerate(cols)}
+        nothing: list[Any] = [None] * k
+        spelled = [[None, *d.to_pylist()] for d in dicts]
+        per_slot = [[spelled[at_slot[s]][i] for i in parts[at_slot[s]]] if s in at_slot else nothing
+                    for s in range(len(LINK_COLUMNS))]
+        known = self._paths
+        frame_ids: list[int] = []
+        for key in zip(*per_slot, strict=True):
+            fid = known[key] if key in known else self._path(key)
+            frame_ids.append(-1 if fid is None else fid)
+        return np.array(frame_ids, dtype=np.int64)
 
     def table(self) -> pa.Table:
         rows = self._rows

@@ -2,13 +2,15 @@
 
 A table is one ``<Table>.parquet`` file or several ``<Table>_<n>.parquet`` parts; any table may be
 missing. Columns are read by name and only when asked for, string columns that repeat (engines,
-opcodes, queue names) as dictionaries, and big tables a few row groups at a time.
+opcodes, queue names) as dictionaries, and big tables a few row groups at a time (``batches``) or
+a few hundred thousand rows at a time, optionally decoded ahead on a helper thread (``stream``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -108,12 +110,45 @@ class SourceTable:
                 batch_rows: int = 1 << 20) -> Iterator[pa.Table]:
         """The table a few row groups at a time (about ``batch_rows`` rows), in file order.
 
-        (Reading the next batch on a helper thread while this one is processed was tried: on the
-        2-core reference machine it cost a batch of memory and saved no time.)
+        (Reading the next row groups on a helper thread while these are processed costs a whole
+        batch of row groups in memory; :meth:`stream` reads ahead in small batches instead.)
         """
         cols = list(columns) if columns is not None else None
         for read in self._reads(cols, dictionary, batch_rows):
             yield self._fill(read(), cols)
+
+    def stream(self, columns: Sequence[str] | None = None, *, dictionary: Sequence[str] = (),
+               batch_rows: int = 1 << 18, read_ahead: bool = False) -> Iterator[pa.Table]:
+        """The table about ``batch_rows`` rows at a time, in file order, decoded as it goes (a row
+        group is not decoded whole first): for big tables, whose batches should stay small.
+
+        ``read_ahead`` decodes the next batch on a helper thread while the caller works on this one
+        (Arrow's reader and kernels release the GIL), at the cost of one more small batch in memory.
+        """
+        cols = list(columns) if columns is not None else None
+        parts = self._stream(cols, dictionary, batch_rows)
+        if not read_ahead:
+            yield from parts
+            return
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neurontrace-read") as pool:
+            ahead = pool.submit(next, parts, None)
+            try:
+                while (part := ahead.result()) is not None:
+                    ahead = pool.submit(next, parts, None)
+                    yield part
+                    del part
+            finally:
+                ahead.cancel()
+
+    def _stream(self, cols: list[str] | None, dictionary: Sequence[str], batch_rows: int) -> Iterator[pa.Table]:
+        for f, meta in zip(self.files, self._meta, strict=True):
+            try:
+                pf = pq.ParquetFile(f, read_dictionary=[c for c in dictionary if c in meta.schema.names])
+                want = [c for c in cols if c in pf.schema_arrow.names] if cols is not None else None
+                for b in pf.iter_batches(batch_size=batch_rows, columns=want):
+                    yield self._fill(pa.Table.from_batches([b]), cols)
+            except (pa.ArrowException, OSError) as exc:
+                raise _corrupt(f, exc) from exc
 
     def _reads(self, cols: list[str] | None, dictionary: Sequence[str], batch_rows: int) -> Iterator[_Read]:
         """One reader call per batch of row groups."""

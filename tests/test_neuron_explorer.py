@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -18,7 +19,8 @@ import neurontrace
 from neurontrace import Trace
 from neurontrace import synthetic_neuron as syn
 from neurontrace.errors import MalformedTraceError, NeuronProfileWarning, SchemaVersionWarning
-from neurontrace.parsers import _neuron_arrow, _neuron_events, neuron_explorer
+from neurontrace.parsers import _neuron_arrow, _neuron_device, _neuron_events, neuron_explorer
+from neurontrace.schema import DEVICE_EVENTS, DICT_STRING
 from tests.micro import rows
 
 META = {"profile_schema_version": "7.4.0", "neuroncore_idx": 2, "first_ts": "1970-01-01 00:00:00+00:00"}
@@ -385,3 +387,101 @@ def test_split_parts_are_read_in_batches_of_row_groups(tmp_path: Path) -> None:
     part.write_bytes(part.read_bytes()[:200])
     with pytest.raises(MalformedTraceError, match=r"Instruction_1\.parquet"):
         open_tables(d)
+
+
+def _instructions_in_row_groups(tmp_path: Path) -> Path:
+    """Row groups of 4 whose dictionaries list the same strings in different orders, a row without a
+    start time, nulls among names, engines and source links, semaphore waits; DMA rows in row groups
+    of 2 (bytes with a null, directions); a system profile first (its hardware rows come before the
+    instructions in ``device_events``)."""
+    system = syn.explorer_tables(syn.Scenario(executions=1))
+    d = explorer(tmp_path, Metadata=[META], SystemProfileEvents=system["SystemProfileEvents"])
+    t = pa.table({
+        "start_ts": pa.array([0, 10, 20, 30, 40, None, 60, 70, 80, 90, 100, 110], pa.int64()),
+        "duration_ns": [5] * 12,
+        "engine": ["Tensor", "Pool", "Tensor", "Act", "Act", "Pool", "Tensor", "Pool", "Pool", "Tensor", "Act", None],
+        "opcode": ["MATMUL", "IOTA", None, "ACTIVATE", "ACTIVATE", "IOTA", "MATMUL", "NOP", "NOP", "MATMUL", "IOTA",
+                   "IOTA"],
+        "id": list(range(12)),
+        "hlo_name": ["dot.1", None, "dot.2", "dot.1", "dot.2", "dot.1", None, "dot.3", "dot.3", "dot.1", None, "dot.2"],
+        "nki_source_location": ["k.py:3", None, None, "k.py:3", None, "k.py:5", "k.py:3", None, "k.py:4",
+                                "k.py:3", "k.py:5", None],
+        "evt_wait_time_ns": [0, 5, 0, 0, 7, 0, 0, 3, 0, 0, 0, 2],
+    })
+    syn.write_table(t, d, "Instruction", row_group_size=4, label=False)
+    syn.write_table(pa.Table.from_pylist(
+        [{"start_ts": 7 * i, "duration_ns": 3, "queue_name": f"q{i % 3}", "variable": f"v{i % 2}",
+          "transfer_bytes": None if i == 3 else 64 * i, "source": "REMOTE" if i == 1 else "HBM", "dest": "SBUF",
+          "id": i} for i in range(9)]), d, "DmaPacketAggregated", row_group_size=2, label=False)
+    return d
+
+
+def test_a_table_read_in_many_batches_loads_as_read_in_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = _instructions_in_row_groups(tmp_path)
+    whole = neurontrace.load(d)
+    monkeypatch.setattr(_neuron_device, "BATCH_ROWS", 3)  # one row group at a time
+    monkeypatch.setattr(_neuron_device, "FULL_ARGS_MAX_ROWS", 0)  # the big-table path (memory handed back)
+    batched = neurontrace.load(d)
+    for name in ("device_events", "system_events", "flows", "frames"):
+        assert batched.tables[name].to_pylist() == whole.tables[name].to_pylist(), name
+    assert batched.accounting == whole.accounting
+    ins = [r for r in batched.device_events.to_pylist() if r["raw_category"] == "Instruction"]
+    assert [(r["name"], r["track"]) for r in ins[:4]] == [
+        ("MATMUL", "tensor"), ("IOTA", "gpsimd"), ("instruction", "tensor"), ("ACTIVATE", "scalar")]
+    assert ins[-1]["track"] == "unknown engine" and len(ins) == 11
+    assert [r["frame_id"] is None for r in ins[:3]] == [False, True, False]  # row 1 names no source
+    waits = [r for r in batched.device_events.to_pylist() if r["category"] == "sync_wait" and r["phase"] == "derived"]
+    assert [(r["ts_ns"] - ins[0]["ts_ns"], r["dur_ns"], json.loads(r["args"])) for r in waits] == [
+        (5, 5, {"instruction_id": 1}), (33, 7, {"instruction_id": 4}), (67, 3, {"instruction_id": 7}),
+        (108, 2, {"instruction_id": 11})]
+    dma = [(r["bytes"], r["direction"], r["track"]) for r in batched.device_events.to_pylist()
+           if r["raw_category"] == "DmaPacketAggregated"]
+    assert dma[:4] == [(0, "d2d", "dma q0"), (64, "p2p", "dma q1"), (128, "d2d", "dma q2"), (None, "d2d", "dma q0")]
+    (acct,) = batched.accounting
+    assert acct.skipped["Instruction: no start timestamp"] == 1
+    for col in ("name", "track", "category"):  # one dictionary per column: Trace's unify had nothing to move
+        chunks = batched.device_events[col].chunks
+        assert all(c.dictionary.equals(chunks[0].dictionary) for c in chunks)
+    assert Trace.from_parquet(batched.to_parquet(tmp_path / "normalized")).equals(batched)
+
+
+def test_column_sink_fills_columns_batch_by_batch() -> None:
+    sink = _neuron_arrow.ColumnSink({c.name: c.type for c in DEVICE_EVENTS.columns}, 8, negative_null=("frame_id",))
+    sink.append(3, {"ts_ns": pa.array([1, 2, 3], pa.int32()), "name": "x", "args": None,
+                    "bytes": pa.array([1, None, 3])})
+    sink.append(2, {"ts_ns": pa.chunked_array([[4], [5]]), "name": pa.array(["y", None]).dictionary_encode(),
+                    "args": pa.array(['{"a":1}', None]), "frame_id": np.array([-1, 7])})
+    view = sink.view("frame_id", 2)
+    view[:] = [3, -1]
+    sink.append(2, {"ts_ns": 6, "name": pa.array(["z", "x"]), "frame_id": view})
+    with pytest.raises(ValueError, match="capacity"):
+        sink.append(2, {"ts_ns": 7})
+    cols = sink.columns()
+    assert pa.array(cols["ts_ns"]).to_pylist() == [1, 2, 3, 4, 5, 6, 6]
+    assert cols["name"].dictionary.to_pylist() == ["x", "y", "z"]
+    assert cols["name"].to_pylist() == ["x", "x", "x", "y", None, "z", "x"]
+    assert cols["args"].to_pylist() == [None, None, None, '{"a":1}', None, None, None]
+    assert cols["bytes"].to_pylist() == [1, None, 3, None, None, None, None]
+    assert cols["frame_id"].to_pylist() == [None, None, None, None, 7, 3, None]
+    only_scalars = _neuron_arrow.ColumnSink({"name": DICT_STRING, "bytes": pa.int64()}, 4)
+    only_scalars.append(2, {"name": "same"})
+    only_scalars.append(2, {"name": "same", "bytes": 8})
+    got = only_scalars.columns()
+    assert got["name"] == "same"  # a constant stays a constant
+    assert got["bytes"].to_pylist() == [None, None, 8, 8]  # a column first seen late: null before
+
+
+def test_one_dictionary_keeps_the_largest_chunk_and_shares_repeated_blocks() -> None:
+    small = pa.DictionaryArray.from_arrays(pa.array([0, 1, None], pa.int32()), pa.array(["b", "a"]))
+    big = pa.DictionaryArray.from_arrays(pa.array([2, 0, 1, 0, 2] * 20000, pa.int32()), pa.array(["a", "c", "b"]))
+    block = _neuron_arrow.constant("b", DICT_STRING, 3 * 65536 + 5)
+    col = pa.chunked_array([small, big, *block.chunks], DICT_STRING)
+    t = pa.table({"name": col, "n": pa.array(range(len(col)))})
+    out = _neuron_arrow.one_dictionary(t)
+    got = out["name"]
+    assert got.to_pylist() == col.to_pylist()
+    assert all(c.dictionary.to_pylist() == ["a", "c", "b"] for c in got.chunks)
+    assert got.chunk(1).indices.buffers()[1].address == big.indices.buffers()[1].address  # not rewritten
+    # the constant's repeated block is rewritten once and shared, not once per chunk
+    assert len({c.indices.buffers()[1].address for c in got.chunks[2:5]}) == 1
+    assert _neuron_arrow.one_dictionary(out) is out
