@@ -144,6 +144,14 @@ def decode(data: Document, *, complete: bool, device_categories: list[str] | Non
 
 
 def _decode(data: Document, *, complete: bool, device_categories: list[str], progress: Progress) -> Decoded:
+    if complete:  # the compiled scanner reads complete documents; salvaging a cut one is Python's
+        scanned = _kineto_native.scan(data, COLUMNS, device_categories, progress, _page_releaser(data))
+        if scanned.parts is not None:
+            return Decoded({k: _decode_any(v) for k, v in scanned.top.items()}, scanned.parts,
+                           decoder=scanned.reason)
+        decoder = scanned.reason
+    else:
+        decoder = "python (truncated input)"
     start = _first_non_space(data)
     if start < 0:
         raise TruncatedTraceError("the file holds only whitespace; expected a JSON trace object")
@@ -155,14 +163,6 @@ def _decode(data: Document, *, complete: bool, device_categories: list[str], pro
     else:
         raise MalformedTraceError(f"expected a JSON object or array, found {data[start:start + 20]!r}")
     truncated_at = None if array_end is not None and complete else len(data)
-    if truncated_at is None:  # the compiled scanner takes complete documents; salvage is Python's
-        release = _page_releaser(data, array)
-        scanned = _kineto_native.scan(array, COLUMNS, device_categories, progress, release)
-        if scanned.parts is not None:
-            return Decoded(top, scanned.parts, decoder=scanned.reason)
-        decoder = scanned.reason
-    else:
-        decoder = "python (truncated input)"
     tables = []
     done_events = done_bytes = partial = 0
     for chunk, last in _chunks(array):
@@ -181,20 +181,17 @@ def _decode(data: Document, *, complete: bool, device_categories: list[str], pro
     return Decoded(top, [events], truncated_at, partial, decoder)
 
 
-def _page_releaser(data: Document, array: memoryview) -> Callable[[int], None] | None:
-    """For a memory-mapped file: a function that unmaps the pages before an offset of ``array``.
+def _page_releaser(data: Document) -> Callable[[int], None] | None:
+    """For a memory-mapped file: a function that unmaps the pages before an offset.
 
     Scanned input is not read again, so its pages can leave this process (they stay in the page
     cache) while the columns grow: peak memory holds about one copy of the trace, not two.
     """
     if not isinstance(data, mmap.mmap) or not hasattr(data, "madvise"):
         return None
-    base = np.frombuffer(data, dtype=np.uint8)
-    offset = int(np.frombuffer(array, dtype=np.uint8).ctypes.data - base.ctypes.data) if len(array) else 0
-    del base
 
     def release(upto: int) -> None:
-        end = (offset + upto) // mmap.PAGESIZE * mmap.PAGESIZE
+        end = upto // mmap.PAGESIZE * mmap.PAGESIZE
         if end > 0:
             with contextlib.suppress(OSError, ValueError):  # only a memory optimisation
                 data.madvise(mmap.MADV_DONTNEED, 0, end)

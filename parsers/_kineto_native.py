@@ -14,11 +14,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import msgspec
 import pyarrow as pa
 
 from neurontrace.progress import Progress, no_progress
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 
 def _import_scanner() -> ModuleType | None:
@@ -38,6 +42,7 @@ _FLOAT_COLUMNS = frozenset({"mem_bytes", "mem_total_allocated", "mem_total_reser
 @dataclass
 class Scanned:
     parts: list[pa.Table] | None  # host, device, allocator events, the rest (route() in the C file)
+    top: dict[str, msgspec.Raw]  # the document's other keys, undecoded
     reason: str  # which decoder ran, and why not the native one
 
 
@@ -50,23 +55,35 @@ def available() -> str | None:
     return None
 
 
-def scan(array: memoryview, columns: list[str], device_categories: list[str],
-         progress: Progress = no_progress, release: Callable[[int], None] | None = None) -> Scanned:
-    """The events of a complete traceEvents array (its content, without the brackets), in parts.
+def scan(data: Buffer, columns: list[str], device_categories: list[str], progress: Progress = no_progress,
+         release: Callable[[int], None] | None = None) -> Scanned:
+    """A whole trace document: its events in parts, and its other top-level keys.
 
-    The scanner routes each event to a part by its phase and category so the normalizer can keep
-    whole parts instead of copying rows out of one big table; each part is in file order.
-    ``release(offset)`` is told after each chunk that the input before ``offset`` is done with.
+    The scanner checks the JSON it reads as strictly as it is read (RFC 8259), so a document it
+    accepts is valid JSON; anything else (cut off, corrupt, an odd type) is declined, and the
+    reference decoder then reads the document and names the problem. The members around the list
+    are checked and decoded by msgspec, without the list.
+
+    Events are routed to parts by phase and category so the normalizer keeps whole parts instead
+    of copying rows out of one big table; each part is in file order. ``release(offset)`` is told
+    after each chunk that the bytes before ``offset`` are done with.
     """
     why = available()
     if why is not None or _kineto_scan is None:
-        return Scanned(None, f"python ({why})")
+        return Scanned(None, {}, f"python ({why})")
+    view = memoryview(data)
+    n = len(view)
+    head = bytes(view[:4096])
+    bare = head.lstrip().startswith(b"[")  # the array form: a bare list of events
+    first = len(head) - len(head.lstrip()) if bare else _kineto_scan.find_events(view)
+    if first < 0:
+        return Scanned(None, {}, "python (native scanner found no traceEvents list)")
     cats = tuple(c.encode() for c in device_categories)
     chunks: list[list[pa.Table]] = [[], [], [], []]
-    pos, rows_done, n = 0, 0, len(array)
+    pos, rows_done, closed = first + 1, 0, False
     try:
-        while pos < n:
-            stop, rows, parts = _kineto_scan.scan(array, pos, n, CHUNK_BYTES, rows_done, cats)
+        while not closed:
+            stop, rows, parts, closed = _kineto_scan.scan(view, pos, n, CHUNK_BYTES, rows_done, cats)
             for k, (part_rows, cols) in enumerate(parts):
                 if part_rows:
                     chunks[k].append(_table(cols, part_rows, columns))
@@ -74,14 +91,33 @@ def scan(array: memoryview, columns: list[str], device_categories: list[str],
             progress("decode events", stop, n)
             if release is not None:
                 release(stop)
-            if stop == pos:
-                break
+            if not closed and stop == pos:
+                return Scanned(None, {}, "python (native scanner: the traceEvents list is not closed)")
             pos = stop
     except (_kineto_scan.UnsupportedError, pa.ArrowInvalid) as exc:
-        return Scanned(None, f"python (native scanner declined: {exc})")
+        return Scanned(None, {}, f"python (native scanner declined: {exc})")
+    top = _outer(view, first, pos + 1, bare)
+    if top is None:
+        return Scanned(None, {}, "python (native scanner: the document around the list is not valid JSON)")
     if not rows_done:
-        return Scanned(None, "python (no events)")
-    return Scanned([pa.concat_tables(c) for c in chunks if c], "native")
+        return Scanned(None, {}, "python (no events)")
+    return Scanned([pa.concat_tables(c) for c in chunks if c], top, "native")
+
+
+def _outer(view: memoryview, first: int, after: int, bare: bool) -> dict[str, msgspec.Raw] | None:
+    """The document without its event list, checked: the other keys, or None when not valid."""
+    rest = bytes(view[after:])
+    if bare:
+        return {} if not rest.strip() else None
+    outer = bytes(view[:first]) + b"[]" + rest
+    if outer.count(b'"traceEvents"') != 1:  # a second list would win in the reference: leave it that
+        return None
+    try:
+        top = msgspec.json.decode(outer, type=dict[str, msgspec.Raw])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    top.pop("traceEvents", None)
+    return top
 
 
 def _table(cols: dict[str, tuple[Any, ...]], rows: int, columns: list[str]) -> pa.Table:

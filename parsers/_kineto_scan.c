@@ -1,15 +1,19 @@
-/* Columnar scanner for the traceEvents array of a Kineto (torch.profiler) Chrome trace.
+/* Columnar scanner for the traceEvents list of a Kineto (torch.profiler) Chrome trace.
  *
  * One pass over the bytes writes every event straight into column buffers: no Python object per
  * event. It is the fast path of parsers/_kineto_json.py and handles the common shape only: the
- * Python decoder there is the reference, and every input this scanner is not sure about (a field
- * of an unexpected type, a number out of range, a non-object event) makes it raise Unsupported so
- * the caller decodes the whole document with the reference instead. The document was already
- * validated as JSON by msgspec, so this code can assume valid syntax; it still never reads past
- * the end of the range it was given.
+ * Python decoder there is the reference. Everything the scanner reads is checked as strictly as
+ * JSON demands (RFC 8259: strings, escapes, numbers, literals, nesting), so it is also the
+ * validator of the list; input that is not valid JSON, or that it is not sure about (a field of
+ * an unexpected type, a number out of range, a non-object event), makes it raise UnsupportedError
+ * and the caller decodes the document with the reference instead, which names the problem. It
+ * never reads past the end of the buffer it was given.
  *
- * scan(data, start, end, max_bytes) -> (stop, rows, columns)
- *   Scans events from byte `start` until `end` or, at the next event boundary, `max_bytes` later.
+ * find_events(document) -> offset of the '[' of the top-level "traceEvents" list, or -1.
+ * scan(data, start, end, max_bytes, first_index, device_categories)
+ *      -> (stop, rows, [(rows, columns)] * 4, closed)
+ *   Scans events from byte `start` (after the '[' or a comma) to the list's ']' (closed is True)
+ *   or, at the next event boundary, `max_bytes` later. Events are routed to four parts (route()).
  *   `columns` maps a column name to its Arrow buffers: (validity bitmap or None, null count,
  *   values) for int64/float64 columns and (validity, null count, int32 offsets, utf-8 data) for
  *   string columns. The column set and its meaning are those of _kineto_json._columns.
@@ -209,60 +213,124 @@ static inline Ptr skip_ws(Ptr p, Ptr end) {
     return p;
 }
 
-/* p at the opening quote; returns just past the closing quote (NULL if cut off). */
+static int hexval(unsigned char ch);
+
+/* p at the opening quote; returns just past the closing quote, or NULL for a string that is cut
+ * off or not valid JSON (a raw control character, an unknown escape). */
 static inline Ptr skip_string(Ptr p, Ptr end, int *escaped) {
     p++;
+    for (;;) {
 #ifdef SIMD16
-    while (end - p >= 16) {
-        unsigned hit = match16(_mm_loadu_si128((const __m128i *)p), '"', '\\');
-        if (!hit) {
+        while (end - p >= 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)p);
+            __m128i ctrl = _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x1F)), _mm_set1_epi8(0x1F));
+            unsigned hit = match16(v, '"', '\\') | (unsigned)_mm_movemask_epi8(ctrl);
+            if (hit) {
+                p += __builtin_ctz(hit);
+                break;
+            }
             p += 16;
-            continue;
         }
-        p += __builtin_ctz(hit);
-        if (*p == '"') return p + 1;
-        *escaped = 1; /* a backslash: the next byte is escaped, whatever it is */
-        p += 2;
-    }
 #endif
-    while (p < end) {
+        while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) p++;
+        if (p >= end || *p < 0x20) return NULL;
         if (*p == '"') return p + 1;
-        if (*p == '\\') {
-            *escaped = 1;
+        *escaped = 1; /* a backslash */
+        if (end - p < 2) return NULL;
+        switch (p[1]) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
             p += 2;
-            continue;
+            break;
+        case 'u':
+            if (end - p < 6 || hexval(p[2]) < 0 || hexval(p[3]) < 0 || hexval(p[4]) < 0 || hexval(p[5]) < 0)
+                return NULL;
+            p += 6;
+            break;
+        default:
+            return NULL;
         }
-        p++;
     }
-    return NULL;
 }
 
-/* Any value; containers by depth count (strings skipped so their brackets do not count). */
-static Ptr skip_value(Ptr p, Ptr end) {
+/* A JSON number (RFC 8259 grammar); returns its end, or NULL. Sets *is_float for a fraction or
+ * an exponent. */
+static inline Ptr skip_number(Ptr p, Ptr end, int *is_float) {
+    *is_float = 0;
+    if (p < end && *p == '-') p++;
     if (p >= end) return NULL;
-    int esc = 0;
-    if (*p == '"') return skip_string(p, end, &esc);
-    if (*p == '{' || *p == '[') {
-        int64_t depth = 0;
-        while (p < end) {
-            unsigned char ch = *p;
-            if (ch == '"') {
-                p = skip_string(p, end, &esc);
-                if (!p) return NULL;
-                continue;
-            }
-            if (ch == '{' || ch == '[') depth++;
-            else if (ch == '}' || ch == ']') {
-                if (--depth == 0) return p + 1;
-            }
-            p++;
-        }
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    } else {
         return NULL;
     }
-    while (p < end && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' && *p != '\r' &&
-           *p != '\t')
+    if (p < end && *p == '.') {
+        *is_float = 1;
+        Ptr digits = ++p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p == digits) return NULL;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        *is_float = 1;
         p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        Ptr digits = p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p == digits) return NULL;
+    }
     return p;
+}
+
+static inline Ptr skip_literal(Ptr p, Ptr end, const char *lit, size_t n) {
+    return (size_t)(end - p) >= n && memcmp(p, lit, n) == 0 ? p + n : NULL;
+}
+
+/* Any JSON value, checked strictly (the scanner is also the validator of what it reads); NULL
+ * when it is not valid JSON or nests deeper than MAX_DEPTH. */
+#define MAX_DEPTH 512
+
+static Ptr skip_value_at(Ptr p, Ptr end, int depth) {
+    if (p >= end) return NULL;
+    int esc = 0, is_float;
+    switch (*p) {
+    case '"':
+        return skip_string(p, end, &esc);
+    case 't':
+        return skip_literal(p, end, "true", 4);
+    case 'f':
+        return skip_literal(p, end, "false", 5);
+    case 'n':
+        return skip_literal(p, end, "null", 4);
+    case '{':
+    case '[': {
+        if (depth >= MAX_DEPTH) return NULL;
+        unsigned char close = *p == '{' ? '}' : ']';
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == close) return p + 1;
+        for (;;) {
+            if (close == '}') { /* a member: "key": value */
+                if (p >= end || *p != '"' || !(p = skip_string(p, end, &esc))) return NULL;
+                p = skip_ws(p, end);
+                if (p >= end || *p != ':') return NULL;
+                p = skip_ws(p + 1, end);
+            }
+            if (!(p = skip_value_at(p, end, depth + 1))) return NULL;
+            p = skip_ws(p, end);
+            if (p < end && *p == ',') {
+                p = skip_ws(p + 1, end);
+                continue;
+            }
+            return p < end && *p == close ? p + 1 : NULL;
+        }
+    }
+    default:
+        return skip_number(p, end, &is_float);
+    }
+}
+
+static Ptr skip_value(Ptr p, Ptr end) {
+    return skip_value_at(p, end, 0);
 }
 
 static int hexval(unsigned char ch) {
@@ -372,18 +440,11 @@ static Ptr read_value(Ptr p, Ptr end, Val *v) {
         v->stop = q - 1;
         return q;
     }
-    if (ch == '-' || (ch >= '0' && ch <= '9')) { /* a number: one pass finds its end and kind */
-        v->type = V_INT;
-        Ptr q = p + 1;
-        for (; q < end; q++) {
-            unsigned char d = *q;
-            if (d >= '0' && d <= '9') continue;
-            if (d == '.' || d == 'e' || d == 'E' || d == '+' || d == '-') {
-                v->type = V_FLOAT;
-                continue;
-            }
-            break;
-        }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        int is_float;
+        Ptr q = skip_number(p, end, &is_float);
+        if (!q) return NULL;
+        v->type = is_float ? V_FLOAT : V_INT;
         v->stop = q;
         return q;
     }
@@ -795,12 +856,20 @@ static int route(const Event *e, const Spans *device_cats) {
 
 /* ---- the scan -------------------------------------------------------------------------------- */
 
+/* Events from p (just after the array's '[' or a comma) until the array's ']' (*closed = 1),
+ * the end of the buffer, or the first event boundary past max_bytes. */
 static int scan_events(Out *parts, const Spans *device_cats, Ptr base, Ptr p, Ptr end, Py_ssize_t max_bytes,
-                       int64_t index, Ptr *stop) {
+                       int64_t index, Ptr *stop, int *closed) {
     Ptr limit = end - p > max_bytes ? p + max_bytes : end;
     Out *o = &parts[PART_REST]; /* its scratch buffer unescapes keys */
     Event e;
+    *closed = 0;
     p = skip_ws(p, end);
+    if (p < end && *p == ']' && index == 0) { /* [] */
+        *closed = 1;
+        *stop = p;
+        return 0;
+    }
     while (p < end) {
         if (p >= limit) break;
         Ptr at = p;
@@ -864,13 +933,50 @@ static int scan_events(Out *parts, const Spans *device_cats, Ptr base, Ptr p, Pt
             return -1;
         }
         p = skip_ws(p, end);
+        if (p < end && *p == ']') {
+            *closed = 1;
+            break;
+        }
         if (p < end) {
             if (*p != ',') return unsupported(p, base, "events not separated by commas");
             p = skip_ws(p + 1, end);
+            if (p < end && *p == ']') return unsupported(p, base, "a comma before the end of the list");
         }
     }
     *stop = p;
     return 0;
+}
+
+/* Offset of the value of the top-level key "traceEvents" (its '['), the members before it checked
+ * as JSON; -1 when the document is not an object with such a list. */
+static Py_ssize_t events_offset(Ptr base, Ptr end) {
+    Ptr p = skip_ws(base, end);
+    if (p >= end || *p != '{') return -1;
+    p = skip_ws(p + 1, end);
+    while (p < end && *p == '"') {
+        int esc = 0;
+        Ptr key = p + 1, kstop = skip_string(p, end, &esc);
+        if (!kstop) return -1;
+        p = skip_ws(kstop, end);
+        if (p >= end || *p != ':') return -1;
+        p = skip_ws(p + 1, end);
+        if (!esc && kstop - 1 - key == 11 && memcmp(key, "traceEvents", 11) == 0)
+            return p < end && *p == '[' ? p - base : -1;
+        if (!(p = skip_value(p, end))) return -1;
+        p = skip_ws(p, end);
+        if (p >= end || *p != ',') return -1;
+        p = skip_ws(p + 1, end);
+    }
+    return -1;
+}
+
+static PyObject *find_events(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    Py_ssize_t at = events_offset((Ptr)view.buf, (Ptr)view.buf + view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(at);
 }
 
 static void out_free(Out *o) {
@@ -941,7 +1047,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
             if (COL_IS_STRING[i] && col_end_string(&parts[k].cols[i]) < 0) goto done; /* offsets start at 0 */
         }
     Ptr base = (Ptr)view.buf, stop = NULL;
-    if (scan_events(parts, &device_cats, base, base + start, base + end, max_bytes, first_index, &stop) < 0)
+    int closed = 0;
+    if (scan_events(parts, &device_cats, base, base + start, base + end, max_bytes, first_index, &stop, &closed) < 0)
         goto done;
     lists = PyList_New(N_PARTS);
     if (!lists) goto done;
@@ -953,7 +1060,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(lists, k, part);
         rows += parts[k].rows;
     }
-    result = Py_BuildValue("(nLO)", (Py_ssize_t)(stop - base), rows, lists);
+    result = Py_BuildValue("(nLOO)", (Py_ssize_t)(stop - base), rows, lists, closed ? Py_True : Py_False);
 done:
     Py_XDECREF(lists);
     for (int k = 0; k < N_PARTS; k++) out_free(&parts[k]);
@@ -964,7 +1071,8 @@ done:
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(data, start, end, max_bytes, first_index, device_categories) -> (stop, rows, [(rows, columns)] * 4)"},
+     "scan(data, start, end, max_bytes, first_index, device_categories) -> (stop, rows, [(rows, columns)] * 4, closed)"},
+    {"find_events", find_events, METH_VARARGS, "find_events(document) -> offset of the traceEvents list, or -1"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -171,6 +171,55 @@ def test_what_the_scanner_declines_goes_to_the_reference(event: dict[str, Any], 
         assert why_nat.startswith("python (native scanner declined")
 
 
+def _event(extra: str = "") -> str:
+    return '{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 1, "dur": 2' + extra + "}"
+
+
+def _doc(*events: str, after: str = "") -> str:
+    return '{"traceEvents": [' + ", ".join(events) + "]" + after + "}"
+
+
+CORRUPT = {
+    "control character in a string": _doc(_event(', "args": {"a": "x\x01"}')),
+    "unknown escape": _doc(_event(r', "args": {"a": "x\qy"}')),
+    "leading zero": _doc(_event(', "args": {"a": 01}')),
+    "bare fraction point": _doc(_event(', "args": {"a": 1.}')),
+    "exponent without digits": _doc(_event(', "extra": 1e')),
+    "misspelt literal": _doc(_event(', "args": {"a": [tru]}')),
+    "trailing comma in args": _doc(_event(', "args": {"a": 1,}')),
+    "trailing comma in the list": '{"traceEvents": [' + _event() + ",]}",
+    "missing comma": _doc(_event(', "args": {"a": [1 2]}')),
+    "unbalanced brackets": _doc(_event(', "args": {"a": [1, 2}}')),
+    "garbage after the document": _doc(_event()) + " xyz",
+    "broken member after the list": _doc(_event(), after=', "displayTimeUnit": '),
+    "two event lists": _doc(_event(), after=', "traceEvents": []'),
+    "deep nesting": _doc(_event(', "args": {"a": ' + "[" * 600 + "1" + "]" * 600 + "}")),
+    "bare list with garbage": "[" + _event() + "] 5",
+}
+
+
+@needs_native
+@pytest.mark.parametrize("case", list(CORRUPT))
+def test_invalid_json_is_left_to_the_reference(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scanner checks what it reads; anything that is not valid JSON is declined, never guessed."""
+    path = tmp_path / "t.json"
+    path.write_bytes(CORRUPT[case].encode())
+    outcomes = []
+    for mode in ("python", "native"):
+        monkeypatch.setenv(_kineto_native.ENV, mode)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                trace = kineto.parse(path)
+            outcomes.append(("ok", {n: trace.tables[n].to_pylist() for n in TABLES}, decoder(trace)))
+        except Exception as exc:  # the two paths must fail the same way
+            outcomes.append(("error", type(exc).__name__, str(exc)))
+    (kind_ref, what_ref, _), (kind_nat, what_nat, why_nat) = outcomes
+    assert (kind_ref, what_ref) == (kind_nat, what_nat)
+    if kind_nat == "ok":
+        assert why_nat.startswith("python (")
+
+
 @needs_native
 def test_chunks_split_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiny chunks: every event boundary is a chunk boundary somewhere."""
