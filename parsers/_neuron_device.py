@@ -108,19 +108,20 @@ def load_device_tables(ctx: Context, tables: dict[str, SourceTable]) -> None:
         _load(ctx, tables[spec.table], spec)
 
 
-def _first(table: SourceTable, names: tuple[str, ...]) -> str | None:
+def first_present(table: SourceTable, names: tuple[str, ...]) -> str | None:
+    """The first of ``names`` the table has (schema versions spell some columns differently)."""
     return next((c for c in names if table.has(c)), None)
 
 
 def _load(ctx: Context, table: SourceTable, spec: Spec) -> None:
-    start = _first(table, spec.start)
+    start = first_present(table, spec.start)
     n_total = table.num_rows
     ctx.acct.events_read += n_total
     if start is None:
         ctx.acct.skip(f"{spec.table}: no start-time column", n_total)
         return
-    end, duration = _first(table, spec.end), _first(table, spec.duration)
-    name_col = _first(table, spec.name)
+    end, duration = first_present(table, spec.end), first_present(table, spec.duration)
+    name_col = first_present(table, spec.name)
     # The track column stays in args too: tracks hold a normalized spelling (Tensor -> tensor).
     mapped = {start, end, duration, name_col} - {None}
     if duration is not None and table.null_count(duration) == 0:

@@ -21,15 +21,22 @@ Device times are put on the host's Unix-epoch clock when the profile says how (`
 ``metadata`` records the clock (``clock``) and the method (``alignment``). Columns without a place
 of their own go to ``args``: all of them for tables up to 1M rows, a few identifying ones above
 (``detail="full"`` copies all, ``detail="lean"`` never does); ``neuron.args_detail`` says which.
+Nothing is dropped that way: a lean table's other columns stay in its Parquet files, and
+:func:`source_columns` reads them back aligned with the table's events (one per row, in source
+order), so a 10M-row Instruction table loads without a JSON copy of every column.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from neurontrace import schema
 from neurontrace.errors import UnknownFormatError
@@ -38,7 +45,7 @@ from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
 
 from ._neuron_align import align
-from ._neuron_device import SPECS, load_device_tables
+from ._neuron_device import SPECS, first_present, load_device_tables
 from ._neuron_events import DETAILS, FULL_ARGS_MAX_ROWS, Context, device_table, system_table
 from ._neuron_flows import load_flows, referenced_tables
 from ._neuron_frames import FrameBuilder
@@ -140,7 +147,9 @@ def parse(
             "tables": ctx.args_detail,
             "rule": f"full = every unmapped column in args; lean (auto above {FULL_ARGS_MAX_ROWS} rows) = a few "
                     "identifying columns in args (none for Instruction), the other columns stay in the source "
-                    "Parquet files; a table's rows keep their source order (derived rows follow them)",
+                    "Parquet files and neurontrace.parsers.neuron_explorer.source_columns(trace, table) reads "
+                    "them back aligned with the events; a table's rows keep their source order (derived rows "
+                    "follow them)",
         },
         "neuron.columns_read": ctx.columns_read,
         **prof.facts,
@@ -197,3 +206,59 @@ def _account_rest(ctx: Context, tables: dict[str, SourceTable], facts: dict[str,
             unknown.append(name)
     if unknown:
         facts["neuron.unknown_tables"] = unknown
+
+
+def source_columns(trace: Trace, table: str = "Instruction", columns: Sequence[str] | None = None, *,
+                   source: str | None = None) -> pa.Table:
+    """A device table's source columns read back from its Parquet files, aligned with its events.
+
+    One row per row of the source table, in source order: ``event_id`` (null for a row that was
+    skipped for having no start time), then ``columns`` (default: all of them). This is how the
+    columns a lean load leaves out of ``args`` are reached; it works as long as the Explorer
+    directory the trace was loaded from (its ``source`` in ``metadata``) is still there.
+    ``source`` picks the directory when the trace holds several Neuron profiles.
+    """
+    sources = [s for s, f in zip(trace.metadata["source"].to_pylist(), trace.metadata["key"].to_pylist(), strict=True)
+               if f == "format" and s is not None and trace_format(trace, s) == FORMAT]
+    if source is None:
+        if len(set(sources)) != 1:
+            raise ValueError(f"source_columns: the trace holds {len(set(sources))} Neuron Explorer profiles; "
+                             f"pass source= one of {sorted(set(sources))}")
+        source = sources[0]
+    elif source not in sources:
+        raise ValueError(f"source_columns: {source!r} is not a Neuron Explorer profile of this trace")
+    spec = {s.table: s for s in SPECS}.get(table)
+    if spec is None:
+        raise ValueError(f"source_columns: {table!r} is not a device table ({', '.join(s.table for s in SPECS)})")
+    tables, _ = open_tables(Path(source))
+    if table not in tables:
+        raise FileNotFoundError(f"{source}: no {table}.parquet any more; was the profile moved or deleted?")
+    src = tables[table]
+    start = first_present(src, spec.start)
+    wanted = list(src.columns if columns is None else columns)
+    missing = [c for c in wanted if not src.has(c)]
+    if missing or start is None:
+        raise ValueError(f"{source}/{table}: no column(s) {missing or list(spec.start)}; it has {src.columns}")
+    data = src.read(list(dict.fromkeys([start, *wanted])))
+    valid = pc.is_valid(data[start]).to_numpy(zero_copy_only=False)
+    device = trace_fact(trace, source, "device")
+    ev = trace.device_events
+    mine = pc.and_(pc.equal(ev["raw_category"], table), pc.equal(ev["device"], device))
+    ids = np.sort(ev.filter(mine)["event_id"].to_numpy())
+    if len(ids) != int(valid.sum()):
+        raise ValueError(f"{source}/{table}: {int(valid.sum())} rows with a start time in the files, but the trace "
+                         f"has {len(ids)} events of it; the files changed after loading")
+    event_id = np.full(len(valid), -1, dtype=np.int64)
+    event_id[valid] = ids
+    return pa.table({"event_id": pa.array(event_id, mask=~valid), **{c: data[c] for c in wanted}})
+
+
+def trace_fact(trace: Trace, source: str, key: str) -> Any:
+    """A metadata fact recorded for one input of the trace (JSON-decoded), or None."""
+    m = trace.metadata
+    rows = m.filter(pc.and_(pc.equal(m["key"], key), pc.equal(m["source"], source)))
+    return json.loads(rows["value"][0].as_py()) if rows.num_rows else None
+
+
+def trace_format(trace: Trace, source: str) -> Any:
+    return trace_fact(trace, source, "format")

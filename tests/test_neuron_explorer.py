@@ -318,6 +318,35 @@ def test_lean_and_full_args(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         neuron_explorer.parse(d, detail="everything")
 
 
+def test_lean_tables_keep_their_columns_in_the_source_files(tmp_path: Path) -> None:
+    """Nothing is dropped by a lean load: source_columns reads the rest back, aligned with events."""
+    rows = [instr(0, 0, 5, hlo_name="dot.1", evt_wait_time_ns=3), {**instr(1, 9, 5), "start_ts": None},
+            instr(2, 20, 5, engine="vector")]
+    d = explorer(tmp_path, Metadata=[META], Instruction=rows)
+    full = neurontrace.load(d)
+    lean = neuron_explorer.parse(d, detail="lean")
+    back = neuron_explorer.source_columns(lean)
+    assert back.column_names == ["event_id", *pq.read_schema(d / "Instruction.parquet").names]
+    assert back["operands"].to_pylist() == ["op0", "op1", "op2"]
+    ids = back["event_id"].to_pylist()
+    assert ids[1] is None  # no start time: skipped at load, still shown
+    # each kept row's columns are what a full load puts in args, on the same event
+    by_id = dict(zip(full.device_events["event_id"].to_pylist(), full.device_events["args"].to_pylist(), strict=True))
+    for event_id, operands, pc_ in zip(ids, back["operands"].to_pylist(), back["pc"].to_pylist(), strict=True):
+        if event_id is not None:
+            args = json.loads(by_id[event_id])
+            assert (args["operands"], args["pc"]) == (operands, pc_)
+    assert neuron_explorer.source_columns(lean, columns=["pc"]).column_names == ["event_id", "pc"]
+    # the link survives the normalized Parquet round trip (it goes through metadata), not a moved profile
+    again = Trace.from_parquet(lean.to_parquet(tmp_path / "normalized"))
+    assert neuron_explorer.source_columns(again).equals(back)
+    with pytest.raises(ValueError, match="not a device table"):
+        neuron_explorer.source_columns(lean, "Nope")
+    (d / "Instruction.parquet").rename(tmp_path / "moved.parquet")
+    with pytest.raises(FileNotFoundError, match="moved or deleted"):
+        neuron_explorer.source_columns(lean)
+
+
 def test_synthetic_label_and_round_trip(tmp_path: Path) -> None:
     t = neurontrace.load(syn.write_explorer(syn.Scenario(), tmp_path / "p"))
     assert t.meta("synthetic") is True and t.meta("synthetic_note").startswith("SYNTHETIC")
