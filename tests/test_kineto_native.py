@@ -44,6 +44,24 @@ def decoder(trace: Trace) -> str:
     return str(trace.meta("decoder"))
 
 
+def assert_same_outcome(path: Path, monkeypatch: pytest.MonkeyPatch) -> str | None:
+    """Both decoders give the same tables or fail with the same error; the native run's decoder
+    fact when it loaded (None when both failed)."""
+    outcomes = []
+    for mode in ("python", "native"):
+        monkeypatch.setenv(_kineto_native.ENV, mode)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                trace = kineto.parse(path)
+            outcomes.append(("ok", {n: trace.tables[n].to_pylist() for n in TABLES}, decoder(trace)))
+        except Exception as exc:  # the two paths must fail the same way
+            outcomes.append(("error", type(exc).__name__, str(exc)))
+    (kind_ref, what_ref, _), (kind_nat, what_nat, why_nat) = outcomes
+    assert (kind_ref, what_ref) == (kind_nat, what_nat)
+    return why_nat if kind_nat == "ok" else None
+
+
 needs_native = pytest.mark.skipif(_kineto_native.available() is not None,
                                   reason=f"native scanner unavailable: {_kineto_native.available()}")
 
@@ -156,19 +174,8 @@ def test_exact_nanoseconds_from_the_printed_digits(mode: str, tmp_path: Path, mo
 ])
 def test_what_the_scanner_declines_goes_to_the_reference(event: dict[str, Any], tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    path = write(tmp_path, [x("cpu_op", "fine", 1, 1), event])
-    outcomes = []
-    for mode in ("python", "native"):
-        monkeypatch.setenv(_kineto_native.ENV, mode)
-        try:
-            trace = kineto.parse(path)
-            outcomes.append(("ok", {n: trace.tables[n].to_pylist() for n in TABLES}, decoder(trace)))
-        except Exception as exc:  # the two paths must fail the same way
-            outcomes.append(("error", type(exc).__name__, str(exc)))
-    (kind_ref, what_ref, _), (kind_nat, what_nat, why_nat) = outcomes
-    assert (kind_ref, what_ref) == (kind_nat, what_nat)
-    if kind_nat == "ok":
-        assert why_nat.startswith("python (native scanner declined")
+    why = assert_same_outcome(write(tmp_path, [x("cpu_op", "fine", 1, 1), event]), monkeypatch)
+    assert why is None or why.startswith("python (native scanner declined")
 
 
 def _event(extra: str = "") -> str:
@@ -204,20 +211,8 @@ def test_invalid_json_is_left_to_the_reference(case: str, tmp_path: Path, monkey
     """The scanner checks what it reads; anything that is not valid JSON is declined, never guessed."""
     path = tmp_path / "t.json"
     path.write_bytes(CORRUPT[case].encode())
-    outcomes = []
-    for mode in ("python", "native"):
-        monkeypatch.setenv(_kineto_native.ENV, mode)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                trace = kineto.parse(path)
-            outcomes.append(("ok", {n: trace.tables[n].to_pylist() for n in TABLES}, decoder(trace)))
-        except Exception as exc:  # the two paths must fail the same way
-            outcomes.append(("error", type(exc).__name__, str(exc)))
-    (kind_ref, what_ref, _), (kind_nat, what_nat, why_nat) = outcomes
-    assert (kind_ref, what_ref) == (kind_nat, what_nat)
-    if kind_nat == "ok":
-        assert why_nat.startswith("python (")
+    why = assert_same_outcome(path, monkeypatch)
+    assert why is None or why.startswith("python (")
 
 
 @needs_native
