@@ -1,6 +1,12 @@
 """Decoding Kineto Chrome-trace JSON into flat Arrow columns, fast and exactly.
 
-How it stays fast (no Python bytecode per event on this path):
+Two decoders give the same rows. A complete document goes first to the compiled scanner
+(``_kineto_native``, ``_kineto_scan.c``): it validates and converts in one pass and hands back
+anything it is not sure of. Everything else (cut-off files, odd inputs, installs without a C
+compiler, ``NEURONTRACE_KINETO_DECODER=python``) is read by the reference decoder of this module,
+which also names what is wrong with a bad file. The tests compare the two on every real trace.
+
+How the reference stays fast (no Python bytecode per event on this path):
 - msgspec decodes events into typed structs, skipping every field we do not ask for;
 - ``args`` is captured as raw JSON text (kept losslessly) and decoded a second time, all at once,
   into a typed struct holding only the keys the normalizer needs;
@@ -9,7 +15,8 @@ How it stays fast (no Python bytecode per event on this path):
 How it stays exact: ``ts``/``dur`` are float microseconds with a 3-digit nanosecond fraction.
 Below 2**43 µs (about 101 days) a double's spacing is under 1 ns, so the nearest-integer split in
 :func:`us_to_ns` recovers the printed nanoseconds exactly. Above that (absolute-epoch floats) the
-chunk is decoded again with ``Decimal`` timestamps.
+chunk is decoded again with ``Decimal`` timestamps. (The scanner converts the printed digits to
+integer nanoseconds directly, rounding half to even like ``Decimal``.)
 
 How it stays lean: the ``traceEvents`` array is decoded in chunks cut at event boundaries, so the
 Python objects of only one chunk are alive at a time.
