@@ -50,45 +50,59 @@ class Format:
     name: str
     module: str
     description: str
+    reads: str = "file"  # "file" or "dir": the other kind is refused without importing the module
 
     def parser(self) -> ParserModule:
         return cast(ParserModule, importlib.import_module(self.module))
+
+    def claims(self, probe: Probe) -> bool:
+        return (self.reads == "dir") == probe.is_dir and self.parser().sniff(probe)
 
 
 FORMATS: dict[str, Format] = {}
 
 
-def register(name: str, module: str, description: str) -> None:
-    """Register a format; ``module`` is an import path (third-party parsers welcome)."""
-    FORMATS[name] = Format(name, module, description)
+def register(name: str, module: str, description: str, *, reads: str = "file") -> None:
+    """Register a format; ``module`` is an import path (third-party parsers welcome); ``reads`` says
+    whether it reads files or directories."""
+    if reads not in ("file", "dir"):
+        raise ValueError(f"reads must be 'file' or 'dir', not {reads!r}")
+    FORMATS[name] = Format(name, module, description, reads)
+
+
+def claiming(probe: Probe) -> Format | None:
+    """The first registered format whose sniffer claims the path."""
+    return next((f for f in FORMATS.values() if f.claims(probe)), None)
 
 
 register("neurontrace-parquet", "neurontrace.parsers.neurontrace_parquet",
-         "a directory written by `neurontrace convert` / Trace.to_parquet")
-# Neuron: directory formats first (an Explorer directory, then a capture directory that may hold
-# one), then files with a recognisable head, before the generic Kineto JSON sniffer.
+         "a directory written by `neurontrace convert` / Trace.to_parquet", reads="dir")
+# Directory formats first (an Explorer directory, then a capture directory that may hold one).
+# Then Kineto JSON: its sniffer claims only heads naming "traceEvents" (or a bare list of events),
+# which no Neuron file has, so the Neuron file parsers (heavier to import) are imported only for
+# files Kineto does not claim.
 register("neuron-explorer", "neurontrace.parsers.neuron_explorer",
-         "a Neuron Explorer Parquet directory (neuron-explorer view --output-format parquet)")
+         "a Neuron Explorer Parquet directory (neuron-explorer view --output-format parquet)", reads="dir")
 register("torchneuron-capture", "neurontrace.parsers.torchneuron_capture",
-         "a TorchNeuron / Neuron inspect capture directory (<instance>_pid_<pid>/ with trace.json, .ntff, .neff)")
+         "a TorchNeuron / Neuron inspect capture directory (<instance>_pid_<pid>/ with trace.json, .ntff, .neff)",
+         reads="dir")
+register("kineto", "neurontrace.parsers.kineto",
+         "torch.profiler / Kineto Chrome-trace JSON (.json, .json.gz, .pt.trace.json)")
 register("ntff", "neurontrace.parsers.ntff",
          "a Neuron NTFF device trace (*.ntff, decoded with neuron-explorer and its NEFF)")
 register("neuron-json", "neurontrace.parsers.neuron_json",
          "legacy Neuron Explorer / neuron-profile JSON (--output-format json), device or system")
 register("neuron-summary", "neurontrace.parsers.neuron_summary",
          "a Neuron summary (--output-format summary-json or summary-text)")
-register("kineto", "neurontrace.parsers.kineto",
-         "torch.profiler / Kineto Chrome-trace JSON (.json, .json.gz, .pt.trace.json)")
 
 
 def detect(path: str | Path) -> Format:
     """The format of ``path``, decided from its content; raises a named error when none fits."""
-    p = existing(path)
-    probe = Probe(p)
-    for fmt in FORMATS.values():
-        if fmt.parser().sniff(probe):
-            return fmt
-    raise _unknown(probe)
+    probe = Probe(existing(path))
+    fmt = claiming(probe)
+    if fmt is None:
+        raise _unknown(probe)
+    return fmt
 
 
 def _unknown(probe: Probe) -> UnknownFormatError:
@@ -130,9 +144,9 @@ def load(
             raise UnknownFormatError(f"unknown format {format!r}; formats are: {', '.join(FORMATS)}")
         return _parse(FORMATS[format], p, progress, options)
     probe = Probe(p)
-    for fmt in FORMATS.values():
-        if fmt.parser().sniff(probe):
-            return _parse(fmt, p, progress, options)
+    fmt = claiming(probe)
+    if fmt is not None:
+        return _parse(fmt, p, progress, options)
     if probe.is_dir:
         if options:
             raise UsageError(f"{p}: options {sorted(options)} apply to a single profile, not a directory of traces")
@@ -176,10 +190,9 @@ def _members(directory: Path, depth: int) -> list[tuple[Path, Callable[..., Trac
             continue
         if child.is_file() and child.stat().st_size == 0:
             continue
-        probe = Probe(child)
-        parser = next((f.parser() for f in FORMATS.values() if f.parser().sniff(probe)), None)
-        if parser is not None:
-            members.append((child, parser.parse))
+        fmt = claiming(Probe(child))
+        if fmt is not None:
+            members.append((child, fmt.parser().parse))
         elif child.is_dir() and depth > 1:
             members += _members(child, depth - 1)
     return members

@@ -455,35 +455,46 @@ def _flows(markers: pa.Table, system: pa.Table, device: pa.Table, rank: int | No
         bound = np.where(launch & is_src, _first_with(system, corr_np), bound)
         bound = np.where(launch & ~is_src, _first_with(device, corr_np), bound)
     pair = codes(pc.binary_join_element_wise(cat, flow_id, "\x1f"))
-    ordinal = _ordinal(pair * 2 + is_src)
+    # One flow per (pair, n): the n-th start and the n-th end of a pair. Markers are in file order,
+    # so a flow's first marker row orders the flows as the file does.
+    key = pair * (len(index) + 1) + _ordinal(pair * 2 + is_src)
+    flows = np.unique(key)
+    src, dst = _row_of(key, is_src, flows), _row_of(key, ~is_src, flows)
+    first = np.where((src >= 0) & ((dst < 0) | (src < dst)), src, dst)
+    order = np.argsort(first, kind="stable")
+    src, dst, first = src[order], dst[order], first[order]
+    at = markers.take(pa.array(first))
     ts = markers["ts_ns"].to_numpy()
-    side = {}
-    for name, mask in (("src", is_src), ("dst", ~is_src)):
-        side[name] = pa.table({"pair": pair[mask], "n": ordinal[mask], f"{name}_index": index[mask],
-                               f"{name}_event_id": bound[mask], f"{name}_ts_ns": ts[mask]})
-    joined = side["src"].join(side["dst"], keys=["pair", "n"], join_type="full outer")
-    first = pc.min_element_wise(joined["src_index"], joined["dst_index"])
-    joined = joined.append_column("first", first).sort_by("first")
-    at = pc.take(markers, pc.coalesce(pc.index_in(joined["first"], markers["index"])))
-    kinds = map_unique(pc.fill_null(at["cat"], ""), _flow_kind, pa.string())
     return pa.table({
         "flow_id": at["flow_id"],
-        "kind": kinds,
+        "kind": map_unique(pc.fill_null(at["cat"], ""), _flow_kind, pa.string()),
         "raw_category": at["cat"],
-        "src_event_id": _nonneg(joined["src_event_id"]),
-        "dst_event_id": _nonneg(joined["dst_event_id"]),
-        "src_ts_ns": joined["src_ts_ns"],
-        "dst_ts_ns": joined["dst_ts_ns"],
-        "rank": pa.array([rank] * joined.num_rows, pa.int32()),
+        "src_event_id": _at(bound, src, bound[np.maximum(src, 0)] >= 0),
+        "dst_event_id": _at(bound, dst, bound[np.maximum(dst, 0)] >= 0),
+        "src_ts_ns": _at(ts, src),
+        "dst_ts_ns": _at(ts, dst),
+        "rank": pa.array([rank] * len(first), pa.int32()),
     })
+
+
+def _row_of(key: np.ndarray, mask: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Row (among ``mask``) holding each wanted key, -1 where none does; keys are unique per side."""
+    rows = np.flatnonzero(mask)
+    order = np.argsort(key[rows])
+    have = key[rows][order]
+    pos = np.minimum(np.searchsorted(have, wanted), max(len(have) - 1, 0))
+    found = (have[pos] == wanted) if len(have) else np.zeros(len(wanted), dtype=bool)
+    return np.where(found, rows[order][pos] if len(have) else -1, -1)
+
+
+def _at(values: np.ndarray, rows: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    """values[rows], null where a row is -1 (or not valid)."""
+    ok = rows >= 0 if valid is None else (rows >= 0) & valid
+    return pa.array(values[np.maximum(rows, 0)], mask=~ok)
 
 
 def _flow_kind(cat: str) -> str:
     return "launch" if cat in LAUNCH_FLOWS else ("fwdbwd" if cat == "fwdbwd" else "other")
-
-
-def _nonneg(col: pa.ChunkedArray) -> pa.Array:
-    return pc.if_else(pc.greater_equal(col, 0), col, pa.scalar(None, pa.int64()))
 
 
 def _ordinal(group: np.ndarray) -> np.ndarray:

@@ -28,7 +28,6 @@ from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace, metadata_table
 
-from . import neuron_explorer
 from ._neuron_ntff import HEADER, NtffHeader, find_neff, read_header
 from ._neuron_read import looks_like_explorer
 from ._neuron_tool import cache_root, decode, find_tool, timeout_default, view_command
@@ -70,6 +69,8 @@ def parse(
                  timeout_s=timeout_s if timeout_s is not None else timeout_default(), what=str(path))
     progress("neuron-explorer", 1, 1)
     dirs = explorer_dirs(out)
+    from . import neuron_explorer  # heavy: imported when an NTFF is decoded, not whenever a file is sniffed
+
     traces = [neuron_explorer.parse(d, progress=progress, detail=detail,
                                     source=f"{path} (decoded by {exe.name})") for d in dirs]
     facts: dict[str, Any] = {
