@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 
 from neurontrace.progress import Progress, no_progress
@@ -120,10 +121,29 @@ def _outer(view: memoryview, first: int, after: int, bare: bool) -> dict[str, ms
     return top
 
 
+class _Zeros:
+    """One zero-filled buffer that every all-null column shares (np.zeros: pages never written
+    are not even resident), so a column without values costs no memory per chunk."""
+
+    buf = pa.py_buffer(np.zeros(0, np.uint8))
+
+    @classmethod
+    def at_least(cls, nbytes: int) -> pa.Buffer:
+        if cls.buf.size < nbytes:
+            cls.buf = pa.py_buffer(np.zeros(max(nbytes, 2 * cls.buf.size), np.uint8))
+        return cls.buf
+
+
 def _table(cols: dict[str, tuple[Any, ...]], rows: int, columns: list[str]) -> pa.Table:
     arrays = {}
     for name, bufs in cols.items():
         bits, nulls, *data = bufs
+        if data[0] is None:  # not one value in this chunk
+            zeros = _Zeros.at_least((rows + 1) * 8)
+            buffers = [zeros, zeros, pa.py_buffer(b"")] if len(data) == 2 else [zeros, zeros]
+            typ = pa.string() if len(data) == 2 else pa.float64() if name in _FLOAT_COLUMNS else pa.int64()
+            arrays[name] = pa.Array.from_buffers(typ, rows, buffers, null_count=rows)
+            continue
         validity = pa.py_buffer(bits) if bits is not None else None
         if len(data) == 2:
             arr = pa.StringArray.from_buffers(rows, pa.py_buffer(data[0]), pa.py_buffer(data[1]), validity, nulls)

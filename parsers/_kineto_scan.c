@@ -16,7 +16,8 @@
  *   or, at the next event boundary, `max_bytes` later. Events are routed to four parts (route()).
  *   `columns` maps a column name to its Arrow buffers: (validity bitmap or None, null count,
  *   values) for int64/float64 columns and (validity, null count, int32 offsets, utf-8 data) for
- *   string columns. The column set and its meaning are those of _kineto_json._columns.
+ *   string columns; a column without a single value in the chunk comes as (None, rows, None...).
+ *   The column set and its meaning are those of _kineto_json._columns.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -994,6 +995,17 @@ static PyObject *columns_dict(Out *o) {
     if (!d) return NULL;
     for (int i = 0; i < N_COLS; i++) {
         Col *c = &o->cols[i];
+        if (c->filled == 0 && o->rows > 0) { /* no value at all: (None, rows, None[, None]) */
+            PyObject *t = c->is_string ? Py_BuildValue("(OLOO)", Py_None, (long long)o->rows, Py_None, Py_None)
+                                       : Py_BuildValue("(OLO)", Py_None, (long long)o->rows, Py_None);
+            if (!t || PyDict_SetItemString(d, COL_NAMES[i], t) < 0) {
+                Py_XDECREF(t);
+                Py_DECREF(d);
+                return NULL;
+            }
+            Py_DECREF(t);
+            continue;
+        }
         if (col_pad(c, o->rows) < 0) {
             Py_DECREF(d);
             return NULL;
