@@ -60,8 +60,8 @@ def scan(data: Buffer, columns: list[str], device_categories: list[str], progres
          release: Callable[[int], None] | None = None) -> Scanned:
     """A whole trace document: its events in parts, and its other top-level keys.
 
-    The scanner checks the JSON it reads as strictly as it is read (RFC 8259), so a document it
-    accepts is valid JSON; anything else (cut off, corrupt, an odd type) is declined, and the
+    The scanner checks every byte of the list against the JSON grammar (RFC 8259) as it converts
+    it, so a document it accepts is valid JSON; anything else (cut off, corrupt, an odd type) is declined, and the
     reference decoder then reads the document and names the problem. The members around the list
     are checked and decoded by msgspec, without the list.
 
@@ -111,7 +111,7 @@ def _outer(view: memoryview, first: int, after: int, bare: bool) -> dict[str, ms
     if bare:
         return {} if not rest.strip() else None
     outer = bytes(view[:first]) + b"[]" + rest
-    if outer.count(b'"traceEvents"') != 1:  # a second list would win in the reference: leave it that
+    if outer.count(b'"traceEvents"') != 1:  # a second list would win in the reference: leave it to that
         return None
     try:
         top = msgspec.json.decode(outer, type=dict[str, msgspec.Raw])
