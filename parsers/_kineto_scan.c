@@ -186,7 +186,7 @@ static int col_text(Col *c, int64_t row, const unsigned char *p, size_t n, int e
     if (col_pad(c, row) < 0) return -1;
     if (escaped) {
         if (unescape_into(&c->data, p, p + n) < 0) return -1;
-    } else {
+    } else if (n) {
         if (buf_reserve(&c->data, n) < 0) return -1;
         memcpy(c->data.p + c->data.len, p, n);
         c->data.len += n;
@@ -355,6 +355,7 @@ static int read_hex4(Ptr p, Ptr end, uint32_t *out) {
 
 /* Appends the unescaped content of the string body [p, end) to b. */
 static int unescape_into(Buf *b, Ptr p, Ptr end) {
+    if (p >= end) return 0;
     if (buf_reserve(b, (size_t)(end - p)) < 0) return -1; /* unescaping never grows the text */
     char *o = b->p + b->len;
     while (p < end) {

@@ -130,7 +130,7 @@ def normalize(
     # Memory peaks here: every full-width copy costs as much as the raw JSON's args, so parts the
     # decoder already routed are kept whole (see _rows) and each part is let go once split.
     meta, flow_markers, counter_events, memory_events, system, device = (
-        pa.concat_tables(split.pop(k)) for k in _SPLIT_COLUMNS)
+        _in_file_order(split.pop(k)) for k in _SPLIT_COLUMNS)
     acct.skip("no timestamp", no_ts)
     kept_events = n_events - no_ts
     system, device = _encoded(system), _encoded(device)
@@ -188,10 +188,10 @@ def normalize(
 _EVENT_COLUMNS = [c for c in _kineto_json.COLUMNS if not c.startswith("mem_") and c not in ("label", "labels")]
 # The columns each destination of an input event needs (see the module docstring for the rules).
 _SPLIT_COLUMNS = {
-    "meta": ["name", "pid", "tid", "label", "labels"],
+    "meta": ["index", "name", "pid", "tid", "label", "labels"],
     "flow": ["index", "ph", "cat", "flow_id", "pid", "tid", "ts_ns"],
-    "counter": ["ts_ns", "name", "pid", "tid", "args"],
-    "memory": ["ts_ns", "name", "pid", "tid", "args", *MEMORY_FIELDS, "mem_device_type", "mem_device_id"],
+    "counter": ["index", "ts_ns", "name", "pid", "tid", "args"],
+    "memory": ["index", "ts_ns", "name", "pid", "tid", "args", *MEMORY_FIELDS, "mem_device_type", "mem_device_id"],
     "system": _EVENT_COLUMNS,
     "device": _EVENT_COLUMNS,
 }
@@ -224,6 +224,15 @@ def _encoded(t: pa.Table) -> pa.Table:
     for name in _REPEATED:
         t = t.set_column(t.schema.get_field_index(name), name, pc.dictionary_encode(flat(t[name])))
     return t
+
+
+def _in_file_order(pieces: list[pa.Table]) -> pa.Table:
+    """One destination's rows from every part, in file order. The decoder's routing puts nearly all
+    of them in one part; rows found in several (an event it left to "the rest") are sorted back."""
+    full = [p for p in pieces if p.num_rows]
+    if len(full) <= 1:
+        return full[0] if full else pieces[0]
+    return pa.concat_tables(full).sort_by("index")
 
 
 def _rows(t: pa.Table, mask: pa.ChunkedArray) -> pa.Table:

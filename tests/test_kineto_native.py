@@ -113,6 +113,19 @@ ODD_EVENTS: dict[str, list[dict[str, Any]]] = {
         {"name": "no ph", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": 3, "dur": 1, "extra": {"k": [1]}},
         {},
     ],
+    # Phases the scanner routes to "the rest" (long, escaped), between ordinary events: the
+    # normalizer must still give every table in file order.
+    "odd phases": [
+        x("cpu_op", "first", 1, 1),
+        {**x("cpu_op", "long phase", 2, 1), "ph": "kernel"},
+        x("kernel", "gemm", 3, 1, pid=0, tid=7, device=0, stream=7),
+        {**x("kernel", "escaped phase", 4, 1, pid=0, tid=7), "ph": "\u00e9"},
+        {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5, "args": {"Bytes": 8}},
+        {"ph": "i", "name": "[memory]\u00e9", "cat": "cpu_instant_event", "pid": 1, "tid": 1, "ts": 5.5},
+        {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 6, "args": {"Bytes": 16}},
+        x("cpu_op", "last", 7, 1),
+        x("kernel", "gemm2", 8, 1, pid=0, tid=7, device=0, stream=7),
+    ],
     "every kind": [
         {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
         {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": 5}},
