@@ -8,6 +8,7 @@ it leaves to the reference (an unexpected type, a number out of range) is handed
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import warnings
@@ -226,6 +227,40 @@ def test_invalid_json_is_left_to_the_reference(case: str, tmp_path: Path, monkey
     path.write_bytes(CORRUPT[case].encode())
     why = assert_same_outcome(path, monkeypatch)
     assert why is None or why.startswith("python (")
+
+
+MUTATIONS = [0, -0, 7, 2**63, 2**70, 1.5, 1e3, 1e20, "", "x", "\u00e9\"\\\n", "12", "ProfilerStep#3", "[memory]",
+             "python_function", "kernel", "M", "X", "s", "f", "i", None, True, [], [1, "a"], {}, {"a": [1]}]
+EVENT_KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args"]
+ARG_KEYS = ["External id", "external id", "correlation", "device", "stream", "bytes", "kind", "Call stack",
+            "Python id", "Python parent id", "Device Type", "Device Id", "Bytes", "Total Allocated", "name"]
+
+
+@pytest.fixture(scope="module")
+def small_real_trace() -> dict[str, Any]:
+    doc = json.loads(gzip.decompress((ROOT / "sample_traces" / "cpu_train_loop.pt.trace.json.gz").read_bytes()))
+    doc["traceEvents"] = doc["traceEvents"][:300]
+    return dict(doc)
+
+
+@needs_native
+@pytest.mark.parametrize("key", [*EVENT_KEYS, *(f"args.{k}" for k in ARG_KEYS)])
+def test_any_value_anywhere_decodes_identically(key: str, small_real_trace: dict[str, Any], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Differential testing: one field of one event of a real trace set to each kind of JSON value
+    decodes the same both ways, or fails the same way (this found a row-order bug once)."""
+    n = len(small_real_trace["traceEvents"])
+    for doc_no, first in enumerate(range(0, len(MUTATIONS), 3)):  # three values per document
+        doc = json.loads(json.dumps(small_real_trace))
+        for i, value in enumerate(MUTATIONS[first:first + 3], start=first):
+            ev = doc["traceEvents"][(i * 37 + len(key)) % n]  # a different kind of event each time
+            if key.startswith("args."):
+                ev["args"] = {**(ev.get("args") or {}), key[5:]: value}
+            else:
+                ev[key] = value
+        path = tmp_path / f"m{doc_no}.json"
+        path.write_text(json.dumps(doc, indent=doc_no % 2 or None, ensure_ascii=doc_no % 3 == 0))
+        assert_same_outcome(path, monkeypatch)
 
 
 @needs_native
