@@ -24,14 +24,9 @@ import pyarrow.compute as pc
 
 from neurontrace.schema import DICT_STRING
 
+from ._arrow import flat
+
 _BLOCK = 1 << 16
-
-
-def flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """One array (a single chunk is not copied)."""
-    if not isinstance(col, pa.ChunkedArray):
-        return col
-    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
 
 
 def constant(value: Any, typ: pa.DataType, n: int) -> pa.ChunkedArray:

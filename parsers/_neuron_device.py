@@ -36,7 +36,8 @@ import pyarrow.compute as pc
 from neurontrace.schema import DEVICE_EVENTS, DICT_STRING
 
 from . import _neuron_common as common
-from ._neuron_arrow import ColumnSink, count_true, dict_strings, flat, json_objects, map_dict
+from ._arrow import flat
+from ._neuron_arrow import ColumnSink, count_true, dict_strings, json_objects, map_dict
 from ._neuron_events import FULL_ARGS_MAX_ROWS, Context, add_events, times
 from ._neuron_frames import LINK_COLUMNS
 from ._neuron_read import SourceTable

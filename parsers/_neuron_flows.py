@@ -15,7 +15,8 @@ import pyarrow.compute as pc
 
 from neurontrace import schema
 
-from ._neuron_arrow import constant, dict_strings, flat
+from ._arrow import flat
+from ._neuron_arrow import constant, dict_strings
 from ._neuron_events import Context
 from ._neuron_read import KNOWN_TABLES, SourceTable
 

@@ -29,7 +29,8 @@ import pyarrow.compute as pc
 from neurontrace import schema
 
 from . import _neuron_common as common
-from ._neuron_arrow import constant, count_true, dict_strings, flat, json_objects, map_dict
+from ._arrow import flat
+from ._neuron_arrow import constant, count_true, dict_strings, json_objects, map_dict
 from ._neuron_events import Context, add_events, times
 from ._neuron_read import SourceTable
 

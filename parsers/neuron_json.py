@@ -38,7 +38,8 @@ from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
 
 from . import _neuron_common as common
-from ._neuron_arrow import constant, flat, json_objects, json_values, map_dict
+from ._arrow import flat
+from ._neuron_arrow import constant, json_objects, json_values, map_dict
 from ._neuron_events import Context, add_events, device_table, system_table, times
 from ._neuron_frames import FrameBuilder
 from .neuron_summary import summary_fact
