@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from neurontrace.trace import ParseAccounting
 
-from ._arrow import codes, dictionary
+from ._arrow import dictionary, pair_codes
 from ._stacks import innermost_enclosing, is_user_file, python_frames, rows_of
 
 _OP_CATEGORIES = pa.array(["cpu_op", "Operator"])
@@ -60,8 +60,7 @@ def _python(system: pa.Table, acct: ParseAccounting) -> tuple[pa.Table | None, n
     # Each other host event: the innermost Python frame on its thread that encloses it.
     start = system["ts_ns"].to_numpy()
     end = start + system["dur_ns"].fill_null(0).to_numpy()
-    tid = codes(system["tid"].fill_null(""))
-    thread = codes(system["pid"].fill_null("")) * (int(tid.max(initial=0)) + 1) + tid  # one code per pid/tid
+    thread, _ = pair_codes(system["pid"], system["tid"])  # one code per pid/tid
     pos_of_row = np.full(system.num_rows, -1, dtype=np.int64)  # reused: valid for the current thread
     for code in np.unique(thread[py_rows]):
         in_thread = thread == code
