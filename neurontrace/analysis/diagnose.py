@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import findings as rules
 from neurontrace.analysis._columns import select
-from neurontrace.analysis.attribution import DeviceAttribution, attribute, frame_sources
+from neurontrace.analysis.attribution import TOP_STALLS, DeviceAttribution, attribute, frame_sources
 from neurontrace.analysis.fallback import FallbackOp, find_fallback
 from neurontrace.analysis.phases import Phases, phases
 from neurontrace.trace import Trace
@@ -65,7 +65,7 @@ def diagnose(
     inputs: list[dict[str, Any]] | None = None,
     window: tuple[int, int] | None = None,
     fallback_ops: Iterable[str] = (),
-    top: int = 10,
+    top: int = TOP_STALLS,
 ) -> Diagnosis:
     """Everything ``neurontrace diagnose`` reports, computed from the Trace tables alone."""
     frames = frame_sources(trace)
