@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from neurontrace.analysis import names
 from neurontrace.analysis._columns import flat, isin, keep, matches, select
 from neurontrace.analysis.engine_waits import engine_waits
+from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
 from neurontrace.trace import Trace
 
@@ -307,7 +308,7 @@ def default_window(host: pa.Table, dev: pa.Table) -> tuple[tuple[int, int], str]
         lo, hi, n = _step_cluster(s, e)
         more = "" if n == steps.num_rows else f" of {steps.num_rows}, the largest contiguous run"
         return (lo, hi), f"{n} profiled steps{more}"
-    execs = select(dev, "category", "execution")
+    execs = device_executions(dev)  # each execution once (ExecutionInfo and nc_exec_running are one run)
     if execs.num_rows:
         s, e = _spans(execs)
         return (int(s.min()), int(e.max())), f"{execs.num_rows} device executions"

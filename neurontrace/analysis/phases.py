@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import names
 from neurontrace.analysis._columns import isin, matches, select
+from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import union
 from neurontrace.trace import Trace
 
@@ -84,7 +85,8 @@ def _time_of(host: pa.Table, category: str, pattern: re.Pattern[str]) -> int:
 def _steps(host: pa.Table, dev: pa.Table) -> list[dict[str, int]]:
     steps = select(host, "category", "step")
     if steps.num_rows == 0:
-        steps = select(dev, "category", "execution")
+        ex = device_executions(dev)  # each execution once, numbered in time order
+        steps = ex.append_column("name", pa.nulls(ex.num_rows, pa.string()))
     rows = []
     for i, (name, ts, dur) in enumerate(zip(steps["name"].cast(pa.string()).to_pylist(), steps["ts_ns"].to_pylist(),
                                              steps["dur_ns"].to_pylist(), strict=True)):
