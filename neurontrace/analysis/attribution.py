@@ -26,7 +26,6 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import names
 from neurontrace.analysis._columns import flat, isin, keep, matches, select
-from neurontrace.analysis.engine_waits import engine_waits
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
 from neurontrace.trace import Trace
@@ -67,7 +66,13 @@ class DeviceAttribution:
     causes_ns: dict[str, int]
     detail_ns: dict[str, int]
     top_stalls: list[Stall] = field(default_factory=list)
-    engine_waits: dict[str, Any] | None = None  # Neuron devices: see analysis/engine_waits.py
+    sections: dict[str, Any] = field(default_factory=dict)  # device sections (analysis/contract.py), by key
+
+    @property
+    def engine_waits(self) -> dict[str, Any] | None:
+        """Neuron devices: waits by producer (analysis/engine_waits.py); None elsewhere."""
+        value = self.sections.get("engine_waits")
+        return value if isinstance(value, dict) else None
 
     @property
     def window_ns(self) -> int:
@@ -157,7 +162,6 @@ def _finish(trace: Trace, device: str, rank: int | None, win: tuple[int, int], s
         detail["idle.unexplained"] = unexplained
     out = DeviceAttribution(device, rank, win, source, causes, detail)
     out.top_stalls = _top_stalls(trace, win, labels, unions, top)
-    out.engine_waits = engine_waits(trace, device, rank, win)
     out.check()
     return out
 

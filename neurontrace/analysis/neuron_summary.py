@@ -33,6 +33,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from neurontrace import units
+from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section
 from neurontrace.trace import Trace
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
@@ -230,3 +232,71 @@ def _low_mfu(c: CoreSummary) -> dict[str, Any] | None:
 
 
 RULES = (_low_model_flops, _transpose, _spill, _throttle, _small_dma, _low_mfu)
+
+
+# -- the diagnose plug-ins (contract: analysis/contract.py) --------------------------------------
+
+
+def _compute(ctx: Context) -> list[dict[str, Any]] | None:
+    cores = neuron_summaries(ctx.trace)
+    return [c.as_dict() for c in cores] or None
+
+
+def _text(cores: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for c in cores:
+        m, d = c["metrics"], c["derived"]
+        where = c["device"] or c["profile_id"] or "device profile"
+        out.append(f"{where} ({c['profile_id']}): total {units.seconds(d['total_time_s'])}, active "
+                   f"{units.seconds(d['active_time_s'])} ({units.share(d['active_share_of_total'])} of total; "
+                   "shares below are of active time)")
+        out.append(f"  MFU {units.share(d['mfu'])}, HFU {units.share(d['hfu'])}, MBU {units.share(d['mbu'])}; "
+                   "engines " + (", ".join(f"{e} {units.share(v)}" for e, v in d["engine_share_of_active"].items())
+                                 or "-"))
+        dma = d["dma"]
+        if dma["transfers"] is not None or dma["bytes"] is not None:
+            out.append(f"  DMA {dma['transfers'] or 0:,.0f} transfers, {units.size(dma['bytes'])} (average "
+                       f"{units.size(dma['average_bytes'])}), active {units.share(dma['active_share_of_active'])}")
+        hbm, spill = d["hbm"], d["spill"]
+        if hbm["read_bytes"] is not None or hbm["write_bytes"] is not None:
+            out.append(f"  HBM read {units.size(hbm['read_bytes'])} ({units.rate(hbm['read_bytes_per_s'])}), write "
+                       f"{units.size(hbm['write_bytes'])} ({units.rate(hbm['write_bytes_per_s'])}); spill save "
+                       f"{units.size(spill['save_bytes'])}, reload {units.size(spill['reload_bytes'])}")
+        cc = d["collectives"]
+        if cc["count"] or cc["active_time_s"]:
+            out.append(f"  collectives {cc['count'] or 0:,.0f} ops, active {units.seconds(cc['active_time_s'])} "
+                       f"({units.share(cc['share_of_active'])})")
+        for core, t in c["throttling_by_physical_core"].items():
+            kinds = ", ".join(f"{k} {units.share(v.get('active_time_fraction'))}" for k, v in t.get("by_type", {}).items())
+            ns = t.get("active_time_ns")
+            out.append(f"  throttling on physical {core}: " + "; ".join(
+                x for x in (f"active {units.duration(ns)}" if ns is not None else "",
+                            f"util limit {units.share(t.get('avg_util_limit_fraction'))}"
+                            if "avg_util_limit_fraction" in t else "", kinds) if x))
+        versions = [f"{k.removesuffix('_version')} {m[k]}" for k in ("profiler_version", "runtime_version",
+                                                                    "compiler_version") if k in m]
+        if "instance_type" in m or versions:
+            out.append(f"  {m.get('instance_type', '')} " + ", ".join(versions))
+        out.append(f"  {len(m)} metrics as written in the file: `diagnose --json` → neuron_summary[].metrics")
+    return out
+
+
+def _findings(ctx: Context) -> list[Finding]:
+    cores: list[dict[str, Any]] = ctx.sections.get("neuron_summary") or []
+    out = [Finding.from_dict(f) for c in cores for f in c["findings"]]
+    # Throttling seen as Throttle rows of a device profile, where no summary key already said so.
+    said = {f.device for f in out if f.id == "throttling"}
+    for d in ctx.devices:
+        w = d.engine_waits
+        if w is not None and w["throttled_ns"] > 0 and d.device not in said:
+            out.append(Finding("throttling", "warning", "The device was throttled",
+                               f"throttled for {units.duration(w['throttled_ns'])} "
+                               f"({units.share(w['throttled_ns'] / max(1, d.window_ns))}) of {d.device}'s window "
+                               "(Throttle rows)",
+                               "Investigate the cause (power or thermal limits of the instance); compare with an "
+                               "unthrottled run.", d.device))
+    return out
+
+
+SECTION = Section("neuron_summary", "Neuron summary", _compute, text=_text)
+FINDINGS = FindingFamily("Neuron summary rules (Neuron Explorer) and throttling", _findings)
