@@ -6,8 +6,8 @@ and keeps three significant digits::
 
     >>> duration(850), duration(20_080), duration(1_500_000), duration(2_350_000_000)
     ('850 ns', '20.1 µs', '1.50 ms', '2.35 s')
-    >>> duration(0), duration(None), duration(-4_200)
-    ('0 ns', '-', '-4.20 µs')
+    >>> duration(0), duration(None), duration(-4_200), duration(1_200_000, "+")
+    ('0 ns', '-', '-4.20 µs', '+1.20 ms')
     >>> size(1024), size(655_360), size(3.2e9)
     ('1.00 KiB', '640 KiB', '2.98 GiB')
 """
@@ -18,19 +18,22 @@ _TIME = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"))
 _SIZE = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
 
 
-def _digits(v: float) -> str:
+def _digits(v: float, sign: str = "") -> str:
     a = abs(v)
-    return f"{v:.2f}" if a < 10 else f"{v:.1f}" if a < 100 else f"{v:.0f}"
+    return f"{v:{sign},.2f}" if a < 10 else f"{v:{sign},.1f}" if a < 100 else f"{v:{sign},.0f}"
 
 
-def duration(ns: float | None) -> str:
-    """A duration in nanoseconds, in the largest unit in which it is at least 1 (``-`` for None)."""
+def duration(ns: float | None, sign: str = "") -> str:
+    """A duration in nanoseconds, in the largest unit in which it is at least 1 (``-`` for None).
+
+    ``sign="+"`` writes the sign of positive values too (deltas: ``+1.20 ms``).
+    """
     if ns is None:
         return "-"
     for scale, unit in _TIME:
         if abs(ns) >= scale * 0.9995:  # 999.96 µs prints as 1.00 ms, not 1000 µs
-            return f"{_digits(ns / scale)} {unit}"
-    return f"{ns:.0f} ns" if float(ns).is_integer() else f"{_digits(ns)} ns"
+            return f"{_digits(ns / scale, sign)} {unit}"
+    return f"{ns:{sign}.0f} ns" if float(ns).is_integer() else f"{_digits(ns, sign)} ns"
 
 
 def seconds(s: float | None) -> str:

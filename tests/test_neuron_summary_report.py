@@ -9,6 +9,9 @@ are made up to trip each rule; they are not measurements.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,10 +46,10 @@ def go_float(v: object) -> str:
 
 
 def summary_text(path: Path, profiles: dict[str, dict[str, object]]) -> Path:
-    lines = ["ubuntu@ip-172-31-0-1:~/kernels$ neuron-profile view -n file.neff -s profile.ntff "
-             "--output-format summary-text",
-             "WARN[0000] NeuronCore buffer usage simulation is disabled for output format summary-text. "
-             "Specify --enable-nc-buf-usage to enable it."]
+    lines = [("ubuntu@ip-172-31-0-1:~/kernels$ neuron-profile view -n file.neff -s profile.ntff "
+             "--output-format summary-text"),
+             ("WARN[0000] NeuronCore buffer usage simulation is disabled for output format summary-text. "
+             "Specify --enable-nc-buf-usage to enable it.")]
     for pid, metrics in profiles.items():
         lines.append(pid)
         lines += [f"    {k:<44}{go_float(v)}" for k, v in metrics.items()]
@@ -104,3 +107,20 @@ def test_neuron_explorer_summary_rules(summary: Path) -> None:
     assert "physical nc2" in throttle["evidence"] and "nc3" not in throttle["evidence"]
     # The other core: MFU 0.4 of 0.6 tensor-active is 67% of active FLOPs, no spill/transpose/throttle keys.
     assert {f["id"] for f in cores["neuron:nc0"].findings} == {"small_dma"}
+
+
+def test_diagnose_of_a_summary_alone_is_a_report_not_an_empty_cpu_window(tmp_path: Path) -> None:
+    p = summary_text(tmp_path / "summary.txt", {PID: METRICS})
+    res = subprocess.run([sys.executable, "-m", "neurontrace", "diagnose", str(p), "--json"], capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["devices"] == []  # no events: nothing to attribute, and no empty `cpu` device
+    (core,) = doc["neuron_summary"]
+    assert core["metrics"] == METRICS and core["device"] == "neuron:nc1"
+    assert core["derived"]["active_time_s"] == 2.0e-05
+    assert {"low_model_flops", "spill_reload", "throttling"} <= {f["id"] for f in doc["findings"]}
+    text = subprocess.run([sys.executable, "-m", "neurontrace", "diagnose", str(p)], capture_output=True, text=True,
+                          timeout=120, check=False, env={**os.environ, "COLUMNS": "200"}).stdout
+    assert "window 0.000 ms" not in text and "empty trace" not in text
+    assert "total 2.10 ms, active 20.0 µs" in text and "throttling on physical nc2" in text

@@ -109,9 +109,15 @@ def attribute(
     fallback_event_ids: np.ndarray | None = None,
     top: int = 10,
 ) -> list[DeviceAttribution]:
-    """Attribution for every device of ``trace`` (or the host CPU when it has no device activity)."""
+    """Attribution for every device of ``trace`` (or the host CPU when it has no device activity).
+
+    A trace without events (a Neuron summary, a capture whose profiles were not decoded) has nothing
+    to attribute: no device, rather than an empty ``cpu`` window.
+    """
     dev = trace.device_events
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
+    if dev.num_rows == 0 and trace.system_events.num_rows == 0:
+        return []
     if dev.num_rows == 0:
         ranks = sorted(pc.unique(trace.system_events["rank"]).to_pylist(), key=lambda r: (r is not None, r or 0))
         return [_attribute_cpu(trace, r, window, fallback, top) for r in ranks or [None]]

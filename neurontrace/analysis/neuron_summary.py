@@ -237,9 +237,9 @@ RULES = (_low_model_flops, _transpose, _spill, _throttle, _small_dma, _low_mfu)
 # -- the diagnose plug-ins (contract: analysis/contract.py) --------------------------------------
 
 
-def _compute(ctx: Context) -> list[dict[str, Any]] | None:
-    cores = neuron_summaries(ctx.trace)
-    return [c.as_dict() for c in cores] or None
+def _compute(ctx: Context) -> list[dict[str, Any]]:
+    # Always present in --json (an empty list without Neuron summaries), so the schema has one shape.
+    return [c.as_dict() for c in neuron_summaries(ctx.trace)]
 
 
 def _text(cores: list[dict[str, Any]]) -> list[str]:
@@ -247,7 +247,8 @@ def _text(cores: list[dict[str, Any]]) -> list[str]:
     for c in cores:
         m, d = c["metrics"], c["derived"]
         where = c["device"] or c["profile_id"] or "device profile"
-        out.append(f"{where} ({c['profile_id']}): total {units.seconds(d['total_time_s'])}, active "
+        pid = f" ({c['profile_id']})" if c["profile_id"] else ""
+        out.append(f"{where}{pid}: total {units.seconds(d['total_time_s'])}, active "
                    f"{units.seconds(d['active_time_s'])} ({units.share(d['active_share_of_total'])} of total; "
                    "shares below are of active time)")
         out.append(f"  MFU {units.share(d['mfu'])}, HFU {units.share(d['hfu'])}, MBU {units.share(d['mbu'])}; "

@@ -107,6 +107,8 @@ def _steps(host: pa.Table, dev: pa.Table) -> list[dict[str, int]]:
 
 
 def _text(p: Phases) -> list[str]:
+    if p.trace_end_ns <= p.trace_start_ns:  # no events (a Neuron summary): no phases to speak of
+        return []
     return [(f"compile {ms(p.compile_ns)}, load {ms(p.load_ns)}, execution {ms(p.execution_ns)}; first step "
             f"{ms(p.first_step_ns)}, steady median {ms(p.steady_median_ns)} (p90 {ms(p.steady_p90_ns)}), "
             f"time to first step {ms(p.time_to_first_step_ns)}")]
