@@ -8,15 +8,21 @@ finding reaches that severity.
 
 from __future__ import annotations
 
+import json
+from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
+from neurontrace.analysis._columns import select
 from neurontrace.analysis.attribution import DeviceAttribution
+from neurontrace.analysis.contract import SEVERITIES, Context, Finding, FindingFamily
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.analysis.phases import Phases
+from neurontrace.trace import Trace
 
-SEVERITIES = ("info", "warning", "error")
+__all__ = ["SEVERITIES", "Finding", "worst"]
 
 FALLBACK_WARN = 0.01  # host fallback above 1% of a device's window
 FALLBACK_ERROR = 0.10
@@ -33,20 +39,6 @@ COLLECTIVE_OUTLIER = 1.5  # a collective slower than this multiple of its group'
 SPILL_RELOAD_SHARE = 0.25  # spill reloads above this share of HBM reads
 TRANSPOSE_SHARE = 0.10  # transposes above this share of tensor-engine FLOPs
 LOW_MFU_RATIO = 0.5  # MFU below half of the active-FLOPs utilization
-
-
-@dataclass
-class Finding:
-    id: str
-    severity: str
-    title: str
-    evidence: str
-    advice: str
-    device: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "severity": self.severity, "title": self.title, "evidence": self.evidence,
-                "advice": self.advice, "device": self.device}
 
 
 def _pct(x: float) -> str:
@@ -187,6 +179,34 @@ def neuron_findings(summary: dict[str, Any], device: str | None = None, throttle
                            "The engines are busy with work that is not model FLOPs (data movement, "
                            "transposes, recompute) or idle between kernels.", device))
     return out
+
+
+def collective_groups(trace: Trace) -> dict[str, list[int]]:
+    """Durations of the collectives of the trace, grouped by kernel name and message size."""
+    coll = select(trace.device_events, "category", "collective")
+    groups: dict[str, list[int]] = defaultdict(list)
+    for name, dur, args in zip(coll["name"].cast(pa.string()).to_pylist(), coll["dur_ns"].to_pylist(),
+                               coll["args"].to_pylist(), strict=True):
+        size = json.loads(args).get("In msg nelems") if args and "In msg nelems" in args else None
+        groups[f"{name.split('(')[0]}" + (f" ({size} elems)" if size is not None else "")].append(int(dur))
+    return dict(groups)
+
+
+def _neuron(ctx: Context) -> list[Finding]:
+    out = []
+    for d in ctx.devices:
+        w = d.engine_waits
+        if w is not None:
+            out += neuron_findings(w["summary"], d.device, w["throttled_ns"], d.window_ns)
+    return out
+
+
+# The finding families of this module (registered in analysis/registry.py).
+DEVICE = FindingFamily("device causes", lambda ctx: [f for d in ctx.devices for f in device_findings(d)])
+FALLBACK = FindingFamily("fallback suspects", lambda ctx: fallback_findings(ctx.fallback))
+PHASES = FindingFamily("phases", lambda ctx: phase_findings(ctx.sections["phases"]))
+COLLECTIVES = FindingFamily("collective outliers", lambda ctx: collective_outliers(collective_groups(ctx.trace)))
+NEURON = FindingFamily("Neuron device metrics", _neuron)
 
 
 def worst(findings: Iterable[Finding]) -> str | None:
