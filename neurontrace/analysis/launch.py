@@ -25,6 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis._columns import isin, keep
+from neurontrace.analysis.attribution import DeviceAttribution, device_rows, driving_host_events
+from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily, ms
 
 LAUNCHED = ("compute", "collective", "memcpy", "memset")
 
@@ -135,3 +137,53 @@ def launch_stats(host: pa.Table, flows: pa.Table, dev: pa.Table, window: tuple[i
         call_ns_median=_ns(c_dur, 50), queue_depth_max=qmax,
         queue_depth_median=float(np.median(at_launch)) if len(at_launch) else None,
         short_kernel_share=round(float(short.mean()), 4) if len(short) else None, streams=streams)
+
+
+LAUNCH_BOUND_SHORT = 0.5  # at least half of the launched ops are shorter than their own launch call ...
+LAUNCH_BOUND_DEPTH = 2.0  # ... and the median queue depth after a launch is at most 2 (the device drains it)
+LAUNCH_BOUND_MIN_OPS = 100  # evidence enough: at least this many launches
+
+
+def _from_json(d: dict[str, Any]) -> Launch:
+    fields: dict[str, Any] = {k: d.get(k) for k in Launch.__dataclass_fields__ if k != "streams"}
+    return Launch(**fields, streams=list(d.get("streams") or []))
+
+
+def _text(v: Launch) -> list[str]:
+    if not v.kernels:
+        return [f"no launch calls recorded for {v.unmatched} device ops"] if v.unmatched else []
+    share = f"{100 * v.short_kernel_share:.1f}%" if v.short_kernel_share is not None else "-"
+    line = (f"{v.kernels} launches: launch-to-start delay median {ms(v.delay_ns_median)}, p90 "
+            f"{ms(v.delay_ns_p90)}; queue depth max {v.queue_depth_max} (median {v.queue_depth_median}); {share} "
+            f"of ops shorter than their launch call (median call {ms(v.call_ns_median)})")
+    return [line]
+
+
+def _compute(ctx: Context, d: DeviceAttribution) -> Launch | None:
+    dev = device_rows(ctx.trace, d.device, d.rank)
+    if dev.num_rows == 0:
+        return None
+    return launch_stats(driving_host_events(ctx.trace, dev), ctx.trace.flows, dev, d.window)
+
+
+def launch_bound(ctx: Context) -> list[Finding]:
+    out = []
+    for d in ctx.devices:
+        v = d.sections.get("launch")
+        if (not isinstance(v, Launch) or v.kernels < LAUNCH_BOUND_MIN_OPS or v.short_kernel_share is None
+                or v.queue_depth_median is None):
+            continue
+        if v.short_kernel_share >= LAUNCH_BOUND_SHORT and v.queue_depth_median <= LAUNCH_BOUND_DEPTH:
+            out.append(Finding(
+                "launch_bound", "warning", "The device runs ops faster than the host can launch them",
+                f"{100 * v.short_kernel_share:.1f}% of {v.kernels} ops on {d.device} are shorter than their launch "
+                f"call (median call {ms(v.call_ns_median)}) and the queue holds a median {v.queue_depth_median:g} "
+                f"op(s) after each launch",
+                "Launch fewer, larger kernels: CUDA graphs (torch.compile mode='reduce-overhead'), fused ops, "
+                "larger batches; keep the launching thread free of Python work.", d.device))
+    return out
+
+
+SECTION = DeviceSection("launch", "launch latency", _compute, to_json=Launch.as_dict, from_json=_from_json,
+                        text=_text)
+FINDINGS = FindingFamily("launch bound", launch_bound)

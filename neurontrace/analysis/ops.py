@@ -35,6 +35,8 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import names
 from neurontrace.analysis._columns import isin, keep, select
+from neurontrace.analysis.attribution import DeviceAttribution
+from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
 from neurontrace.analysis.opcost import FORMULAS, OpCost, op_cost
 from neurontrace.analysis.peaks import DevicePeak, device_peak
 from neurontrace.trace import Trace
@@ -139,12 +141,16 @@ class OpsReport:
                 "classes": {d: self.classes(d) for d in self.devices}}
 
 
-def op_table(trace: Trace, *, window: tuple[int, int] | None = None, device: str | None = None) -> OpsReport:
-    """The per-op efficiency table of ``trace`` (kernels starting in ``window``, on ``device``)."""
+def op_table(trace: Trace, *, window: tuple[int, int] | None = None, device: str | None = None,
+             rank: int | None = None) -> OpsReport:
+    """The per-op efficiency table of ``trace`` (kernels starting in ``window``, on ``device``, of ``rank``)."""
     dev = select(trace.device_events, "category", "compute")
     if device is not None:
         dev = select(dev, "device", device)
     host = trace.system_events
+    if rank is not None:
+        dev = keep(dev, pc.fill_null(pc.equal(dev["rank"], rank), False).to_numpy(zero_copy_only=False))
+        host = keep(host, pc.fill_null(pc.equal(host["rank"], rank), False).to_numpy(zero_copy_only=False))
     costs, skipped = _owner_costs(host)
     if trace.device_events.num_rows == 0 or (device == CPU_DEVICE):
         return _cpu_table(host, costs, window, skipped)
@@ -345,3 +351,53 @@ def _cpu_table(host: pa.Table, costs: dict[int, tuple[int, OpCost]], window: tup
     peak = DevicePeak(CPU_DEVICE, None, None)
     rows = sorted((_row(d, op, kc, g, peak) for (d, op, kc), g in groups.items()), key=lambda r: -r.device_ns)
     return OpsReport(rows, {CPU_DEVICE: peak} if rows else {}, skipped)
+
+
+# -- diagnose: the op-efficiency device section and the low_efficiency finding -----------------
+
+
+def _section(ctx: Context, d: DeviceAttribution) -> dict[str, Any] | None:
+    rep = op_table(ctx.trace, window=d.window, device=d.device, rank=d.rank)
+    if not rep.rows:
+        return None
+    peak = rep.devices.get(d.device)
+    return {"device_name": peak.name if peak else None,
+            "peak": peak.peak.as_dict() if peak and peak.peak else None,
+            "classes": rep.classes(d.device), "top": [r.as_dict() for r in rep.rows[:TOP_ROWS]],
+            "skipped": rep.skipped}
+
+
+def _text(v: dict[str, Any]) -> list[str]:
+    pk = v["peak"]
+    head = (f"peak: {pk['device']} ({pk['source']})" if pk else
+            f"peak: unknown device {v['device_name']!r}: no % of peak" if v["device_name"] else
+            "peak: the trace does not name the device: no % of peak")
+    parts = [f"{c['op_class']} {100 * c['share']:.1f}% of kernel time"
+             + (f" at {c['pct_of_peak']:.1f}% of peak" if c["pct_of_peak"] is not None else "")
+             for c in v["classes"][:6]]
+    return [head, "; ".join(parts)]
+
+
+def low_efficiency(ctx: Context) -> list[Finding]:
+    out = []
+    for d in ctx.devices:
+        v = d.sections.get("ops")
+        if not isinstance(v, dict):
+            continue
+        slow = [c for c in v["classes"] if c["share"] >= LOW_EFFICIENCY_SHARE and c["pct_of_peak"] is not None
+                and c["pct_of_peak"] < 100 * LOW_EFFICIENCY]
+        if slow:
+            named = ", ".join(f"{c['op_class']} ({100 * c['share']:.1f}% of kernel time at {c['pct_of_peak']:.1f}% "
+                              f"of its roofline bound)" for c in slow)
+            out.append(Finding(
+                "low_efficiency", "info", "Some op classes run far below the device's peak",
+                f"on {d.device} ({v['peak']['device']}): {named}",
+                "Run `neurontrace ops TRACE` for the ops behind each class; small or oddly shaped GEMMs, "
+                "unfused elementwise chains and non-flash attention are the usual causes (larger tiles, "
+                "torch.compile fusion, scaled_dot_product_attention).", d.device))
+    return out
+
+
+TOP_ROWS = 10  # rows of the op table kept in the diagnose JSON (``neurontrace ops`` prints all)
+SECTION = DeviceSection("ops", "op efficiency", _section, text=_text)
+FINDINGS = FindingFamily("low efficiency", low_efficiency)

@@ -21,7 +21,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from neurontrace.analysis._columns import isin, keep
+from neurontrace.analysis._columns import isin, keep, select
+from neurontrace.analysis.attribution import DeviceAttribution, device_rows, driving_host_events
+from neurontrace.analysis.contract import Context, DeviceSection, ms
 from neurontrace.analysis.intervals import clip, union, within
 
 COMPUTE = ("compute",)
@@ -106,3 +108,38 @@ def overlap(dev: pa.Table, window: tuple[int, int], steps: Sequence[tuple[str, i
                       "copies_total_ns": c, "copies_overlapped_ns": d}
                      for (name, _, _), a, b, c, d in zip(ordered, *cols, strict=True)]
     return out
+
+
+def step_spans(host: pa.Table, window: tuple[int, int]) -> list[tuple[str, int, int]]:
+    """(name, start, end) of the host's step markers (ProfilerStep#N) that overlap ``window``."""
+    steps = select(host, "category", "step")
+    s = steps["ts_ns"].to_numpy()
+    e = s + steps["dur_ns"].to_numpy()
+    names = steps["name"].cast(pa.string()).to_pylist()
+    return [(str(n), int(a), int(b)) for n, a, b in zip(names, s, e, strict=True) if b > window[0] and a < window[1]]
+
+
+def _from_json(d: dict[str, Any]) -> Overlap:
+    return Overlap(int(d["collectives_total_ns"]), int(d["collectives_overlapped_ns"]), int(d["copies_total_ns"]),
+                   int(d["copies_overlapped_ns"]), list(d.get("steps") or []))
+
+
+def _text(o: Overlap) -> list[str]:
+    out = []
+    if o.collectives_total_ns:
+        out.append(f"{o.sentence()} ({ms(o.collectives_overlapped_ns)} of {ms(o.collectives_total_ns)})")
+    if o.copies_total_ns and o.copies_hidden is not None:
+        out.append(f"{100 * o.copies_hidden:.1f}% of copy time is hidden by compute "
+                   f"({ms(o.copies_overlapped_ns)} of {ms(o.copies_total_ns)})")
+    return out
+
+
+def _compute(ctx: Context, d: DeviceAttribution) -> Overlap | None:
+    dev = device_rows(ctx.trace, d.device, d.rank)
+    if dev.num_rows == 0:  # the host CPU standing in for a device: nothing to overlap
+        return None
+    return overlap(dev, d.window, step_spans(driving_host_events(ctx.trace, dev), d.window))
+
+
+SECTION = DeviceSection("overlap", "communication overlap", _compute, to_json=Overlap.as_dict,
+                        from_json=_from_json, text=_text)

@@ -6,11 +6,14 @@ sections may read the sections listed before them; findings run after every sect
 
 from __future__ import annotations
 
-from neurontrace.analysis import cross_rank, engine_waits, findings, phases
+from neurontrace.analysis import cross_rank, engine_waits, findings, launch, ops, overlap, phases
 from neurontrace.analysis.contract import DeviceSection, FindingFamily, Section
 
 DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
     engine_waits.SECTION,  # Neuron: what engine waits were waiting for
+    ops.SECTION,  # per-op FLOPs, bytes and % of the device's peak
+    overlap.SECTION,  # how much communication and copying runs under compute
+    launch.SECTION,  # launch-to-start delay and queue depth
 )
 
 SECTIONS: tuple[Section, ...] = (
@@ -24,4 +27,6 @@ FINDINGS: tuple[FindingFamily, ...] = (
     findings.PHASES,
     findings.COLLECTIVES,
     findings.NEURON,
+    ops.FINDINGS,
+    launch.FINDINGS,
 )
