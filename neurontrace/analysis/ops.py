@@ -213,7 +213,7 @@ def _kernel_owner(host: pa.Table, dev: pa.Table, costs: dict[int, tuple[int, OpC
     n = dev.num_rows
     owner = np.full(n, -1, dtype=np.int64)
     launcher = np.full(n, -1, dtype=np.int64)
-    if n == 0:
+    if n == 0 or host.num_rows == 0:
         return owner, launcher
     cat = host["category"]
     calls = np.flatnonzero(isin(cat, ["runtime", "driver"]))
