@@ -1,7 +1,7 @@
 """Neuron Explorer Parquet directories: micro tables in, expected rows out; bad input, named errors.
 
 Inputs are hand-written tables (a few rows each) or synthetic profiles from
-``neurontrace.synthetic_neuron``; no real Neuron profile is public (DESIGN.md).
+``neurontrace.testing.synthetic_neuron``; no real Neuron profile is public (DESIGN.md).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 
 import neurontrace
 from neurontrace import Trace
-from neurontrace import synthetic_neuron as syn
 from neurontrace.errors import MalformedTraceError, NeuronProfileWarning, SchemaVersionWarning
 from neurontrace.parsers import _neuron_arrow, _neuron_device, _neuron_events, neuron_explorer
 from neurontrace.schema import DEVICE_EVENTS, DICT_STRING
+from neurontrace.testing import synthetic_neuron as syn
 from tests.micro import rows
 
 META = {"profile_schema_version": "7.4.0", "neuroncore_idx": 2, "first_ts": "1970-01-01 00:00:00+00:00"}

@@ -15,9 +15,9 @@ import pytest
 
 import neurontrace
 from neurontrace import errors
-from neurontrace import synthetic_neuron as syn
 from neurontrace.parsers import _neuron_tool, ntff
 from neurontrace.parsers._neuron_ntff import read_header
+from neurontrace.testing import synthetic_neuron as syn
 
 FAKE_TOOL = """#!{python}
 # TEST DOUBLE standing in for AWS neuron-explorer (not the real tool): it writes a synthetic
@@ -39,7 +39,7 @@ if mode == "hang":
     time.sleep(120)
 if mode == "empty":
     sys.exit(0)
-from neurontrace import synthetic_neuron as syn
+from neurontrace.testing import synthetic_neuron as syn
 syn.write_explorer(syn.Scenario(name="decoded"), out)
 print("INFO wrote", out)
 """

@@ -42,6 +42,8 @@ LINK_SAMPLE = 4096  # correlation ids sampled to find the processes driving a de
 MAX_GAPS_PER_STALL = 20  # how many compute gaps per requested stall the stall search examines at most
 
 
+TOP_STALLS = 10  # the longest stalls each device reports unless asked for another number
+
 @dataclass
 class Stall:
     cause: str
@@ -106,7 +108,7 @@ def attribute(
     *,
     window: tuple[int, int] | None = None,
     fallback_event_ids: np.ndarray | None = None,
-    top: int = 10,
+    top: int = TOP_STALLS,
 ) -> list[DeviceAttribution]:
     """Attribution for every device of ``trace`` (or the host CPU when it has no device activity)."""
     dev = trace.device_events
