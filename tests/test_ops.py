@@ -221,3 +221,37 @@ def test_corpus_rocm_single_visible_device_gets_its_properties(corpus: Path) -> 
     t = neurontrace.load(corpus / "TraceLens/tests/traces/mi300/gaunernst_bert-small-uncased__1016001.json.gz")
     rep = op_table(t)
     assert rep.devices["rocm:2"].peak is not None and rep.devices["rocm:2"].peak.device == "AMD Instinct MI300X"
+
+
+def test_roofline_plot_draws_the_rows_under_the_roofs(tmp_path: Path) -> None:
+    pytest.importorskip("plotly")
+    from neurontrace.render.plots import roofline
+
+    ev = [
+        x("cpu_op", "aten::mm", 0, 100, **{"External id": 1, "Input Dims": [[512, 512], [512, 512]],
+                                          "Input type": [BF16] * 2}),
+        x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=11, **{"External id": 1}),
+        x("kernel", "sm90_gemm", 30, 30, pid=0, tid=7, device=0, correlation=11),
+    ]
+    rep = op_table(_h100(tmp_path, ev))
+    fig = roofline(rep.as_dict())
+    bf16 = next(d for d in fig.data if d.name.startswith("bf16 roof"))
+    assert max(bf16.y) == 989.5 and bf16.x[1] == pytest.approx(989.5 / 3.35)  # ridge point
+    (points,) = [d for d in fig.data if d.name == "gemm"]
+    assert points.x[0] == pytest.approx(rep.rows[0].intensity, rel=1e-3)
+    assert points.y[0] == pytest.approx(rep.rows[0].tflops_per_s, rel=1e-3)
+
+
+def test_ops_command_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from neurontrace.cli import main
+    from tests.micro import write
+
+    path = write(tmp_path, [x("kernel", "sm90_gemm", 30, 30, pid=0, tid=7, device=0)])
+    assert main(["ops", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "neurontrace.ops/1" and doc["rows"][0]["kernels"] == 1
+    assert doc["devices"]["cuda:0"]["peak"] is None  # no deviceProperties: unknown, not guessed
+    assert main(["ops", str(path), "--device", "cuda:3"]) == 2
+    assert "no device 'cuda:3'" in capsys.readouterr().err
+    assert main(["ops", str(path)]) == 0
+    assert "does not name this device" in capsys.readouterr().out
