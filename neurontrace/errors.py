@@ -126,6 +126,10 @@ class EmptyNtffError(EmptyInputError):
     """An NTFF of 0 bytes: the documented sign of a NeuronCore that ran nothing during capture."""
 
 
+class NtffVersionError(UnknownFormatError):
+    """An NTFF format version above those the released decoders read (v1-7; inspect has written v129)."""
+
+
 class NeuronToolMissingError(NeurontraceError):
     """Decoding an NTFF needs AWS's ``neuron-explorer`` (aws-neuronx-tools), which is not installed."""
 
