@@ -11,11 +11,11 @@ from neurontrace.cli.diagnose import _window
 
 
 class OpsCommand(common.Command):
-    """show per-op efficiency: FLOPs, bytes, achieved TFLOP/s and TB/s, % of the device's peak
+    """show per-op efficiency: FLOPs, bytes, achieved TFLOP/s and TB/s, share of the device's peak
 
     One row per device, op name and kernel class: kernels, device time, FLOPs and bytes from the ops'
     recorded shapes (profile with record_shapes=True), achieved TFLOP/s and TB/s, arithmetic intensity,
-    % of the device's roofline bound and whether that bound is compute or memory (docs/ops.md). Over
+    percent of the device's roofline bound and whether that bound is compute or memory (docs/ops.md). Over
     the whole trace unless --window is given; a trace without device kernels shows its CPU ops.
     """
 
