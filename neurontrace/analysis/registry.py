@@ -6,7 +6,16 @@ sections may read the sections listed before them; findings run after every sect
 
 from __future__ import annotations
 
-from neurontrace.analysis import cross_rank, engine_waits, findings, launch, neuron_summary, ops, overlap, phases
+from neurontrace.analysis import (
+    cross_rank,
+    engine_waits,
+    findings,
+    launch,
+    neuron_summary,
+    ops,
+    overlap,
+    phases,
+)
 from neurontrace.analysis.contract import DeviceSection, FindingFamily, Section
 
 DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
