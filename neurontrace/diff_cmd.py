@@ -276,26 +276,9 @@ def _render_diagnosis(doc: dict[str, Any], console: Any) -> None:
 
 def diagnosis_from_dict(doc: dict[str, Any]) -> Any:
     """A Diagnosis rebuilt from its ``neurontrace.diagnose/1`` JSON (for reports of stored runs)."""
-    from neurontrace.analysis.attribution import DeviceAttribution, Stall
     from neurontrace.analysis.diagnose import Diagnosis
-    from neurontrace.analysis.fallback import FallbackOp
-    from neurontrace.analysis.findings import Finding
-    from neurontrace.analysis.phases import Phases
 
-    devices = [DeviceAttribution(
-        d["device"], d.get("rank"), (int(d["window"]["start_ns"]), int(d["window"]["end_ns"])), d["window_source"],
-        dict(d["causes_ns"]), dict(d["detail_ns"]),
-        [Stall(s["cause"], s["detail"], s["start_ns"], s["dur_ns"], list(s["evidence"]), s.get("source"))
-         for s in d.get("top_stalls") or []]) for d in doc["devices"]]
-    fallback = [FallbackOp(op["name"], op["calls"], op["host_ns"], op["device_idle_ns"], op["found_by"],
-                           op.get("source"), []) for op in doc.get("fallback_ops") or []]
-    p = doc["phases"]
-    phases = Phases(p["trace_start_ns"], p["trace_end_ns"], p["compile_ns"], p["load_ns"], list(p.get("steps") or []))
-    findings = [Finding(f["id"], f["severity"], f["title"], f["evidence"], f["advice"], f.get("device"))
-                for f in doc.get("findings") or []]
-    return Diagnosis(inputs=list(doc.get("inputs") or []), devices=devices, fallback_ops=fallback, phases=phases,
-                     findings=findings, cross_rank=dict(doc.get("cross_rank") or {}),
-                     synthetic=bool(doc.get("synthetic")))
+    return Diagnosis.from_dict(doc)
 
 
 # -- diagnose --save-run -------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import torch.multiprocessing as mp
 from torch.profiler import ProfilerActivity, profile, schedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_samples import TinyMLP, write_scrubbed  # noqa: E402
+from make_samples import TinyMLP, write_scrubbed
 
 HERE = Path(__file__).resolve().parent
 BATCH = 256

@@ -41,7 +41,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import flat, isin, keep, matches
+from neurontrace.analysis._columns import flat, isin, keep, matches, select
+from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section, ms
 from neurontrace.analysis.intervals import union
 from neurontrace.trace import Trace
 
@@ -256,7 +257,8 @@ def _covered(busy: tuple[np.ndarray, np.ndarray], lo: np.ndarray, hi: np.ndarray
         part = np.where(i > 0, np.minimum(t, e[np.maximum(i - 1, 0)]) - s[np.maximum(i - 1, 0)], 0)
         return np.asarray(cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(part, 0))
 
-    return np.maximum(upto(hi) - upto(lo), 0).astype(np.int64)
+    covered: np.ndarray = np.maximum(upto(hi) - upto(lo), 0).astype(np.int64)
+    return covered
 
 
 def _outermost(t: pa.Table) -> pa.Table:
@@ -268,7 +270,7 @@ def _outermost(t: pa.Table) -> pa.Table:
     s = t["ts_ns"].to_numpy().astype(np.int64)
     e = s + t["dur_ns"].to_numpy().astype(np.int64)
     order = np.lexsort((-e, s, codes))
-    c, so, eo = codes[order], s[order], e[order]
+    c, eo = codes[order], e[order]
     nested = np.zeros(len(order), dtype=bool)
     starts_of_thread = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
     for a, b in zip(starts_of_thread, np.r_[starts_of_thread[1:], len(order)], strict=True):
@@ -366,10 +368,10 @@ def cross_rank(records: pa.Table | Sequence[pa.Table],
                                      "span_ns": cols["start_ns"][i] - cols["before_start_ns"][i],
                                      "top": before_top[i]}))
     out.sort(key=lambda c: (min(c["arrival_ns"]), c["group"], c["op"], c.get("seq") or c["ordinal"]))
-    per_rank = [{"rank": r, "last_count": last_count[r], "late_ns": late_ns[r], "wait_ns": wait_ns[r],
-                 "collective_ns": coll_ns[r]} for r in sorted(ranks)]
     straggler = max(last_count, key=lambda r: (last_count[r], late_ns[r], -r), default=None)
     waiting = max(wait_ns, key=lambda r: (wait_ns[r], -r), default=None)
+    per_rank = [{"rank": r, "last_count": last_count.get(r, 0), "late_ns": late_ns.get(r, 0),
+                 "wait_ns": wait_ns.get(r, 0), "collective_ns": coll_ns.get(r, 0)} for r in sorted(ranks)]
     total = sum(coll_ns.values())
     work = _straggler_work(straggler, before[straggler]) if straggler is not None else None
     return CrossRank(out, sorted(ranks), per_rank, straggler, waiting,
@@ -404,7 +406,7 @@ def _collective(cols: dict[str, list[Any]], rows: list[int]) -> dict[str, Any]:
         "group": cols["group"][first], "op": op, "name": cols["name"][first], "seq": cols["seq"][first],
         "ordinal": cols["ordinal"][first], "bytes": nbytes, "group_size": n,
         "ranks": [cols["rank"][i] for i in rows], "devices": [cols["device"][i] for i in rows],
-        "arrival_ns": arrivals,
+        "arrival_ns": arrivals, "dur_ns": [cols["end_ns"][i] - cols["start_ns"][i] for i in rows],
     }
     if len(rows) >= 2:
         last_i = max(rows, key=lambda i: (cols["start_ns"][i], cols["rank"][i] or 0))
@@ -418,8 +420,8 @@ def _collective(cols: dict[str, list[Any]], rows: list[int]) -> dict[str, Any]:
     rec["complete"] = len(rows) >= n
     algbw = nbytes / rec["transfer_ns"] if nbytes is not None and rec["transfer_ns"] > 0 else None
     factor = BUS_FACTOR.get(op)
-    rec["algbw_gbps"] = round(algbw, 6) if algbw is not None else None  # bytes/ns = GB/s
-    rec["busbw_gbps"] = round(algbw * factor(n), 6) if algbw is not None and factor is not None else None
+    rec["algbw_gbps"] = algbw  # bytes/ns = GB/s
+    rec["busbw_gbps"] = algbw * factor(n) if algbw is not None and factor is not None else None
     rec["device_name"] = cols["device_name"][first]
     rec["hosts"] = sorted({h for h in (cols["host"][i] for i in rows) if h})
     return rec
@@ -444,3 +446,157 @@ def _step_skew(steps: Iterable[tuple[int, str, int, int]]) -> list[dict[str, Any
 def _step_number(name: str) -> tuple[int, str]:
     m = re.search(r"(\d+)$", name)
     return (int(m.group(1)) if m else -1, name)
+
+
+# -- the diagnose section and findings ------------------------------------------------------------
+
+STRAGGLER_WAIT_SHARE = 0.20  # waiting above this share of all collective time across ranks ...
+STRAGGLER_LATE_SHARE = 0.50  # ... and one rank owns more than this share of all arrival skew (last-arrival time)
+LOW_BUSBW_SHARE = 0.25  # median bus bandwidth of a size bucket below this share of the link's peak
+MIN_JUDGED_BYTES = 1 << 20  # smaller messages are latency-bound: their bandwidth is not judged
+# Peak unidirectional per-GPU bandwidth of the link collectives between the GPUs of one node run
+# over (GB/s), by the deviceProperties name. NVIDIA: NVLink 2/3/4/5 (V100 SXM2 6 x 25, A100 SXM 12 x 25,
+# H100/H200 SXM 18 x 25, B200 18 x 50; the NVIDIA product data sheets). AMD MI300X: 7 Infinity Fabric
+# links x 64 GB/s (AMD CDNA 3 white paper). PCIe boards: PCIe 4.0 x16 32 GB/s, 5.0 x16 64 GB/s.
+LINK_GBPS: tuple[tuple[re.Pattern[str], str, float], ...] = (
+    (re.compile(r"V100-SXM", re.I), "NVLink 2", 150.0),
+    (re.compile(r"A100-(SXM|PG509)", re.I), "NVLink 3", 300.0),
+    (re.compile(r"A100", re.I), "PCIe 4.0 x16", 32.0),
+    (re.compile(r"H100 PCIe", re.I), "PCIe 5.0 x16", 64.0),
+    (re.compile(r"H100|H200|H800", re.I), "NVLink 4", 450.0),
+    (re.compile(r"B200|GB200", re.I), "NVLink 5", 900.0),
+    (re.compile(r"MI300X|MI325X", re.I), "Infinity Fabric", 448.0),
+)
+SIZE_BUCKETS = (1 << 20, 16 << 20, 256 << 20)  # 1-16 MiB, 16-256 MiB, >= 256 MiB
+
+
+def link_class(device_name: str | None) -> tuple[str, float] | None:
+    """(link name, peak GB/s) for a device name, or None when the table does not know the device."""
+    for pattern, link, gbps in LINK_GBPS:
+        if device_name and pattern.search(device_name):
+            return link, gbps
+    return None
+
+
+def _bucket(nbytes: int) -> str:
+    lo = max((b for b in SIZE_BUCKETS if nbytes >= b), default=0)
+    i = SIZE_BUCKETS.index(lo)
+    hi = SIZE_BUCKETS[i + 1] if i + 1 < len(SIZE_BUCKETS) else None
+    return f"{lo >> 20}-{hi >> 20} MiB" if hi else f">= {lo >> 20} MiB"
+
+
+def findings(ctx: Context) -> list[Finding]:
+    cr: CrossRank | None = ctx.sections.get(SECTION.key)
+    return [] if cr is None else straggler_findings(cr) + bandwidth_findings(cr)
+
+
+def straggler_findings(cr: CrossRank) -> list[Finding]:
+    late = cr.straggler_rank
+    if late is None or not cr.matched or (cr.wait_share or 0) < STRAGGLER_WAIT_SHARE:
+        return []
+    me = next(p for p in cr.per_rank if p["rank"] == late)
+    if me["late_ns"] <= STRAGGLER_LATE_SHARE * sum(p["late_ns"] for p in cr.per_rank):
+        return []
+    w = cr.straggler_work or {}
+    top = ", ".join(f"{n} ({ns / 1e6:.1f} ms)" for n, ns in w.get("top", []))
+    evidence = (f"rank {late} arrived last at {me['last_count']} of {cr.matched} collectives, "
+                f"{me['late_ns'] / 1e6:.1f} ms after the first rank in total; {_pct(cr.wait_share or 0)} of all "
+                f"collective time is ranks waiting for the last one (rank {cr.most_waiting_rank} waited most). "
+                f"Before those collectives rank {late} was busy {w.get('device_ns', 0) / 1e6:.1f} ms on the device "
+                f"and {w.get('host_ns', 0) / 1e6:.1f} ms on the host on average (other ranks: "
+                f"{w.get('others_device_ns', 0) / 1e6:.1f} ms / {w.get('others_host_ns', 0) / 1e6:.1f} ms)"
+                + (f"; its largest work: {top}" if top else ""))
+    extra_device = w.get("device_ns", 0) - w.get("others_device_ns", 0)
+    extra_host = w.get("host_ns", 0) - w.get("others_host_ns", 0)
+    if all(d == "cpu" for c in cr.collectives for d in c["devices"]):  # a CPU job: its host work is the compute
+        extra_device, extra_host = extra_host, 0
+    if max(extra_device, extra_host) <= 0.1 * max(1, w.get("span_ns", 0)):
+        advice = (f"Rank {late} is late without doing more recorded work than its peers: look outside the trace "
+                  "(other processes on its node, throttling, a slow disk or network), and check that the hosts' "
+                  "clocks agree.")
+    elif extra_device >= extra_host:
+        advice = (f"Rank {late} computes more than its peers before the collective (load imbalance): balance the "
+                  "work per rank (uneven batches or sequence lengths, pipeline stages, MoE routing). Shrinking or "
+                  "overlapping messages will not help while the others wait for it.")
+    else:
+        advice = (f"Rank {late}'s host is busier than its peers' before the collective: move that work off the "
+                  "critical path (data loading, logging, checkpointing, Python overhead on that rank). Shrinking or "
+                  "overlapping messages will not help while the others wait for it.")
+    return [Finding("straggler", "warning", f"Rank {late} arrives last at collectives; the other ranks wait for it",
+                    evidence, advice, None)]
+
+
+def bandwidth_findings(cr: CrossRank) -> list[Finding]:
+    """Per op and size bucket, the median bus bandwidth against the device's link class."""
+    buckets: dict[tuple[str, str, str, float], list[float]] = defaultdict(list)
+    for c in cr.collectives:
+        known = link_class(c["device_name"])
+        if known is None or c["busbw_gbps"] is None or (c["bytes"] or 0) < MIN_JUDGED_BYTES or len(c["hosts"]) > 1:
+            continue
+        buckets[(c["op"], _bucket(c["bytes"]), known[0], known[1])].append(c["busbw_gbps"])
+    out = []
+    for (op, bucket, link, peak), values in sorted(buckets.items()):
+        med = float(np.median(values))
+        if med < LOW_BUSBW_SHARE * peak:
+            out.append(Finding(
+                "low_bus_bandwidth", "info", f"{op} of {bucket} reach {med:.1f} GB/s bus bandwidth ({link})",
+                f"median bus bandwidth {med:.1f} GB/s over {len(values)} {op} of {bucket}, "
+                f"{_pct(med / peak)} of the {link} peak {peak:.0f} GB/s",
+                "Check the NCCL/RCCL transport (NCCL_DEBUG=INFO: is it using NVLink/P2P or falling back to "
+                "sockets/SHM?), the topology and GPU placement, and whether these messages could be bucketed into "
+                "larger ones. A single-rank trace counts waiting for peers as transfer, so check cross-rank skew "
+                "first.", None))
+    return out
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _text(cr: CrossRank) -> list[str]:
+    lines = [f"{len(cr.collectives)} collectives; {cr.matched} matched across {len(cr.ranks)} ranks"]
+    if cr.straggler_rank is not None:
+        me = next(p for p in cr.per_rank if p["rank"] == cr.straggler_rank)
+        lines.append(f"straggler rank {cr.straggler_rank} (last at {me['last_count']} of {cr.matched}, "
+                     f"{ms(me['late_ns'])} late in total); most waiting rank {cr.most_waiting_rank}; "
+                     f"waiting is {_pct(cr.wait_share or 0)} of collective time")
+    if cr.step_skew:
+        worst = max(cr.step_skew, key=lambda s: s["start_skew_ns"])
+        lines.append(f"worst step start skew {ms(worst['start_skew_ns'])} ({worst['step']}, "
+                     f"last to start: rank {worst['last_to_start_rank']})")
+    bw = [c["busbw_gbps"] for c in cr.collectives if c["busbw_gbps"] is not None]
+    if bw:
+        lines.append(f"bus bandwidth median {float(np.median(bw)):.3f} GB/s over {len(bw)} collectives")
+    return lines
+
+
+@dataclass
+class RankPart:
+    """What one rank contributes to the section (the map's output): its collectives and its steps."""
+
+    records: pa.Table
+    steps: list[tuple[int, str, int, int]]
+
+
+def _compute(ctx: Context) -> RankPart:
+    host = ctx.trace.system_events
+    s = select(host, "category", "step")
+    steps = [(r, str(n), int(t), int(d)) for r, n, t, d in zip(
+        s["rank"].to_pylist(), s["name"].cast(pa.string()).to_pylist(), s["ts_ns"].to_pylist(),
+        s["dur_ns"].to_pylist(), strict=True) if r is not None]
+    return RankPart(rank_collectives(ctx.trace), steps)
+
+
+def _combine(parts: list[RankPart]) -> CrossRank:
+    return cross_rank([p.records for p in parts], [s for p in parts for s in p.steps])
+
+
+def _from_json(d: dict[str, Any]) -> CrossRank:
+    return CrossRank(list(d.get("collectives") or []), list(d.get("ranks") or []), list(d.get("per_rank") or []),
+                     d.get("straggler_rank"), d.get("most_waiting_rank"), d.get("wait_share"),
+                     int(d.get("matched_collectives") or 0), d.get("straggler_work"), list(d.get("step_skew") or []))
+
+
+SECTION = Section("cross_rank", "cross-rank", _compute, to_json=CrossRank.as_dict, from_json=_from_json,
+                  text=_text, combine=_combine)
+FINDINGS = FindingFamily("cross-rank collectives", findings)

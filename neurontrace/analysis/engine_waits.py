@@ -21,6 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis._columns import isin, select
+from neurontrace.analysis.attribution import DeviceAttribution
+from neurontrace.analysis.contract import Context, DeviceSection, ms
 from neurontrace.analysis.intervals import clip, union
 from neurontrace.trace import Trace
 
@@ -96,3 +98,17 @@ def _summary(trace: Trace, device: str) -> dict[str, Any]:
             metrics = s.get("metrics", s)
             return dict(metrics) if isinstance(metrics, dict) else {}
     return {}
+
+
+def _text(w: dict[str, Any]) -> list[str]:
+    waits = ", ".join(f"{k} {ms(v)}" for k, v in w["waits_ns"].items() if v) or "none"
+    mfu = w["summary"].get("mfu_estimated_percent")
+    extra = f"; MFU {100 * mfu:.1f}%" if isinstance(mfu, int | float) else ""
+    return [f"engine waits ({w['wait_count']}): {waits}; throttled {ms(w['throttled_ns'])}{extra}"]
+
+
+def _compute(ctx: Context, d: DeviceAttribution) -> dict[str, Any] | None:
+    return engine_waits(ctx.trace, d.device, d.rank, d.window)
+
+
+SECTION = DeviceSection("engine_waits", "engine waits", _compute, text=_text)

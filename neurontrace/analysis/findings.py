@@ -8,15 +8,16 @@ finding reaches that severity.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from neurontrace.analysis.attribution import DeviceAttribution
+from neurontrace.analysis.contract import SEVERITIES, Context, Finding, FindingFamily
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.analysis.phases import Phases
 
-SEVERITIES = ("info", "warning", "error")
+__all__ = ["SEVERITIES", "Finding", "worst"]
 
 FALLBACK_WARN = 0.01  # host fallback above 1% of a device's window
 FALLBACK_ERROR = 0.10
@@ -33,20 +34,6 @@ COLLECTIVE_OUTLIER = 1.5  # a collective slower than this multiple of its group'
 SPILL_RELOAD_SHARE = 0.25  # spill reloads above this share of HBM reads
 TRANSPOSE_SHARE = 0.10  # transposes above this share of tensor-engine FLOPs
 LOW_MFU_RATIO = 0.5  # MFU below half of the active-FLOPs utilization
-
-
-@dataclass
-class Finding:
-    id: str
-    severity: str
-    title: str
-    evidence: str
-    advice: str
-    device: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "severity": self.severity, "title": self.title, "evidence": self.evidence,
-                "advice": self.advice, "device": self.device}
 
 
 def _pct(x: float) -> str:
@@ -187,6 +174,33 @@ def neuron_findings(summary: dict[str, Any], device: str | None = None, throttle
                            "The engines are busy with work that is not model FLOPs (data movement, "
                            "transposes, recompute) or idle between kernels.", device))
     return out
+
+
+def collective_groups(cross_rank: Any) -> dict[str, list[int]]:
+    """Durations of every rank's collectives (the cross_rank section), grouped by name and message size."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for c in cross_rank.collectives if cross_rank is not None else []:
+        key = c["name"].split("(")[0] + (f" ({c['bytes']} bytes)" if c["bytes"] is not None else "")
+        groups[key] += c["dur_ns"]
+    return dict(groups)
+
+
+def _neuron(ctx: Context) -> list[Finding]:
+    out = []
+    for d in ctx.devices:
+        w = d.engine_waits
+        if w is not None:
+            out += neuron_findings(w["summary"], d.device, w["throttled_ns"], d.window_ns)
+    return out
+
+
+# The finding families of this module (registered in analysis/registry.py).
+DEVICE = FindingFamily("device causes", lambda ctx: [f for d in ctx.devices for f in device_findings(d)])
+FALLBACK = FindingFamily("fallback suspects", lambda ctx: fallback_findings(ctx.fallback))
+PHASES = FindingFamily("phases", lambda ctx: phase_findings(ctx.sections["phases"]))
+COLLECTIVES = FindingFamily("collective outliers",
+                            lambda ctx: collective_outliers(collective_groups(ctx.sections.get("cross_rank"))))
+NEURON = FindingFamily("Neuron device metrics", _neuron)
 
 
 def worst(findings: Iterable[Finding]) -> str | None:

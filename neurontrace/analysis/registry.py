@@ -1,0 +1,28 @@
+"""The registry of analyses ``diagnose`` runs beyond the core attribution (contract: analysis/contract.py).
+
+To add a section or a finding family: write its module, then add one line below. Order matters:
+sections may read the sections listed before them; findings run after every section.
+"""
+
+from __future__ import annotations
+
+from neurontrace.analysis import cross_rank, engine_waits, findings, phases
+from neurontrace.analysis.contract import DeviceSection, FindingFamily, Section
+
+DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
+    engine_waits.SECTION,  # Neuron: what engine waits were waiting for
+)
+
+SECTIONS: tuple[Section, ...] = (
+    phases.SECTION,  # compile/load vs execution, steps
+    cross_rank.SECTION,  # collectives matched across ranks: arrival skew, waits, bandwidth; step skew
+)
+
+FINDINGS: tuple[FindingFamily, ...] = (
+    findings.DEVICE,
+    findings.FALLBACK,
+    findings.PHASES,
+    findings.COLLECTIVES,
+    cross_rank.FINDINGS,  # straggler, low_bus_bandwidth
+    findings.NEURON,
+)
