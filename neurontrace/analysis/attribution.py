@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import names
 from neurontrace.analysis._columns import flat, isin, keep, matches, select
+from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
 from neurontrace.trace import Trace
 
@@ -41,6 +42,8 @@ NEURON_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "pe", "act", "
 LINK_SAMPLE = 4096  # correlation ids sampled to find the processes driving a device
 MAX_GAPS_PER_STALL = 20  # how many compute gaps per requested stall the stall search examines at most
 
+
+TOP_STALLS = 10  # the longest stalls each device reports unless asked for another number
 
 @dataclass
 class Stall:
@@ -106,11 +109,17 @@ def attribute(
     *,
     window: tuple[int, int] | None = None,
     fallback_event_ids: np.ndarray | None = None,
-    top: int = 10,
+    top: int = TOP_STALLS,
 ) -> list[DeviceAttribution]:
-    """Attribution for every device of ``trace`` (or the host CPU when it has no device activity)."""
+    """Attribution for every device of ``trace`` (or the host CPU when it has no device activity).
+
+    A trace without events (a Neuron summary, a capture whose profiles were not decoded) has nothing
+    to attribute: no device, rather than an empty ``cpu`` window.
+    """
     dev = trace.device_events
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
+    if dev.num_rows == 0 and trace.system_events.num_rows == 0:
+        return []
     if dev.num_rows == 0:
         ranks = sorted(pc.unique(trace.system_events["rank"]).to_pylist(), key=lambda r: (r is not None, r or 0))
         return [_attribute_cpu(trace, r, window, fallback, top) for r in ranks or [None]]
@@ -378,7 +387,7 @@ def default_window(host: pa.Table, dev: pa.Table) -> tuple[tuple[int, int], str]
         lo, hi, n = _step_cluster(s, e)
         more = "" if n == steps.num_rows else f" of {steps.num_rows}, the largest contiguous run"
         return (lo, hi), f"{n} profiled steps{more}"
-    execs = select(dev, "category", "execution")
+    execs = device_executions(dev)  # each execution once (ExecutionInfo and nc_exec_running are one run)
     if execs.num_rows:
         s, e = _spans(execs)
         return (int(s.min()), int(e.max())), f"{execs.num_rows} device executions"
