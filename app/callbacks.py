@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import dash
 from dash import ALL, MATCH, Input, Output, State, html, no_update
 
+from neurontrace.analysis.attribution import CAUSES
 from neurontrace.app import figures, layout
-from neurontrace.app.causes import CAUSES
 from neurontrace.app.model import ViewModel
 
 if TYPE_CHECKING:
@@ -320,7 +320,7 @@ def register(app: dash.Dash, state: ViewerState) -> None:
             classes.append(layout.frame_class(fid == chosen, bool(frame and frame[0].is_user)))
         return on_frame(model, state.reader, chosen), classes
 
-    app.clientside_callback(
+    app.clientside_callback(  # type: ignore[no-untyped-call]
         "function(_) { return window.innerWidth; }",
         Output("nt-viewport", "data"), Input("nt-timeline", "id"),
     )

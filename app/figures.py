@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from neurontrace.analysis.attribution import CAUSES
 from neurontrace.app import lod
-from neurontrace.app.causes import CAUSES
 from neurontrace.app.model import MARKER_CATEGORIES, DeviceKey, ViewModel
 from neurontrace.app.palette import (
     CATEGORY_COLORS,
@@ -168,9 +168,9 @@ def timeline(model: ViewModel, req: Request) -> Drawn:
         else:
             if row.group is not None:
                 group_y[row.group] = y
-            runs = model.analysis.causes.get(row.device) if model.analysis and row.device else None
-            if runs is None or row.device is None:
+            if model.analysis is None or row.device not in model.analysis.causes:
                 continue
+            runs = model.analysis.causes[row.device]
             origin = ix.origin_ns
             aw = lod.Window(w.t0 + origin, w.t1 + origin, w.n_bins)
             matrix, touched, span = lod.runs_busy(runs.starts, runs.ends, runs.cause, aw, len(CAUSES),

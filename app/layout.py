@@ -130,7 +130,7 @@ INDEX = """<!DOCTYPE html>
     </body>
 </html>"""
 
-GRAPH_CONFIG = {
+GRAPH_CONFIG: Any = {
     "displaylogo": False, "scrollZoom": True, "doubleClick": "reset",
     "modeBarButtonsToRemove": ["select2d", "lasso2d", "autoScale2d", "toImage", "zoomIn2d", "zoomOut2d",
                                "toggleSpikelines", "hoverClosestCartesian", "hoverCompareCartesian",
@@ -315,8 +315,11 @@ def table_rows(name: str, rows: list[dict[str, Any]], *, sort: dict[str, Any] | 
     if sort and sort.get("column") in columns:
         col = sort["column"]
         numeric = all(isinstance(r.get(col), (int, float)) for _, r in indexed)
-        indexed.sort(key=lambda ir: (ir[1].get(col) if numeric else str(ir[1].get(col, "")).lower()),
-                     reverse=bool(sort.get("desc")))
+
+        def by(ir: tuple[int, dict[str, Any]]) -> Any:
+            return ir[1].get(col) if numeric else str(ir[1].get(col, "")).lower()
+
+        indexed.sort(key=by, reverse=bool(sort.get("desc")))
     if not indexed:
         return [html.Tr(html.Td(EMPTY[name] if not text else "No row matches the filter.", colSpan=len(columns),
                                 className="nt-empty"))]
@@ -405,7 +408,7 @@ def snippet(s: Snippet, frame_text: str) -> list[Any]:
     if s.status == OK:
         lines = []
         for i, text in enumerate(s.lines):
-            content = [html.Span(str(s.first_line + i), className="nt-ln"), text or " "]
+            content: list[Any] = [html.Span(str(s.first_line + i), className="nt-ln"), text or " "]
             if s.first_line + i == s.line:
                 lines.append(html.Div(content, className="nt-code-line nt-hl", id="nt-src-hl"))
             else:

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from neurontrace.analysis.attribution import CAUSES, CauseIntervals, cause_intervals
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
 from neurontrace.app import lod, tables
-from neurontrace.app.causes import CAUSES, CauseRuns, cause_runs
 from neurontrace.app.tracks import DEVICE, DEVICE_TABLE, SYSTEM_TABLE, TrackIndex, build, codes
 from neurontrace.trace import Trace
 
@@ -33,7 +33,7 @@ MAX_STACK = 64  # frames listed for one event
 @dataclass
 class Analysis:
     diagnosis: Diagnosis
-    causes: dict[DeviceKey, CauseRuns]  # by (device, rank), as diagnose reports devices
+    causes: dict[DeviceKey, CauseIntervals]  # by (device, rank), as diagnose reports devices
     coarse: dict[DeviceKey, lod.Coarse]  # whole-trace coverage of each cause (zoomed-out views)
     stalls: list[dict[str, Any]]
     fallback: list[dict[str, Any]]
@@ -98,15 +98,16 @@ class ViewModel:
         """Run ``diagnose`` and cut each device's window into cause runs (the slow part)."""
         t0 = time.perf_counter()
         diag = diagnose(self.trace, fallback_ops=self.fallback_ops)
-        fallback_ids = [i for op in diag.fallback_ops for i in op.event_ids]
-        causes: dict[DeviceKey, CauseRuns] = {}
+        fallback_ids = np.array([i for op in diag.fallback_ops for i in op.event_ids], dtype=np.int64)
+        causes: dict[DeviceKey, CauseIntervals] = {}
         coarse: dict[DeviceKey, lod.Coarse] = {}
         error = None
         origin = self.index.origin_ns
         try:
             for d in diag.devices:
                 key = (d.device, d.rank)
-                runs = causes[key] = cause_runs(self.trace, d.device, d.rank, d.window, fallback_ids)
+                runs = causes[key] = cause_intervals(self.trace, d.device, d.rank, d.window,
+                                                     fallback_event_ids=fallback_ids)
                 if len(runs.starts) >= lod.COARSE_MIN_EVENTS:
                     coarse[key] = lod.coarse(runs.starts, runs.ends, runs.cause, origin,
                                                   origin + self.index.span_ns, len(CAUSES))
@@ -138,7 +139,7 @@ class ViewModel:
         row["side"] = "host" if which == SYSTEM_TABLE else "device"
         row["lane"] = self.index.lane_of(pos)
         row["rel_ns"] = int(self.index.start[pos])
-        return row
+        return dict(row)
 
     def stack(self, frame_id: int | None) -> list[Frame]:
         """The frame and its callers, innermost first."""
@@ -220,7 +221,7 @@ def _frames(frames: pa.Table) -> dict[int, tuple[int | None, Frame]]:
 
 
 def _filled(col: pa.ChunkedArray, fill: int = -1) -> np.ndarray:
-    return col.fill_null(fill).to_numpy().astype(np.int64)
+    return np.asarray(col.fill_null(fill).to_numpy(), dtype=np.int64)
 
 
 def _link_columns(trace: Trace) -> dict[str, Any]:

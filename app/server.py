@@ -3,7 +3,7 @@
 :class:`ViewerState` holds what the page shows at any moment: loading progress, the parser's error
 (one line, never a traceback), or the model. :func:`create_app` builds the Dash app around a state;
 :class:`Server` binds it to a socket (production WSGI settings: threaded, no reloader, no request
-log) and runs it; ``neurontrace view`` (``neurontrace/view_cmd.py``) is a thin adapter over these.
+log) and runs it; ``neurontrace view`` (``neurontrace/cli/view.py``) is a thin adapter over these.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import dash
 import pandas as pd  # noqa: F401  (see below)
@@ -144,7 +144,8 @@ def main_page(model: ViewModel, source_roots: list[str]) -> Any:
 def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:
     """The Dash app showing ``state``; Dash is imported only here (``neurontrace`` never pulls it in)."""
     app = dash.Dash(
-        __name__, title="neurontrace", update_title=None, suppress_callback_exceptions=True,
+        # update_title=None turns the "Updating..." tab title off (documented; the stub says str only).
+        __name__, title="neurontrace", update_title=cast(str, None), suppress_callback_exceptions=True,
         serve_locally=True, assets_folder=str(Path(__file__).parent / "assets"),
     )
     app.index_string = layout.INDEX

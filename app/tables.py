@@ -29,7 +29,7 @@ def _us(ns: float) -> float:
 
 
 def stall_rows(diag: Diagnosis, origin_ns: int) -> list[dict[str, Any]]:
-    rows = []
+    rows: list[dict[str, Any]] = []
     for d in diag.devices:
         for s in d.top_stalls:
             t0 = s.start_ns - origin_ns
@@ -38,7 +38,7 @@ def stall_rows(diag: Diagnosis, origin_ns: int) -> list[dict[str, Any]]:
                 "start_ms": _ms(t0), "dur_ms": _ms(s.dur_ns), "source": s.source or "",
                 "evidence": "; ".join(s.evidence), "t0_ns": t0, "t1_ns": t0 + s.dur_ns, "cause_key": s.cause,
             })
-    rows.sort(key=lambda r: -r["dur_ms"])
+    rows.sort(key=lambda r: -float(r["dur_ms"]))
     return rows
 
 

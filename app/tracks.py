@@ -197,7 +197,7 @@ def codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[object]]:
     return idx, arr.dictionary.to_pylist()
 
 
-def _columns(table: pa.Table, which: int) -> dict[str, object]:
+def _columns(table: pa.Table, which: int) -> dict[str, Any]:
     n = table.num_rows
     cat_idx, cat_values = codes(table["category"])
     cat_map = np.array([CATEGORIES.index(c) if c in CATEGORIES else CATEGORIES.index("other")
@@ -231,7 +231,7 @@ def _columns(table: pa.Table, which: int) -> dict[str, object]:
 # -- groups and lanes ----------------------------------------------------------------------------
 
 
-def _layout(track_info: list[tuple[int, tuple[object, ...]]], max_depth: dict[int, int],
+def _layout(track_info: list[tuple[int, tuple[Any, ...]]], max_depth: dict[int, int],
             dominant: dict[int, int], counts: dict[int, int], process_names: dict[str, str]) -> tuple[list[Track], list[Group], np.ndarray]:
     """Groups (processes, devices) and tracks in display order; the first lane of each track key."""
     members: dict[tuple[object, ...], list[int]] = {}
@@ -240,8 +240,8 @@ def _layout(track_info: list[tuple[int, tuple[object, ...]]], max_depth: dict[in
             host, pid, _tid, _track = parts
             gkey: tuple[object, ...] = (HOST, host, pid)
         else:
-            rank, device, _track = parts
-            gkey = (DEVICE, rank, device)
+            rank_, device_, _track = parts
+            gkey = (DEVICE, rank_, device_)
         members.setdefault(gkey, []).append(key)
     ranks = {g[1] for g in members if g[0] == DEVICE and g[1] is not None}
     hosts = {g[1] for g in members if g[0] == HOST}

@@ -74,7 +74,7 @@ def rank_from_env(environ: Mapping[str, str] | None = None) -> tuple[int, int, s
 
 def new_record(*, notes: str | None, tags: tuple[str, ...], out_dir: Path) -> dict[str, Any]:
     """The facts known before anything runs; the capture fills in the rest as it goes."""
-    from neurontrace import __version__
+    from neurontrace._version import __version__
 
     rank, world, source = rank_from_env()
     return {

@@ -181,7 +181,7 @@ def test_capture_is_lazy_and_callable_without_importing_torch() -> None:
     code = ("import sys, neurontrace; c = neurontrace.capture; assert callable(c); "
             "assert neurontrace.capture.current().active is False; neurontrace.capture.step(); "
             "from neurontrace.capture import capture, current, Schedule; assert current() is c.current(); "
-            "import neurontrace.cli, neurontrace.record_cmd; assert 'torch' not in sys.modules, 'torch imported'")
+            "import neurontrace.cli, neurontrace.cli.record; assert 'torch' not in sys.modules, 'torch imported'")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == 0, res.stderr
 

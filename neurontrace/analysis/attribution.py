@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import names
 from neurontrace.analysis._columns import flat, isin, keep, matches, select
+from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
 from neurontrace.trace import Trace
 
@@ -39,6 +40,8 @@ CPU_DEVICE = "cpu"
 LINK_SAMPLE = 4096  # correlation ids sampled to find the processes driving a device
 MAX_GAPS_PER_STALL = 20  # how many compute gaps per requested stall the stall search examines at most
 
+
+TOP_STALLS = 10  # the longest stalls each device reports unless asked for another number
 
 @dataclass
 class Stall:
@@ -107,11 +110,17 @@ def attribute(
     *,
     window: tuple[int, int] | None = None,
     fallback_event_ids: np.ndarray | None = None,
-    top: int = 10,
+    top: int = TOP_STALLS,
 ) -> list[DeviceAttribution]:
-    """Attribution for every device of ``trace`` (or the host CPU when it has no device activity)."""
+    """Attribution for every device of ``trace`` (or the host CPU when it has no device activity).
+
+    A trace without events (a Neuron summary, a capture whose profiles were not decoded) has nothing
+    to attribute: no device, rather than an empty ``cpu`` window.
+    """
     dev = trace.device_events
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
+    if dev.num_rows == 0 and trace.system_events.num_rows == 0:
+        return []
     if dev.num_rows == 0:
         ranks = sorted(pc.unique(trace.system_events["rank"]).to_pylist(), key=lambda r: (r is not None, r or 0))
         return [_attribute_cpu(trace, r, window, fallback, top) for r in ranks or [None]]
@@ -123,9 +132,7 @@ def attribute(
 
 def _attribute_device(trace: Trace, device: str, rank: int | None, window: tuple[int, int] | None,
                       fallback: np.ndarray, top: int) -> DeviceAttribution:
-    dev = select(trace.device_events, "device", device)
-    same_rank = pc.is_null(dev["rank"]) if rank is None else pc.fill_null(pc.equal(dev["rank"], rank), False)
-    dev = keep(dev, same_rank.to_numpy(zero_copy_only=False))  # one rank (the usual case): no copy
+    dev = _of_rank(select(trace.device_events, "device", device), rank)
     host = driving_host_events(trace, dev)
     win = Window(window, "option", "--window") if window else choose_window(trace, host, dev)
     labels = _device_labels(dev) + _host_labels(host, fallback)
@@ -135,19 +142,26 @@ def _attribute_device(trace: Trace, device: str, rank: int | None, window: tuple
 def _attribute_cpu(trace: Trace, rank: int | None, window: tuple[int, int] | None, fallback: np.ndarray,
                    top: int) -> DeviceAttribution:
     """No accelerator in the trace: each rank's CPU is the device, framework ops are its compute."""
-    host = trace.system_events
-    host = host.filter(pc.is_null(host["rank"]) if rank is None else pc.fill_null(pc.equal(host["rank"], rank),
-                                                                                   False))
+    host = _of_rank(trace.system_events, rank)
     ops = select(host, "category", "framework_op")
     win = Window(window, "option", "--window") if window else choose_window(trace, host, ops)
+    return _finish(trace, CPU_DEVICE, rank, win, _cpu_labels(host, ops, fallback), top)
+
+
+def _cpu_labels(host: pa.Table, ops: pa.Table, fallback: np.ndarray) -> list[_Label]:
     s, e = _spans(ops)
     labels = [_Label("compute", "cpu_ops", s, e, ops, np.arange(ops.num_rows))]
     # CPU collectives (gloo:all_reduce ...) are the CPU device's communication, on whichever thread.
     coll = keep(host, matches(host["name"], names.HOST_COLLECTIVE))
     labels += _labels(coll, [coll["name"]], lambda n: ("collectives", names.collective_op(n or "")),
                       np.ones(coll.num_rows, dtype=bool))
-    labels += _host_labels(host, fallback)
-    return _finish(trace, CPU_DEVICE, rank, win, labels, top)
+    return labels + _host_labels(host, fallback)
+
+
+def _of_rank(table: pa.Table, rank: int | None) -> pa.Table:
+    """Rows of ``rank`` (rows without a rank when ``rank`` is None); one rank (the usual case): no copy."""
+    mask = pc.is_null(table["rank"]) if rank is None else pc.fill_null(pc.equal(table["rank"], rank), False)
+    return keep(table, mask.to_numpy(zero_copy_only=False))
 
 
 def _finish(trace: Trace, device: str, rank: int | None, window: Window, labels: list[_Label],
@@ -178,6 +192,69 @@ def _ordered(labels: list[_Label]) -> list[_Label]:
         order = {"host_overhead": HOST_DETAIL_ORDER, "data_movement": DATA_DETAIL_ORDER}.get(lb.cause, ())
         return CAUSES.index(lb.cause), order.index(lb.detail) if lb.detail in order else len(order), lb.detail
     return sorted((lb for lb in labels if len(lb.starts)), key=key)
+
+
+@dataclass
+class CauseIntervals:
+    """Where each cause held on one device: the window cut into maximal runs of one ``cause.detail``.
+
+    The runs are sorted, disjoint and cover the window exactly; per cause they add up to the totals
+    :func:`attribute` reports for the same device, window and fallback events (tested on every sample).
+    """
+
+    device: str
+    rank: int | None
+    window: tuple[int, int]  # absolute ns
+    starts: np.ndarray  # int64 absolute ns
+    ends: np.ndarray
+    cause: np.ndarray  # int16 index into CAUSES
+    detail: np.ndarray  # int16 index into details
+    details: list[str]  # "cause.detail"
+    _by_cause: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+
+    def total_ns(self) -> dict[str, int]:
+        per = np.zeros(len(CAUSES), dtype=np.int64)
+        np.add.at(per, self.cause.astype(np.int64), self.ends - self.starts)  # exact integer sums
+        return {c: int(v) for c, v in zip(CAUSES, per.tolist(), strict=True)}
+
+    def of_cause(self, cause: str) -> tuple[np.ndarray, np.ndarray]:
+        """The runs of one cause (sorted, disjoint); computed once per cause."""
+        if cause not in self._by_cause:
+            mine = self.cause == CAUSES.index(cause)
+            self._by_cause[cause] = (self.starts[mine], self.ends[mine])
+        return self._by_cause[cause]
+
+
+def cause_intervals(trace: Trace, device: str, rank: int | None, window: tuple[int, int], *,
+                    fallback_event_ids: np.ndarray | None = None) -> CauseIntervals:
+    """The runs of every cause over ``window`` for ``device`` of ``rank``, from the same labels and
+    priority order as :func:`attribute` (``"cpu"`` for a trace analysed with the host as the device).
+
+    Pass the window and fallback events of a :class:`DeviceAttribution` (``diagnose`` reports both) to
+    get exactly its totals back, cut in time.
+    """
+    fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
+    if device == CPU_DEVICE and not select(trace.device_events, "device", device).num_rows:
+        host = _of_rank(trace.system_events, rank)
+        labels = _cpu_labels(host, select(host, "category", "framework_op"), fallback)
+    else:
+        dev = _of_rank(select(trace.device_events, "device", device), rank)
+        labels = _device_labels(dev) + _host_labels(driving_host_events(trace, dev), fallback)
+    labels = _ordered(labels)
+    starts, ends, label = sweep(window, [(lb.starts, lb.ends) for lb in labels]).runs()
+    details = [f"{lb.cause}.{lb.detail}" for lb in labels] + ["idle.unexplained"]
+    label = np.where(label == NONE, len(labels), label)
+    cause_of_label = np.array([CAUSES.index(lb.cause) for lb in labels] + [CAUSES.index("idle")], dtype=np.int16)
+    # Neighbouring runs of different labels but the same detail text (two labels can share one) merge.
+    names_ = list(dict.fromkeys(details))
+    detail_of_label = np.array([names_.index(d) for d in details], dtype=np.int16)
+    det = detail_of_label[label]
+    if len(det):
+        first = np.flatnonzero(np.r_[True, det[1:] != det[:-1]])
+        last = np.r_[first[1:], len(det)] - 1
+        starts, ends, label = starts[first], ends[last], label[first]
+    return CauseIntervals(device, rank, window, starts.astype(np.int64), ends.astype(np.int64),
+                          cause_of_label[label], detail_of_label[label], names_)
 
 
 # -- what is device work -------------------------------------------------------------------------
@@ -427,7 +504,7 @@ def choose_window(trace: Trace, host: pa.Table, dev: pa.Table) -> Window:
                               f"device work launched in {n} profiled steps{more}", lag, n)
             return Window((lo, hi), "steps", f"{n} profiled steps{more}", lag, n)
         return Window((lo, hi), "steps", f"{n} profiled steps{more}", steps=n)
-    execs = select(dev, "category", "execution")
+    execs = device_executions(dev)  # each execution once (ExecutionInfo and nc_exec_running are one run)
     if execs.num_rows:
         s, e = _spans(execs)
         return Window((int(s.min()), int(e.max())), "executions", f"{execs.num_rows} device executions")

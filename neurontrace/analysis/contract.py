@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from neurontrace import units
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.trace import Trace
@@ -75,8 +76,9 @@ class Context:
 
 
 def ms(ns: int | None) -> str:
-    """How section text shows a duration (the text report's unit)."""
-    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+    """How section text shows a duration: scaled per value (ns, µs, ms, s; :func:`neurontrace.units.duration`),
+    never "0.000 ms" for the µs-long Neuron executions. (The name is older than the scaling.)"""
+    return units.duration(ns)
 
 
 def _same(value: Any) -> Any:

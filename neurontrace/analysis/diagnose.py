@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from neurontrace.analysis import registry
-from neurontrace.analysis.attribution import DeviceAttribution, Stall, attribute, frame_sources
+from neurontrace.analysis.attribution import TOP_STALLS, DeviceAttribution, Stall, attribute, frame_sources
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
 from neurontrace.analysis.fallback import FallbackOp, find_fallback
 from neurontrace.analysis.findings import worst
@@ -104,7 +104,7 @@ def diagnose(
     inputs: list[dict[str, Any]] | None = None,
     window: tuple[int, int] | None = None,
     fallback_ops: Iterable[str] = (),
-    top: int = 10,
+    top: int = TOP_STALLS,
 ) -> Diagnosis:
     """Everything ``neurontrace diagnose`` reports, computed from the Trace tables alone."""
     frames = frame_sources(trace)

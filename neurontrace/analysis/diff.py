@@ -9,7 +9,7 @@ gone).
 
 The JSON form (:meth:`Diff.as_dict`) is the documented ``neurontrace.diff/1`` schema
 (docs/diff.md). Times are integers in nanoseconds. Analyses return tables and never plot:
-:mod:`neurontrace.plots` draws them.
+:mod:`neurontrace.render.plots` draws them.
 """
 
 from __future__ import annotations

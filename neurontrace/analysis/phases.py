@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from neurontrace.analysis import names
 from neurontrace.analysis._columns import isin, matches, select
 from neurontrace.analysis.contract import Context, Section, ms
+from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import union
 from neurontrace.trace import Trace
 
@@ -90,7 +91,8 @@ def _time_of(host: pa.Table, category: str, pattern: re.Pattern[str]) -> int:
 def _steps(host: pa.Table, dev: pa.Table) -> list[dict[str, int]]:
     steps = select(host, "category", "step")
     if steps.num_rows == 0:
-        steps = select(dev, "category", "execution")
+        ex = device_executions(dev)  # each execution once, numbered in time order
+        steps = ex.append_column("name", pa.nulls(ex.num_rows, pa.string()))
     rows = []
     for i, (name, ts, dur) in enumerate(zip(steps["name"].cast(pa.string()).to_pylist(), steps["ts_ns"].to_pylist(),
                                              steps["dur_ns"].to_pylist(), strict=True)):
@@ -105,6 +107,8 @@ def _steps(host: pa.Table, dev: pa.Table) -> list[dict[str, int]]:
 
 
 def _text(p: Phases) -> list[str]:
+    if p.trace_end_ns <= p.trace_start_ns:  # no events (a Neuron summary): no phases to speak of
+        return []
     return [(f"compile {ms(p.compile_ns)}, load {ms(p.load_ns)}, execution {ms(p.execution_ns)}; first step "
             f"{ms(p.first_step_ns)}, steady median {ms(p.steady_median_ns)} (p90 {ms(p.steady_p90_ns)}), "
             f"time to first step {ms(p.time_to_first_step_ns)}")]

@@ -6,7 +6,7 @@ sections may read the sections listed before them; findings run after every sect
 
 from __future__ import annotations
 
-from neurontrace.analysis import cross_rank, engine_waits, findings, phases
+from neurontrace.analysis import cross_rank, engine_waits, findings, neuron_summary, phases
 from neurontrace.analysis.contract import DeviceSection, FindingFamily, Section
 
 DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
@@ -16,6 +16,7 @@ DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
 SECTIONS: tuple[Section, ...] = (
     phases.SECTION,  # compile/load vs execution, steps
     cross_rank.SECTION,  # step and collective skew across ranks
+    neuron_summary.SECTION,  # Neuron: per-NeuronCore summary metrics, derived figures
 )
 
 FINDINGS: tuple[FindingFamily, ...] = (
@@ -23,5 +24,5 @@ FINDINGS: tuple[FindingFamily, ...] = (
     findings.FALLBACK,
     findings.PHASES,
     findings.COLLECTIVES,
-    findings.NEURON,
+    neuron_summary.FINDINGS,  # Neuron Explorer's summary rules, throttling
 )

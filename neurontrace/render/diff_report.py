@@ -12,7 +12,7 @@ from rich.text import Text
 
 from neurontrace.analysis.attribution import CAUSES
 from neurontrace.analysis.diff import DeviceDelta, Diff
-from neurontrace.report import COLORS
+from neurontrace.render.report import COLORS
 
 STATUS_STYLE = {"added": "bold red", "removed": "green", "slower": "red", "faster": "green", "unchanged": "bright_black"}
 TOP_OPS = 15
