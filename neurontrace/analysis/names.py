@@ -38,6 +38,7 @@ COLLECTIVE_KERNEL = _any(COLLECTIVE_KERNEL_ENTRIES)
 
 # Host-side collectives that are the communication itself (no device kernel runs them): the CPU device's
 # collectives on CPU-only traces.
+# (NCCL's host `nccl:all_reduce` range only enqueues a kernel: not listed.)
 HOST_COLLECTIVE_ENTRIES: Entries = (
     (r"^gloo:", "PyTorch Gloo backend record_function ranges (gloo:all_reduce, gloo:broadcast ...)"),
     (r"^mpi:", "PyTorch MPI backend ranges"),
@@ -160,6 +161,8 @@ COLLECTIVE_OPS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("all_reduce", re.compile(r"all_?reduce|cross_device_reduce", re.IGNORECASE)),
     ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
     ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
+    # NCCL/RCCL ncclDevKernel_Reduce_*, Kineto `Collective name` "reduce", gloo:reduce (after the two above).
+    ("reduce", re.compile(r"(^|[_:])reduce($|_)", re.IGNORECASE)),
     ("all_to_all", re.compile(r"all_?to_?all", re.IGNORECASE)),
     ("broadcast", re.compile(r"broadcast", re.IGNORECASE)),
     ("send_recv", re.compile(r"send|recv|sendrecv|permute|put_signal|wait_signal", re.IGNORECASE)),
