@@ -132,11 +132,16 @@ def attribute(
 
 def _attribute_device(trace: Trace, device: str, rank: int | None, window: tuple[int, int] | None,
                       fallback: np.ndarray, top: int) -> DeviceAttribution:
-    dev = _of_rank(select(trace.device_events, "device", device), rank)
+    dev = device_rows(trace, device, rank)
     host = driving_host_events(trace, dev)
     win = Window(window, "option", "--window") if window else choose_window(trace, host, dev)
     labels = _device_labels(dev) + _host_labels(host, fallback)
     return _finish(trace, device, rank, win, labels, top)
+
+
+def device_rows(trace: Trace, device: str, rank: int | None) -> pa.Table:
+    """The events of one attributed device: that device, of that rank (null rank: rank-less events)."""
+    return _of_rank(select(trace.device_events, "device", device), rank)
 
 
 def _attribute_cpu(trace: Trace, rank: int | None, window: tuple[int, int] | None, fallback: np.ndarray,
