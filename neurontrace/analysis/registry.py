@@ -6,7 +6,7 @@ sections may read the sections listed before them; findings run after every sect
 
 from __future__ import annotations
 
-from neurontrace.analysis import cross_rank, engine_waits, findings, neuron_summary, phases
+from neurontrace.analysis import cross_rank, engine_waits, findings, load_warnings, neuron_summary, phases
 from neurontrace.analysis.contract import DeviceSection, FindingFamily, Section
 
 DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
@@ -14,6 +14,7 @@ DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
 )
 
 SECTIONS: tuple[Section, ...] = (
+    load_warnings.SECTION,  # what loading warned about (undecoded profiles, ...), first
     phases.SECTION,  # compile/load vs execution, steps
     cross_rank.SECTION,  # step and collective skew across ranks
     neuron_summary.SECTION,  # Neuron: per-NeuronCore summary metrics, derived figures
