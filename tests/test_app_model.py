@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import neurontrace
-from neurontrace.analysis.attribution import CAUSES
 from neurontrace.app.model import ViewModel
+from neurontrace.causes import CAUSES
 from tests.app_support import T0, US, load_quiet, synthetic_neuron, tiny_trace
 from tests.conftest import SAMPLES
 

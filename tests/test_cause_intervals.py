@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import neurontrace
-from neurontrace.analysis.attribution import CAUSES, CauseIntervals, cause_intervals
+from neurontrace.analysis.attribution import CauseIntervals, cause_intervals
 from neurontrace.analysis.diagnose import diagnose
+from neurontrace.causes import CAUSES
 from tests.conftest import SAMPLES
 
 H100 = Path("TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")

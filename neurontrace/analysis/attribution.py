@@ -28,9 +28,9 @@ from neurontrace.analysis import names
 from neurontrace.analysis._columns import flat, isin, keep, matches, select
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
+from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
 
-CAUSES = ("compute", "collectives", "data_movement", "host_fallback", "host_overhead", "idle")
 DEVICE_WORK = {"compute": "compute", "collective": "collectives", "memcpy": "data_movement",
                "memset": "data_movement", "dma": "data_movement"}
 HOST_WORK = ("framework_op", "runtime", "driver", "compile", "load", "python", "transfer")
@@ -42,8 +42,8 @@ NEURON_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "pe", "act", "
 LINK_SAMPLE = 4096  # correlation ids sampled to find the processes driving a device
 MAX_GAPS_PER_STALL = 20  # how many compute gaps per requested stall the stall search examines at most
 
-
 TOP_STALLS = 10  # the longest stalls each device reports unless asked for another number
+
 
 @dataclass
 class Stall:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis._diff_ops import COMPARED_SCHEMA, STATUSES, compare_ops, op_table
-from neurontrace.analysis.attribution import CAUSES
+from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
 
 __all__ = ["CAUSES", "SCHEMA", "STATUSES", "DeviceDelta", "Diff", "Thresholds", "change", "compare_ops",

@@ -8,18 +8,14 @@ finding reaches that severity.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable
+from typing import Any
 
-import pyarrow as pa
-
-from neurontrace.analysis._columns import select
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import SEVERITIES, Finding, FindingFamily
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.analysis.phases import Phases
-from neurontrace.trace import Trace
 
 __all__ = ["SEVERITIES", "Finding", "worst"]
 
@@ -138,14 +134,12 @@ def collective_outliers(groups: dict[str, list[int]]) -> list[Finding]:
     return out
 
 
-def collective_groups(trace: Trace) -> dict[str, list[int]]:
-    """Durations of the collectives of the trace, grouped by kernel name and message size."""
-    coll = select(trace.device_events, "category", "collective")
+def collective_groups(cross_rank: Any) -> dict[str, list[int]]:
+    """Durations of every rank's collectives (the cross_rank section), grouped by name and message size."""
     groups: dict[str, list[int]] = defaultdict(list)
-    for name, dur, args in zip(coll["name"].cast(pa.string()).to_pylist(), coll["dur_ns"].to_pylist(),
-                               coll["args"].to_pylist(), strict=True):
-        size = json.loads(args).get("In msg nelems") if args and "In msg nelems" in args else None
-        groups[f"{name.split('(')[0]}" + (f" ({size} elems)" if size is not None else "")].append(int(dur))
+    for c in cross_rank.collectives if cross_rank is not None else []:
+        key = c["name"].split("(")[0] + (f" ({c['bytes']} bytes)" if c["bytes"] is not None else "")
+        groups[key] += c["dur_ns"]
     return dict(groups)
 
 
@@ -153,7 +147,8 @@ def collective_groups(trace: Trace) -> dict[str, list[int]]:
 DEVICE = FindingFamily("device causes", lambda ctx: [f for d in ctx.devices for f in device_findings(d)])
 FALLBACK = FindingFamily("fallback suspects", lambda ctx: fallback_findings(ctx.fallback))
 PHASES = FindingFamily("phases", lambda ctx: phase_findings(ctx.sections["phases"]))
-COLLECTIVES = FindingFamily("collective outliers", lambda ctx: collective_outliers(collective_groups(ctx.trace)))
+COLLECTIVES = FindingFamily("collective outliers",
+                            lambda ctx: collective_outliers(collective_groups(ctx.sections.get("cross_rank"))))
 
 
 def worst(findings: Iterable[Finding]) -> str | None:

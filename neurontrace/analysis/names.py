@@ -49,11 +49,18 @@ COLLECTIVE_OPS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("all_reduce", re.compile(r"all_?reduce", re.IGNORECASE)),
     ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
     ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
+    # NCCL/RCCL ncclDevKernel_Reduce_*, Kineto `Collective name` "reduce", gloo:reduce (after the two above).
+    ("reduce", re.compile(r"(^|[_:])reduce($|_)", re.IGNORECASE)),
     ("all_to_all", re.compile(r"all_?to_?all", re.IGNORECASE)),
     ("broadcast", re.compile(r"broadcast", re.IGNORECASE)),
     ("send_recv", re.compile(r"(send|recv|sendrecv|permute)", re.IGNORECASE)),
     ("barrier", re.compile(r"barrier", re.IGNORECASE)),
 )
+
+# Host-side collectives that *are* the communication (CPU backends run them on the host): PyTorch's
+# gloo backend records `gloo:all_reduce` ... ranges on its worker threads; MPI and UCC backends
+# record `mpi:` / `ucc:` ranges the same way. (NCCL's host `nccl:all_reduce` only enqueues a kernel.)
+HOST_COLLECTIVE = re.compile(r"^(gloo|mpi|ucc):")
 
 # -- TorchNeuron CPU fallback log lines (formats/neuron.md §9.3) ----------------------------------
 FALLBACK_LOG = re.compile(r"Operator\s+'(?P<op>[^']+)'\s+(?:executed via CPU fallback|fell back to CPU)")

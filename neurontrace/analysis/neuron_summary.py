@@ -299,5 +299,6 @@ def _findings(ctx: Context) -> list[Finding]:
     return out
 
 
-SECTION = Section("neuron_summary", "Neuron summary", _compute, text=_text)
+SECTION = Section("neuron_summary", "Neuron summary", _compute, text=_text,
+                  combine=lambda parts: [c for p in parts for c in p])  # every rank's NeuronCores
 FINDINGS = FindingFamily("Neuron summary rules (Neuron Explorer) and throttling", _findings)

@@ -98,6 +98,10 @@ def _steps(host: pa.Table, dev: pa.Table) -> list[dict[str, int]]:
                                              steps["dur_ns"].to_pylist(), strict=True)):
         m = _STEP_NUMBER.search(name or "")
         rows.append({"step": int(m.group(1)) if m else i, "start_ns": int(ts), "dur_ns": int(dur)})
+    return _merge_steps(rows)
+
+
+def _merge_steps(rows: list[dict[str, int]]) -> list[dict[str, int]]:
     # One row per step (several ranks or processes may mark the same step): earliest start, longest.
     merged: dict[int, dict[str, int]] = {}
     for r in sorted(rows, key=lambda r: (r["start_ns"], r["step"])):
@@ -118,4 +122,16 @@ def _compute(ctx: Context) -> Phases:
     return phases(ctx.trace)
 
 
-SECTION = Section("phases", "phases", _compute, to_json=Phases.as_dict, from_json=Phases.from_dict, text=_text)
+def combine(parts: list[Phases]) -> Phases:
+    """The job's phases from its ranks': the whole span; compile and load of the slowest rank (ranks
+    compile side by side, the job waits for the last); each step from its earliest start to its
+    latest end on any rank."""
+    if len(parts) == 1:
+        return parts[0]
+    return Phases(min(p.trace_start_ns for p in parts), max(p.trace_end_ns for p in parts),
+                  max(p.compile_ns for p in parts), max(p.load_ns for p in parts),
+                  _merge_steps([dict(s) for p in parts for s in p.steps]))
+
+
+SECTION = Section("phases", "phases", _compute, to_json=Phases.as_dict, from_json=Phases.from_dict, text=_text,
+                  combine=combine)

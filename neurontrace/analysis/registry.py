@@ -16,7 +16,7 @@ DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
 SECTIONS: tuple[Section, ...] = (
     load_warnings.SECTION,  # what loading warned about (undecoded profiles, ...), first
     phases.SECTION,  # compile/load vs execution, steps
-    cross_rank.SECTION,  # step and collective skew across ranks
+    cross_rank.SECTION,  # collectives matched across ranks: arrival skew, waits, bandwidth; step skew
     neuron_summary.SECTION,  # Neuron: per-NeuronCore summary metrics, derived figures
 )
 
@@ -25,5 +25,6 @@ FINDINGS: tuple[FindingFamily, ...] = (
     findings.FALLBACK,
     findings.PHASES,
     findings.COLLECTIVES,
+    cross_rank.FINDINGS,  # straggler, low_bus_bandwidth
     neuron_summary.FINDINGS,  # Neuron Explorer's summary rules, throttling
 )

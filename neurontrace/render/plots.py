@@ -18,10 +18,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from neurontrace._optional import require
+from neurontrace.causes import CAUSES
+from neurontrace.causes import COLORS as CAUSE_COLORS
 
-CAUSES = ("compute", "collectives", "data_movement", "host_fallback", "host_overhead", "idle")
-CAUSE_COLORS = {"compute": "#2ca02c", "collectives": "#9467bd", "data_movement": "#17becf",
-                "host_fallback": "#d62728", "host_overhead": "#ffbf00", "idle": "#b0b0b0"}
 STATUS_COLORS = {"added": "#d62728", "slower": "#ff7f0e", "faster": "#2ca02c", "removed": "#1f77b4",
                  "unchanged": "#b0b0b0"}
 MAX_TIMELINE_EVENTS = 20_000  # more bars than this make a browser crawl; filter the table first
