@@ -22,9 +22,9 @@ import dash
 import numpy as np
 from dash import ALL, MATCH, Input, Output, State, html, no_update
 
-from neurontrace.analysis.attribution import CAUSES
 from neurontrace.app import figures, layout
 from neurontrace.app.model import ViewModel
+from neurontrace.causes import CAUSES
 
 if TYPE_CHECKING:
     from neurontrace.app.server import ViewerState

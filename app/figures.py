@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from neurontrace.analysis.attribution import CAUSES
 from neurontrace.app import lod
 from neurontrace.app.model import MARKER_CATEGORIES, DeviceKey, ViewModel
 from neurontrace.app.palette import (
@@ -34,6 +33,7 @@ from neurontrace.app.palette import (
     rgba,
 )
 from neurontrace.app.tracks import DEVICE, MARKERS, PYTHON
+from neurontrace.causes import CAUSES
 
 ROW_PX = 20
 TOP_PX = 50

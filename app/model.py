@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from neurontrace.analysis.attribution import CAUSES, CauseIntervals, cause_intervals
+from neurontrace.analysis.attribution import CauseIntervals, cause_intervals
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
 from neurontrace.app import lod, tables
 from neurontrace.app.tracks import DEVICE, DEVICE_TABLE, SYSTEM_TABLE, TrackIndex, build, codes
+from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
 
 DeviceKey = tuple[str, "int | None"]  # (device, rank): one attribution block each

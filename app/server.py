@@ -3,7 +3,7 @@
 :class:`ViewerState` holds what the page shows at any moment: loading progress, the parser's error
 (one line, never a traceback), or the model. :func:`create_app` builds the Dash app around a state;
 :class:`Server` binds it to a socket (production WSGI settings: threaded, no reloader, no request
-log) and runs it; ``neurontrace view`` (``neurontrace/view_cmd.py``) is a thin adapter over these.
+log) and runs it; ``neurontrace view`` (``neurontrace/cli/view.py``) is a thin adapter over these.
 """
 
 from __future__ import annotations

@@ -201,7 +201,7 @@ class RunCatalog:
         model: str | None = None,
     ) -> RunRecord:
         """Keep one diagnosed run; returns the record with its new ``run_id``."""
-        from neurontrace import __version__
+        from neurontrace._version import __version__
 
         diag = diagnosis if isinstance(diagnosis, Mapping) else diagnosis.as_dict()
         facts = run_facts(trace, diag)

@@ -26,7 +26,7 @@ from neurontrace.app import callbacks, figures, layout
 from neurontrace.app.model import ViewModel
 from neurontrace.app.server import FAILED, READY, ViewerState, create_app, main_page
 from neurontrace.app.source import SourceReader
-from neurontrace.view_cmd import ViewCommand
+from neurontrace.cli.view import ViewCommand
 from tests.app_support import US, source_root, tiny_trace
 from tests.conftest import ROOT, SAMPLES
 
@@ -196,7 +196,7 @@ def test_view_command_checks_its_input_before_serving(tmp_path: Path) -> None:
 
 
 def test_view_command_serves_on_loopback_and_prints_the_url() -> None:
-    code = ("import argparse, sys; from neurontrace.view_cmd import ViewCommand; c = ViewCommand(); "
+    code = ("import argparse, sys; from neurontrace.cli.view import ViewCommand; c = ViewCommand(); "
             "p = argparse.ArgumentParser(); c.add_arguments(p); sys.exit(c.run(p.parse_args(sys.argv[1:])))")
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     args = [sys.executable, "-c", code, str(SAMPLES / "cpu_train_loop.pt.trace.json.gz"), "--port", "0",

@@ -12,9 +12,9 @@ import pytest
 
 import neurontrace
 from neurontrace import Trace, errors
-from neurontrace.analysis.diagnose import diagnose
+from neurontrace.analysis.diagnose import Diagnosis, diagnose
 from neurontrace.catalog import FILE_NAME, CatalogUsageError, RunCatalog, parse_time, run_facts
-from neurontrace.diff_cmd import add_save_run_arguments, diagnosis_from_dict, save_run
+from neurontrace.cli.runs import add_save_run_arguments, save_run
 from neurontrace.trace import metadata_table
 from tests.diff_pairs import write_pair
 
@@ -182,10 +182,10 @@ def test_save_run_from_diagnose_arguments(tmp_path: Path, pair: tuple[Path, Path
 def test_stored_diagnosis_rebuilds_for_the_report(catalog: RunCatalog) -> None:
     from rich.console import Console
 
-    from neurontrace.report import render
+    from neurontrace.render.report import render
 
     rec = catalog.get(2)
-    diag = diagnosis_from_dict(rec.diagnosis)
+    diag = Diagnosis.from_dict(rec.diagnosis)
     assert diag.as_dict() == rec.diagnosis  # the rebuilt Diagnosis gives back the stored document
     console = Console(record=True, width=120)
     render(diag, console)

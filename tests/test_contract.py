@@ -12,7 +12,7 @@ from rich.console import Console
 from neurontrace.analysis import registry
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily, Section
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
-from neurontrace.report import render
+from neurontrace.render.report import render
 from tests.micro import load, x
 
 

@@ -1,6 +1,6 @@
 """TorchNeuron capture directories: framework trace + device profiles, one or many ranks, aligned.
 
-Captures are synthetic (``neurontrace.synthetic_neuron.write_capture``); decoding raw NTFFs uses the
+Captures are synthetic (``neurontrace.testing.synthetic_neuron.write_capture``); decoding raw NTFFs uses the
 ``neuron-explorer`` test double from ``test_neuron_ntff``.
 """
 
@@ -13,10 +13,10 @@ import pyarrow.compute as pc
 import pytest
 
 import neurontrace
-from neurontrace import synthetic_neuron as syn
 from neurontrace.errors import NeuronProfileWarning, NeuronToolMissingWarning
 from neurontrace.load import Probe
 from neurontrace.parsers import torchneuron_capture
+from neurontrace.testing import synthetic_neuron as syn
 from tests.micro import rows
 from tests.test_neuron_ntff import fake_tool
 

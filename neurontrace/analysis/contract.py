@@ -5,12 +5,17 @@ host-fallback ops it charges (analysis/fallback.py). Everything else is a plug-i
 :mod:`neurontrace.analysis.registry`:
 
 - a **section** (:class:`Section`) is one named part of the result: ``compute(ctx)`` returns its value
-  (``None``: the section is absent for this trace), ``to_json``/``from_json`` convert it for
+  for one rank (``None``: the section is absent for this trace), ``combine(values)`` merges the values of
+  a job's ranks (in rank order) into the job's value, ``to_json``/``from_json`` convert it for
   ``diagnose --json`` (the value lands under ``key`` at the top level) and back, and ``text`` gives the
-  plain lines the text report prints under the section's title;
+  plain lines the text report prints under the section's title. ``diagnose`` computes every section
+  rank by rank (one rank's trace in ``ctx.trace``; on Dask, on the worker holding that rank) and
+  combines once; a section without ``combine`` is kept for a single rank and absent for several;
 - a **device section** (:class:`DeviceSection`) is the same, once per attributed device: its value lands
   in ``DeviceAttribution.sections[key]`` and in that device's JSON object under ``key``;
-- a **finding family** (:class:`FindingFamily`) turns the computed result into :class:`Finding` s.
+- a **finding family** (:class:`FindingFamily`) turns the computed result into :class:`Finding` s. It
+  runs once for the whole job, after the combine: it reads ``ctx.devices`` (every rank's), ``ctx.fallback``
+  and ``ctx.sections``, never ``ctx.trace`` (no rank's events are held there; it is empty).
 
 Adding one is one new module in ``neurontrace/analysis/`` that declares ``SECTION = Section(...)`` (or
 ``DeviceSection`` / ``FINDINGS = FindingFamily(...)``) plus one line in the registry. Sections run in
@@ -26,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from neurontrace import units
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.trace import Trace
@@ -75,8 +81,9 @@ class Context:
 
 
 def ms(ns: int | None) -> str:
-    """How section text shows a duration (the text report's unit)."""
-    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+    """How section text shows a duration: scaled per value (ns, µs, ms, s; :func:`neurontrace.units.duration`),
+    never "0.000 ms" for the µs-long Neuron executions. (The name is older than the scaling.)"""
+    return units.duration(ns)
 
 
 def _same(value: Any) -> Any:
@@ -95,6 +102,7 @@ class Section:
     to_json: Callable[[Any], Any] = _same  # plain JSON values (dict/list/str/int/float/bool/None)
     from_json: Callable[[Any], Any] = _same
     text: Callable[[Any], list[str]] = _no_text
+    combine: Callable[[list[Any]], Any] | None = None  # per-rank values -> the job's value
 
 
 @dataclass(frozen=True)

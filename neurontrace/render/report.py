@@ -9,11 +9,10 @@ from rich.table import Table
 from rich.text import Text
 
 from neurontrace.analysis import registry
-from neurontrace.analysis.attribution import CAUSES, DeviceAttribution
+from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.diagnose import Diagnosis
+from neurontrace.causes import CAUSES, COLORS
 
-COLORS = {"compute": "green", "collectives": "magenta", "data_movement": "cyan", "host_fallback": "red",
-          "host_overhead": "yellow", "idle": "bright_black"}
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
 BAR_WIDTH = 60
 
