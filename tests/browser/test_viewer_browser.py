@@ -285,7 +285,8 @@ def test_a_real_gpu_trace_opens_on_its_analysis_window_filling_the_screen(
         assert "process ?" not in " ".join(ticks)  # a group holding one instant is not drawn
         # Fills the screen: the timeline is at least 60% of a 1600 x 1000 page.
         assert browser.execute_script(VIEWPORT) == [1600, 1000]
-        _w, h = wait_for(browser, PLOT_BOX)
+        _w, h = wait_for(browser, PLOT_BOX.replace("return [", "const b = [").replace(
+            "];", "]; return b[1] >= 600 ? b : null;"), timeout=30)
         assert h >= 600
         # x labels carry their unit; step labels are inside the plot, never on the tick labels.
         xticks = browser.execute_script(f"return Array.from({PLOT}.querySelectorAll('.xtick text')).map(t => t.textContent);")
