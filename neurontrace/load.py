@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -75,7 +74,8 @@ def claiming(probe: Probe) -> Format | None:
     return next((f for f in FORMATS.values() if f.claims(probe)), None)
 
 
-register("neurontrace-parquet", "neurontrace.parsers.neurontrace_parquet",
+STORED_FORMAT = "neurontrace-parquet"  # what `convert` writes: it carries the accounting of the original parse
+register(STORED_FORMAT, "neurontrace.parsers.neurontrace_parquet",
          "a directory written by `neurontrace convert` / Trace.to_parquet", reads="dir")
 # Directory formats first (an Explorer directory, then a capture directory that may hold one).
 # Then Kineto JSON: its sniffer claims only heads naming "traceEvents" (or a bare list of events),
@@ -161,7 +161,11 @@ def _parse(fmt: Format, path: Path, progress: Progress, options: dict[str, Any])
         wrong = sorted(k for k in options if k not in accepted)
         if wrong:
             raise UsageError(f"{path} is {fmt.name}, whose parser takes no option {', '.join(wrong)}")
-    return parser.parse(path, progress=progress, **options)
+    trace = parser.parse(path, progress=progress, **options)
+    if fmt.name != STORED_FORMAT:  # a converted trace's accounting is the original parse's, checked then
+        for acct in trace.accounting:
+            acct.check()  # read == kept + skipped, for every parser: checked here, once
+    return trace
 
 
 MAX_COLLECTION_DEPTH = 3  # e.g. captures/<host>_pid<p>_rank<r>/<trace files>
@@ -174,17 +178,17 @@ def _load_collection(directory: Path, progress: Progress) -> Trace:
             raise EmptyInputError(f"{directory}: the directory is empty; expected trace files")
         raise _unknown(Probe(directory))
     traces = []
-    for i, (child, parse) in enumerate(members):
+    for i, (child, fmt) in enumerate(members):
         progress("files", i, len(members))
-        traces.append(parse(child, progress=progress))
+        traces.append(_parse(fmt, child, progress, {}))
     progress("files", len(members), len(members))
     return Trace.concat(traces)
 
 
-def _members(directory: Path, depth: int) -> list[tuple[Path, Callable[..., Trace]]]:
+def _members(directory: Path, depth: int) -> list[tuple[Path, Format]]:
     """Every file or directory under ``directory`` that a format claims; unclaimed folders are
     searched further down (a directory of ranks, a directory of capture directories)."""
-    members: list[tuple[Path, Callable[..., Trace]]] = []
+    members: list[tuple[Path, Format]] = []
     for child in sorted(directory.iterdir()):
         if child.name.startswith(".") or not (child.is_file() or child.is_dir()):
             continue
@@ -192,7 +196,7 @@ def _members(directory: Path, depth: int) -> list[tuple[Path, Callable[..., Trac
             continue
         fmt = claiming(Probe(child))
         if fmt is not None:
-            members.append((child, fmt.parser().parse))
+            members.append((child, fmt))
         elif child.is_dir() and depth > 1:
             members += _members(child, depth - 1)
     return members
