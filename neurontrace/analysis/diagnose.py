@@ -36,6 +36,7 @@ class Diagnosis:
     findings: list[Finding]
     sections: dict[str, Any] = field(default_factory=dict)  # registered sections (analysis/registry.py), by key
     synthetic: bool = False
+    warnings: list[str] = field(default_factory=list)  # what the inputs lost or could not give (every report)
 
     @property
     def phases(self) -> Phases:
@@ -63,6 +64,7 @@ class Diagnosis:
             if s.key in self.sections:
                 out[s.key] = s.to_json(self.sections[s.key])
         out["findings"] = [f.as_dict() for f in self.findings]
+        out["warnings"] = list(self.warnings)
         return out
 
     @classmethod
@@ -82,7 +84,7 @@ class Diagnosis:
         sections = {s.key: s.from_json(doc[s.key]) for s in registry.SECTIONS if doc.get(s.key) is not None}
         return cls(inputs=list(doc.get("inputs") or []), devices=devices, fallback_ops=fallback,
                    findings=[Finding.from_dict(f) for f in doc.get("findings") or []], sections=sections,
-                   synthetic=bool(doc.get("synthetic")))
+                   synthetic=bool(doc.get("synthetic")), warnings=list(doc.get("warnings") or []))
 
 
 def _device_dict(d: DeviceAttribution) -> dict[str, Any]:
@@ -118,11 +120,13 @@ def diagnose(
 class RankResult:
     """One rank's compact result (what a distributed map task returns): no events, only results."""
 
+    rank: int | None
     inputs: list[dict[str, Any]]
     devices: list[DeviceAttribution]
     fallback_ops: list[FallbackOp]
     sections: dict[str, Any]  # section key -> this rank's value (combined by Section.combine)
     synthetic: bool = False
+    warnings: list[str] = field(default_factory=list)  # the rank's load warnings
 
 
 def split_ranks(trace: Trace) -> list[Trace]:
@@ -171,8 +175,11 @@ def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
         value = s.compute(ctx)
         if value is not None:
             ctx.sections[s.key] = value
-    return RankResult([{"path": a.source, "format": a.format} for a in trace.accounting], devices, fallback,
-                      ctx.sections, bool(trace.meta("synthetic", False)))
+    ranks = {r for t in (trace.system_events, trace.device_events) for r in t["rank"].to_pylist()}
+    return RankResult(min((r for r in ranks if r is not None), default=None),
+                      [{"path": a.source, "format": a.format} for a in trace.accounting], devices, fallback,
+                      ctx.sections, bool(trace.meta("synthetic", False)),
+                      [w if w.startswith(a.source) else f"{a.source}: {w}" for a in trace.accounting for w in a.warnings])
 
 
 def combine(parts: Sequence[RankResult], options: Options | None = None, *,
@@ -193,7 +200,8 @@ def combine(parts: Sequence[RankResult], options: Options | None = None, *,
     found = [f for family in registry.FINDINGS for f in family.find(ctx)]
     found.sort(key=lambda f: -SEVERITIES.index(f.severity))
     return Diagnosis(inputs=inputs or [i for p in parts for i in p.inputs], devices=devices, fallback_ops=fallback,
-                     findings=found, sections=sections, synthetic=any(p.synthetic for p in parts))
+                     findings=found, sections=sections, synthetic=any(p.synthetic for p in parts),
+                     warnings=[w for p in parts for w in p.warnings])
 
 
 def _merge_fallback(ops: list[FallbackOp]) -> list[FallbackOp]:
