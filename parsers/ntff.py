@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from neurontrace.errors import NeuronToolMissingError, UnknownFormatError
-from neurontrace.load import Probe
+from neurontrace.load import Probe, load
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace, metadata_table
 
@@ -107,9 +107,9 @@ def _session(path: Path, header: NtffHeader, **options: Any) -> Trace:
     if find_tool(options["tool"]) is None:
         raise NeuronToolMissingError(f"{path}: {header.describe()}. {session_message(path)}. That needs AWS's "
                                      "neuron-explorer (package aws-neuronx-tools), which is not on PATH here")
-    from . import torchneuron_capture  # the folder is a capture leaf
-
-    return torchneuron_capture.parse(path.parent, **options)
+    # The folder is a capture leaf: handed to that format through the registry (torchneuron_capture
+    # itself decodes its NTFFs with this module, so importing it here would close a circle).
+    return load(path.parent, format="torchneuron-capture", **options)
 
 
 def explorer_dirs(out: Path) -> list[Path]:

@@ -10,16 +10,10 @@ from pathlib import Path
 import pytest
 
 from neurontrace import _capture_script as script
+from neurontrace._capture_record import REDACTED, behaviour_env, rank_from_env, write_run_record
 from neurontrace._capture_schedule import STARTUP, STEADY, WHOLE_RUN, Schedule, Window, label
 from neurontrace.errors import InputNotFoundError, MissingDependencyError, TraceWarning, UsageError
-from neurontrace.run_record import (
-    REDACTED,
-    SCHEMA,
-    behaviour_env,
-    rank_from_env,
-    read_run_record,
-    write_run_record,
-)
+from neurontrace.run_record import SCHEMA, read_run_record
 
 # -- schedule ---------------------------------------------------------------------------------------
 

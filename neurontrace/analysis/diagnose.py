@@ -76,7 +76,9 @@ class Diagnosis:
                 d["device"], d.get("rank"), (int(d["window"]["start_ns"]), int(d["window"]["end_ns"])),
                 d["window_source"], dict(d["causes_ns"]), dict(d["detail_ns"]),
                 [Stall(s["cause"], s["detail"], s["start_ns"], s["dur_ns"], list(s["evidence"]), s.get("source"))
-                 for s in d.get("top_stalls") or []])
+                 for s in d.get("top_stalls") or []],
+                window_rule=str(d.get("window_rule") or ""), window_steps=int(d.get("window_steps") or 0),
+                device_lag_ns=(int(lag["start"]), int(lag["end"])) if (lag := d.get("device_lag_ns")) else None)
             dev.sections = {s.key: s.from_json(d[s.key]) for s in registry.DEVICE_SECTIONS if d.get(s.key) is not None}
             devices.append(dev)
         fallback = [FallbackOp(op["name"], op["calls"], op["host_ns"], op["device_idle_ns"], op["found_by"],
@@ -89,7 +91,10 @@ class Diagnosis:
 
 def _device_dict(d: DeviceAttribution) -> dict[str, Any]:
     out = {"device": d.device, "rank": d.rank, "window": {"start_ns": d.window[0], "end_ns": d.window[1]},
-           "window_source": d.window_source, "causes_ns": d.causes_ns, "detail_ns": d.detail_ns,
+           "window_source": d.window_source, "window_rule": d.window_rule, "window_steps": d.window_steps,
+           "device_lag_ns": None if d.device_lag_ns is None else
+           {"start": d.device_lag_ns[0], "end": d.device_lag_ns[1]},
+           "causes_ns": d.causes_ns, "detail_ns": d.detail_ns,
            "top_stalls": [s.as_dict() for s in d.top_stalls]}
     for s in registry.DEVICE_SECTIONS:
         if d.sections.get(s.key) is not None:

@@ -6,11 +6,23 @@ sections may read the sections listed before them; findings run after every sect
 
 from __future__ import annotations
 
-from neurontrace.analysis import cross_rank, engine_waits, findings, neuron_summary, phases
+from neurontrace.analysis import (
+    cross_rank,
+    engine_waits,
+    findings,
+    launch,
+    neuron_summary,
+    ops,
+    overlap,
+    phases,
+)
 from neurontrace.analysis.contract import DeviceSection, FindingFamily, Section
 
 DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
     engine_waits.SECTION,  # Neuron: what engine waits were waiting for
+    ops.SECTION,  # per-op FLOPs, bytes and % of the device's peak
+    overlap.SECTION,  # how much communication and copying runs under compute
+    launch.SECTION,  # launch-to-start delay and queue depth
 )
 
 SECTIONS: tuple[Section, ...] = (
@@ -26,4 +38,6 @@ FINDINGS: tuple[FindingFamily, ...] = (
     findings.COLLECTIVES,
     cross_rank.FINDINGS,  # straggler, low_bus_bandwidth
     neuron_summary.FINDINGS,  # Neuron Explorer's summary rules, throttling
+    ops.FINDINGS,  # low_efficiency
+    launch.FINDINGS,  # launch_bound
 )

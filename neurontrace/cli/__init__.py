@@ -14,12 +14,13 @@ from neurontrace.cli.convert import ConvertCommand
 from neurontrace.cli.diagnose import DiagnoseCommand
 from neurontrace.cli.diff import DiffCommand
 from neurontrace.cli.info import InfoCommand
+from neurontrace.cli.ops import OpsCommand
 from neurontrace.cli.record import RecordCommand
 from neurontrace.cli.runs import RunsCommand
 from neurontrace.cli.view import ViewCommand
 
 COMMANDS: tuple[type[Command], ...] = (
-    DiagnoseCommand, ConvertCommand, InfoCommand, RecordCommand, ViewCommand, DiffCommand, RunsCommand,
+    DiagnoseCommand, OpsCommand, ConvertCommand, InfoCommand, RecordCommand, ViewCommand, DiffCommand, RunsCommand,
 )
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from neurontrace import errors
+from neurontrace._capture_record import DEFAULT_OUT_DIR
 from neurontrace._capture_schedule import Schedule
 from neurontrace.cli import _common as common
-from neurontrace.run_record import DEFAULT_OUT_DIR
 
 
 class RecordCommand(common.Command):
