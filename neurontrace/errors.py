@@ -41,7 +41,7 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_FINDINGS, "`diagnose --fail-on`: a finding reached the given severity"),
     (EXIT_REGRESSION, ("`diff` / `runs compare --fail-on-regression PCT`: a device's time per step grew by more "
                        "than PCT%")),
-    (EXIT_PARTIAL, ("`diagnose --workers/--scheduler`: some ranks could not be analysed (each is listed in the "
+    (EXIT_PARTIAL, ("`diagnose` / `convert` of many ranks: some ranks could not be analysed (each is listed in the "
                     "report's warnings); the others' results were printed")),
     (EXIT_INTERRUPTED, "interrupted (Ctrl+C)"),
     (EXIT_BROKEN_PIPE, "the reader of the output went away (output piped into `head`, say); nothing is printed"),

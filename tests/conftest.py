@@ -33,13 +33,3 @@ def corpus() -> Path:
         pytest.skip("the real-trace corpus (../shared/corpus/kineto) is not beside this checkout")
     return root
 
-
-@pytest.fixture(scope="session")
-def dask_client():  # type: ignore[no-untyped-def]
-    """One real Dask LocalCluster (2 worker processes) shared by the whole test run."""
-    distributed = pytest.importorskip("distributed")
-    import logging
-
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=logging.ERROR) as cluster, distributed.Client(cluster) as client:
-        yield client

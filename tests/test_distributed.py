@@ -22,8 +22,21 @@ from neurontrace.cli import main
 from tests.conftest import SAMPLES
 
 distributed = pytest.importorskip("neurontrace.distributed")
+dd = pytest.importorskip("distributed")
 JOB = SAMPLES / "gloo_8rank"
 INPUTS = [{"path": str(JOB), "format": "a directory of traces"}]
+
+
+@pytest.fixture(scope="module")
+def dask_client():  # type: ignore[no-untyped-def]
+    """One real LocalCluster (2 worker processes) for every test here. Module-scoped, not session-scoped:
+    its scheduler and client threads live in the test process, and torch.profiler captures in later tests
+    (test_real_cpu.py) would record their Python frames."""
+    import logging
+
+    with dd.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                         silence_logs=logging.ERROR) as cluster, dd.Client(cluster) as client:
+        yield client
 
 
 def _corrupt(src: Path, dst: Path, rank: int) -> Path:
