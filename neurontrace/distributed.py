@@ -93,7 +93,9 @@ def reduce(results: Sequence[list[RankResult] | RankFailure], options: Options,
         first = failures[0]
         raise _error(first.exit_code, f"every rank failed; the first: {first.warning()}")
     diag = combine(parts, options, inputs=inputs)
-    diag.warnings += [f.warning() for f in failures]
+    if failures:  # the load-warnings section of every report: a rank not analysed is the loudest warning
+        diag.sections["warnings"] = list(diag.sections.get("warnings") or []) + [
+            {"source": f.path, "format": None, "message": f"not analysed: {f.error}"} for f in failures]
     doc = diag.as_dict()
     if failures:  # only then: a complete job's document is exactly the single-process one
         doc["failed_ranks"] = [{"path": f.path, "error": f.error, "exit_code": f.exit_code} for f in failures]

@@ -62,7 +62,7 @@ def test_a_corrupt_rank_is_reported_and_the_others_complete(dask_client: Any, tm
     failed = {Path(f["path"]).name: f for f in doc["failed_ranks"]}
     assert failed["rank-3.pt.trace.json.gz"]["exit_code"] == errors.EXIT_MALFORMED
     assert failed["rank-9.missing.json"]["exit_code"] == errors.EXIT_NOT_FOUND
-    assert any("rank-3" in w and "not analysed" in w for w in doc["warnings"])
+    assert any("rank-3" in w["source"] and "not analysed" in w["message"] for w in doc["warnings"])
     assert doc["cross_rank"]["ranks"] == [0, 1, 2, 4, 5, 6, 7]
 
 

@@ -36,7 +36,6 @@ class Diagnosis:
     findings: list[Finding]
     sections: dict[str, Any] = field(default_factory=dict)  # registered sections (analysis/registry.py), by key
     synthetic: bool = False
-    warnings: list[str] = field(default_factory=list)  # what the inputs lost or could not give (every report)
 
     @property
     def phases(self) -> Phases:
@@ -64,7 +63,6 @@ class Diagnosis:
             if s.key in self.sections:
                 out[s.key] = s.to_json(self.sections[s.key])
         out["findings"] = [f.as_dict() for f in self.findings]
-        out["warnings"] = list(self.warnings)
         return out
 
     @classmethod
@@ -86,7 +84,7 @@ class Diagnosis:
         sections = {s.key: s.from_json(doc[s.key]) for s in registry.SECTIONS if doc.get(s.key) is not None}
         return cls(inputs=list(doc.get("inputs") or []), devices=devices, fallback_ops=fallback,
                    findings=[Finding.from_dict(f) for f in doc.get("findings") or []], sections=sections,
-                   synthetic=bool(doc.get("synthetic")), warnings=list(doc.get("warnings") or []))
+                   synthetic=bool(doc.get("synthetic")))
 
 
 def _device_dict(d: DeviceAttribution) -> dict[str, Any]:
@@ -131,7 +129,6 @@ class RankResult:
     fallback_ops: list[FallbackOp]
     sections: dict[str, Any]  # section key -> this rank's value (combined by Section.combine)
     synthetic: bool = False
-    warnings: list[str] = field(default_factory=list)  # the rank's load warnings
 
 
 def split_ranks(trace: Trace) -> list[Trace]:
@@ -183,8 +180,7 @@ def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
     ranks = {r for t in (trace.system_events, trace.device_events) for r in t["rank"].to_pylist()}
     return RankResult(min((r for r in ranks if r is not None), default=None),
                       [{"path": a.source, "format": a.format} for a in trace.accounting], devices, fallback,
-                      ctx.sections, bool(trace.meta("synthetic", False)),
-                      [w if w.startswith(a.source) else f"{a.source}: {w}" for a in trace.accounting for w in a.warnings])
+                      ctx.sections, bool(trace.meta("synthetic", False)))
 
 
 def combine(parts: Sequence[RankResult], options: Options | None = None, *,
@@ -205,8 +201,7 @@ def combine(parts: Sequence[RankResult], options: Options | None = None, *,
     found = [f for family in registry.FINDINGS for f in family.find(ctx)]
     found.sort(key=lambda f: -SEVERITIES.index(f.severity))
     return Diagnosis(inputs=inputs or [i for p in parts for i in p.inputs], devices=devices, fallback_ops=fallback,
-                     findings=found, sections=sections, synthetic=any(p.synthetic for p in parts),
-                     warnings=[w for p in parts for w in p.warnings])
+                     findings=found, sections=sections, synthetic=any(p.synthetic for p in parts))
 
 
 def _merge_fallback(ops: list[FallbackOp]) -> list[FallbackOp]:
