@@ -74,7 +74,7 @@ def test_without_neuron_explorer_the_framework_trace_loads_alone(tmp_path: Path,
     monkeypatch.delenv("NEURONTRACE_NEURON_EXPLORER", raising=False)
     monkeypatch.setattr(torchneuron_capture, "find_tool", lambda _: None)
     leaf = syn.write_capture(RANK0, tmp_path / "out", processed=False)
-    with pytest.warns(NeuronToolMissingWarning, match=r"(?s)not decoded .*neuron-explorer view -d .*--output-format parquet"):
+    with pytest.warns(NeuronToolMissingWarning, match=r"(?s)not decoded; .*neuron-explorer view -d .*--output-format parquet"):
         t = neurontrace.load(leaf)
     assert t.device_events.num_rows == 0 and t.system_events.num_rows == 7
     capture_acct = t.accounting[0]

@@ -11,6 +11,7 @@ from neurontrace.analysis import (
     engine_waits,
     findings,
     launch,
+    load_warnings,
     neuron_summary,
     ops,
     overlap,
@@ -26,6 +27,7 @@ DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
 )
 
 SECTIONS: tuple[Section, ...] = (
+    load_warnings.SECTION,  # what loading warned about (undecoded profiles, ...), first
     phases.SECTION,  # compile/load vs execution, steps
     cross_rank.SECTION,  # collectives matched across ranks: arrival skew, waits, bandwidth; step skew
     neuron_summary.SECTION,  # Neuron: per-NeuronCore summary metrics, derived figures
