@@ -74,8 +74,11 @@ def claiming(probe: Probe) -> Format | None:
     return next((f for f in FORMATS.values() if f.claims(probe)), None)
 
 
-STORED_FORMAT = "neurontrace-parquet"  # what `convert` writes: it carries the accounting of the original parse
-register(STORED_FORMAT, "neurontrace.parsers.neurontrace_parquet",
+# What `convert` writes: these carry the accounting of the original parse, checked when it ran.
+STORED_FORMATS = ("neurontrace-dataset", "neurontrace-parquet")
+register("neurontrace-dataset", "neurontrace.dataset",
+         "a hive-partitioned dataset of many ranks written by `neurontrace convert DIR -o DATASET`", reads="dir")
+register("neurontrace-parquet", "neurontrace.parsers.neurontrace_parquet",
          "a directory written by `neurontrace convert` / Trace.to_parquet", reads="dir")
 # Directory formats first (an Explorer directory, then a capture directory that may hold one).
 # Then Kineto JSON: its sniffer claims only heads naming "traceEvents" (or a bare list of events),
@@ -162,7 +165,7 @@ def _parse(fmt: Format, path: Path, progress: Progress, options: dict[str, Any])
         if wrong:
             raise UsageError(f"{path} is {fmt.name}, whose parser takes no option {', '.join(wrong)}")
     trace = parser.parse(path, progress=progress, **options)
-    if fmt.name != STORED_FORMAT:  # a converted trace's accounting is the original parse's, checked then
+    if fmt.name not in STORED_FORMATS:
         for acct in trace.accounting:
             acct.check()  # read == kept + skipped, for every parser: checked here, once
     return trace
@@ -183,6 +186,11 @@ def _load_collection(directory: Path, progress: Progress) -> Trace:
         traces.append(_parse(fmt, child, progress, {}))
     progress("files", len(members), len(members))
     return Trace.concat(traces)
+
+
+def members(directory: Path) -> list[tuple[Path, Format]]:
+    """The traces a directory of traces holds (one per rank, usually), with the format that reads each."""
+    return _members(directory, MAX_COLLECTION_DEPTH)
 
 
 def _members(directory: Path, depth: int) -> list[tuple[Path, Format]]:
