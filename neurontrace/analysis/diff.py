@@ -228,7 +228,7 @@ class Diff:
                    devices=[DeviceDelta.from_dict(d) for d in doc["devices"]],
                    unmatched_devices=dict(doc["unmatched_devices"]), fallback=dict(doc["fallback"]),
                    phases=dict(doc["phases"]), steps=dict(doc["steps"]), findings=dict(doc["findings"]), ops=ops,
-                   notes=list(doc.get("notes") or []))
+                   notes=list(doc.get("notes") or []), warnings=list(doc.get("warnings") or []))
 
 
 def _op_dict(r: Mapping[str, Any]) -> dict[str, Any]:
