@@ -41,9 +41,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import flat, isin, keep, matches, select
 from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section, ms
 from neurontrace.analysis.intervals import union
+from neurontrace.columns import flat, isin, keep, matches, select
 from neurontrace.trace import Trace
 
 # busbw = algbw * factor(n): the share of the data each link carries in the optimal algorithm.
