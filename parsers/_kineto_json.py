@@ -24,12 +24,10 @@ Python objects of only one chunk are alive at a time.
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import mmap
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -39,17 +37,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neurontrace._io import UTF8_BOM, Data, Snapshot
 from neurontrace.errors import MalformedTraceError, TruncatedTraceError
 from neurontrace.progress import Progress, no_progress
 
 from . import _kineto_native
 
 CHUNK_BYTES = 16 << 20
-Document = bytes | mmap.mmap  # the whole file, read or memory-mapped
+Document = Data  # the whole content: bytes, a bytearray or a file snapshot
 EXACT_FLOAT_US = 2.0**43  # below this, float µs with 3 decimals round-trip to exact ns
 _NULL = msgspec.Raw(b"null")
 _NO_ARGS = msgspec.Raw(b"{}")
 _INT64_MAX = 2**63 - 1
+# Deeper JSON fails with a named error: msgspec's (and the scanner's) recursion is bounded by the
+# interpreter's limit (sys.getrecursionlimit(), 1000 by default), so the limit is that, less headroom.
+MAX_NESTING = 990
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -134,6 +136,8 @@ class Decoded:
     truncated_at: int | None = None  # byte offset of the cut, when the input was truncated
     partial_events: int = 0  # events cut in half at the truncation point (0 or 1)
     decoder: str = "python"  # "native" (the compiled scanner) or "python (why not native)"
+    notes: list[str] = field(default_factory=list)  # warnings for the accounting (the reading layer's)
+    damage: str | None = None  # why the input ends early, when the reading layer knows
 
 
 def decode(data: Document, *, complete: bool, device_categories: list[str] | None = None,
@@ -144,7 +148,15 @@ def decode(data: Document, *, complete: bool, device_categories: list[str] | Non
     enabled = gc.isenabled()
     gc.disable()
     try:
+        if bytes(data[:len(UTF8_BOM)]) == UTF8_BOM:  # a byte-order mark (read_content drops it already)
+            data = memoryview(data)[len(UTF8_BOM):]  # type: ignore[assignment]
         return _decode(data, complete=complete, device_categories=device_categories or [], progress=progress)
+    except RecursionError:
+        raise MalformedTraceError(
+            f"the JSON nests deeper than {MAX_NESTING} levels; no trace nests that deep: the file is damaged "
+            "or was not written by a profiler") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # only input makes msgspec fail
+        raise MalformedTraceError(f"not a valid Chrome trace: {exc}") from exc
     finally:
         if enabled:
             gc.enable()
@@ -157,6 +169,8 @@ def _decode(data: Document, *, complete: bool, device_categories: list[str], pro
             return Decoded({k: _decode_any(v) for k, v in scanned.top.items()}, scanned.parts,
                            decoder=scanned.reason)
         decoder = scanned.reason
+        if isinstance(data, Snapshot):
+            data.restore()  # the scanner may have released pages the reference reads again
     else:
         decoder = "python (truncated input)"
     start = _first_non_space(data)
@@ -189,21 +203,12 @@ def _decode(data: Document, *, complete: bool, device_categories: list[str], pro
 
 
 def _page_releaser(data: Document) -> Callable[[int], None] | None:
-    """For a memory-mapped file: a function that unmaps the pages before an offset.
+    """For a file snapshot: a function that hands the pages before an offset back to the OS.
 
-    Scanned input is not read again, so its pages can leave this process (they stay in the page
-    cache) while the columns grow: peak memory holds about one copy of the trace, not two.
+    Scanned input is not read again (unless the scanner declines, and then the snapshot is
+    restored), so peak memory holds about one copy of the trace, not two, while the columns grow.
     """
-    if not isinstance(data, mmap.mmap) or not hasattr(data, "madvise"):
-        return None
-
-    def release(upto: int) -> None:
-        end = upto // mmap.PAGESIZE * mmap.PAGESIZE
-        if end > 0:
-            with contextlib.suppress(OSError, ValueError):  # only a memory optimisation
-                data.madvise(mmap.MADV_DONTNEED, 0, end)
-
-    return release
+    return data.release if isinstance(data, Snapshot) else None
 
 
 def _first_non_space(data: Document) -> int:
@@ -353,14 +358,14 @@ def _columns(events: list[_Event], first_index: int, doc: bytes) -> pa.Table:
         "pid": _id_strings(list(map(attrgetter("pid"), events))),
         "tid": _id_strings(list(map(attrgetter("tid"), events))),
         "flow_id": _id_strings(list(map(attrgetter("id"), events))) if b'"id"' in doc else _nulls(n),
-        "args": _raw_strings(args_raw),
+        "args": _raw_strings(args_raw, first_index),
     }
     ts = _times(list(map(attrgetter("ts"), events)))
     dur = _times(list(map(attrgetter("dur"), events)))
     if ts is None or dur is None:
         exact = msgspec.json.decode(doc, type=list[_Times])
-        ts = _decimal_ns(list(map(attrgetter("ts"), exact)))
-        dur = _decimal_ns(list(map(attrgetter("dur"), exact)))
+        ts = _decimal_ns(list(map(attrgetter("ts"), exact)), "ts", first_index)
+        dur = _decimal_ns(list(map(attrgetter("dur"), exact)), "dur", first_index)
     cols["ts_ns"], cols["dur_ns"] = ts, dur
     cols.update(_arg_columns(args_raw, _kinds(cols)))
     return pa.table(cols)
@@ -422,12 +427,17 @@ def _typed_args(doc: bytes, struct: type[msgspec.Struct]) -> list[Any]:
     except msgspec.ValidationError:
         # Some writer put an odd type under a key we read (say a string correlation id):
         # convert what converts, leave the rest to the raw args text.
-        loose = msgspec.json.decode(doc, type=list[dict[str, Any] | None])
+        # Only the keys read are decoded (a value out of range elsewhere is the raw text's business).
+        loose = msgspec.json.decode(doc, type=list[dict[str, msgspec.Raw] | None])
         fields = {f.encode_name: f.name for f in msgspec.structs.fields(struct)}
-        return [struct(**{fields[k]: _loose(v) for k, v in (d or {}).items() if k in fields}) for d in loose]
+        return [struct(**{fields[k]: _loose(v, k) for k, v in (d or {}).items() if k in fields}) for d in loose]
 
 
-def _loose(v: Any) -> Any:
+def _loose(raw: msgspec.Raw, key: str) -> Any:
+    try:
+        v = msgspec.json.decode(raw)
+    except msgspec.ValidationError as exc:  # a number beyond a double: not a value, a damaged file
+        raise MalformedTraceError(f"args key {key!r} holds {bytes(raw)[:40]!r}: {exc}") from exc
     return v if isinstance(v, int | float | str) and not isinstance(v, bool) else None
 
 
@@ -454,8 +464,9 @@ def _text_or_none(v: object) -> str | None:
     return None if v is None else str(v)
 
 
-def _raw_strings(raws: list[msgspec.Raw]) -> pa.Array:
-    """The raw JSON texts as one string array, built from buffers without copying each string."""
+def _raw_strings(raws: list[msgspec.Raw], first_index: int) -> pa.Array:
+    """The raw JSON texts of ``args`` objects as one string array, built from buffers without copying
+    each string; an ``args`` that is not an object (or null) is a named error."""
     n = len(raws)
     if not n:
         return pa.array([], pa.string())
@@ -466,6 +477,12 @@ def _raw_strings(raws: list[msgspec.Raw]) -> pa.Array:
     # Absent args were decoded as "{}", explicit ones may be "null": both mean "no args" (null).
     first = np.frombuffer(data, dtype=np.uint8)[np.minimum(offsets[:-1], max(len(data) - 1, 0))]
     empty = ((lengths == 2) & (first == ord("{"))) | ((lengths == 4) & (first == ord("n")))
+    odd = np.flatnonzero((first != ord("{")) & ~((lengths == 4) & (first == ord("n"))))
+    if len(odd):
+        kind = {ord("["): "a list", ord('"'): "a string", ord("t"): "a boolean", ord("f"): "a boolean"}
+        raise MalformedTraceError(f"event {first_index + int(odd[0])}: 'args' is "
+                                  f"{kind.get(int(first[odd[0]]), 'a number')}, expected a JSON object; the "
+                                  "file was not written by torch.profiler or is damaged")
     validity = pa.py_buffer(np.packbits(~empty, bitorder="little"))
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), validity,
                                        int(empty.sum()))
@@ -504,7 +521,10 @@ def _times(values: list[int | float | None]) -> pa.Array | None:
     if arr.type == pa.null():
         return pa.nulls(len(values), pa.int64())
     if pa.types.is_integer(arr.type):
-        return pc.multiply_checked(arr, 1000)
+        try:
+            return pc.multiply_checked(arr, 1000)
+        except pa.ArrowInvalid:  # beyond int64 ns: the exact path names the event
+            return None
     f = arr.to_numpy(zero_copy_only=False)
     valid = ~np.isnan(f)
     if valid.any() and np.abs(f[valid]).max() >= EXACT_FLOAT_US:
@@ -518,5 +538,11 @@ def us_to_ns(f: np.ndarray) -> np.ndarray:
     return np.asarray(whole.astype(np.int64) * 1000 + np.rint((f - whole) * 1000).astype(np.int64))
 
 
-def _decimal_ns(values: list[Decimal | None]) -> pa.Array:
-    return pa.array([None if v is None else int((v * 1000).to_integral_value()) for v in values], pa.int64())
+def _decimal_ns(values: list[Decimal | None], key: str, first_index: int) -> pa.Array:
+    ns = [None if v is None else int((v * 1000).to_integral_value()) for v in values]
+    for i, v in enumerate(ns):
+        if v is not None and not -_INT64_MAX - 1 <= v <= _INT64_MAX:
+            raise MalformedTraceError(
+                f"event {first_index + i}: {key!r} is {values[i]} µs, beyond what int64 nanoseconds hold "
+                "(about ±292 years); the file is damaged")
+    return pa.array(ns, pa.int64())

@@ -215,6 +215,7 @@ static inline Ptr skip_ws(Ptr p, Ptr end) {
 }
 
 static int hexval(unsigned char ch);
+static int read_hex4(Ptr p, Ptr end, uint32_t *out);
 
 /* p at the opening quote; returns just past the closing quote, or NULL for a string that is cut
  * off or not valid JSON (a raw control character, an unknown escape). */
@@ -242,11 +243,20 @@ static inline Ptr skip_string(Ptr p, Ptr end, int *escaped) {
         case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
             p += 2;
             break;
-        case 'u':
-            if (end - p < 6 || hexval(p[2]) < 0 || hexval(p[3]) < 0 || hexval(p[4]) < 0 || hexval(p[5]) < 0)
-                return NULL;
+        case 'u': {
+            /* as msgspec (the reference): a surrogate escape must be a high-low pair */
+            uint32_t cp, lo;
+            if (read_hex4(p + 2, end, &cp) < 0) return NULL;
             p += 6;
+            if (cp >= 0xDC00 && cp <= 0xDFFF) return NULL;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || read_hex4(p + 2, end, &lo) < 0 || lo < 0xDC00 ||
+                    lo > 0xDFFF)
+                    return NULL;
+                p += 6;
+            }
             break;
+        }
         default:
             return NULL;
         }
