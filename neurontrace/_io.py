@@ -32,6 +32,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
 _CHUNK = 8 << 20
 _GZIP_PIECE = 64 << 10  # compressed bytes inflated per call: output before a corruption is kept
+_REPLAY_STEP = 64  # ... to within this many compressed bytes (a damaged piece is inflated again in steps)
 GZIP_RATIO_ENV = "NEURONTRACE_GZIP_MAX_RATIO"
 DEFAULT_GZIP_MAX_RATIO = 200  # inflated bytes per compressed byte; deflate's own ceiling is ~1032
 GZIP_FLOOR_BYTES = 256 << 20  # any gzip may inflate to this much, whatever its ratio
@@ -85,9 +86,9 @@ def read_head(path: Path, size: int = 1 << 16) -> bytes:
     if raw.startswith(GZIP_MAGIC):
         d = zlib.decompressobj(wbits=31)
         out = bytearray()
-        for i in range(0, len(raw), 4096):  # small pieces: the output before a corruption survives
+        for i in range(0, len(raw), _REPLAY_STEP):  # small steps: the output before a corruption survives
             try:
-                out += d.decompress(raw[i:i + 4096], size + len(UTF8_BOM) - len(out))
+                out += d.decompress(raw[i:i + _REPLAY_STEP], size + len(UTF8_BOM) - len(out))
             except zlib.error:
                 break
             if len(out) >= size or d.eof:
@@ -247,8 +248,8 @@ def _inflate(d: zlib._Decompress, piece: bytes, out: bytearray, limit: int, path
         out += d.decompress(piece, limit + 1 - len(out))
     except zlib.error:
         d = saved
-        for j in range(0, len(piece), 512):
-            out += d.decompress(piece[j:j + 512], limit + 1 - len(out))  # raises at the damaged step
+        for j in range(0, len(piece), _REPLAY_STEP):
+            out += d.decompress(piece[j:j + _REPLAY_STEP], limit + 1 - len(out))  # raises at the damaged step
         raise
     if len(out) > limit or d.unconsumed_tail:
         raise InputTooLargeError(

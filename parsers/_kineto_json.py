@@ -173,6 +173,9 @@ def _decode(data: Document, *, complete: bool, device_categories: list[str], pro
             data.restore()  # the scanner may have released pages the reference reads again
     else:
         decoder = "python (truncated input)"
+        # Content known to end early may also be damaged before its end (a corrupt gzip inflates to
+        # garbage before its checksum fails): what is salvaged ends where the JSON breaks.
+        data = memoryview(data)[:_json_break(data)]  # type: ignore[assignment]
     start = _first_non_space(data)
     if start < 0:
         raise TruncatedTraceError("the file holds only whitespace; expected a JSON trace object")
@@ -200,6 +203,22 @@ def _decode(data: Document, *, complete: bool, device_categories: list[str], pro
             "nothing could be salvaged (was the profiler killed during export?)"
         )
     return Decoded(top, [events], truncated_at, partial, decoder)
+
+
+_AT_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _json_break(data: Document) -> int:
+    """Where the JSON stops being valid (the length when it is valid or merely cut off)."""
+    try:
+        msgspec.json.decode(data, type=msgspec.Raw)
+    except msgspec.DecodeError as exc:
+        m = _AT_BYTE.search(str(exc))
+        if m:
+            return int(m.group(1))
+    except RecursionError:
+        pass
+    return len(data)
 
 
 def _page_releaser(data: Document) -> Callable[[int], None] | None:
@@ -255,7 +274,7 @@ def _salvage_top(data: Document) -> tuple[dict[str, Any], memoryview, int | None
         raise MalformedTraceError(
             "not valid JSON and no 'traceEvents' list found; expected a torch.profiler Chrome trace"
         )
-    head = data[: m.start()].rstrip().rstrip(b",") + b"}"
+    head = bytes(data[: m.start()]).rstrip().rstrip(b",") + b"}"
     try:
         top = msgspec.json.decode(head)
     except msgspec.DecodeError:
