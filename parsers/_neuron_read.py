@@ -37,21 +37,27 @@ KNOWN_TABLES = frozenset({
     "ExecutionInfo", "Warning", "SchemaFields",
 })
 # Tables whose rows other tables point at by this column (stack frames, their files and functions):
-# without it the table cannot be used, so it is left out (with a warning) as if it were missing.
+# without it (or with it, or the row's ``name``, holding lists) the table cannot be used, so it is
+# left out (with a warning) as if it were missing.
 KEY_COLUMNS = {"StackFrame": "id", "StackFrameFileLocation": "id", "StackFrameFileName": "id",
                "StackFrameFunctionName": "id", "KernelStackFrames": "stack_frame_id"}
 # In the timeline and sample tables, columns whose names say they hold numbers (times and durations
-# in ns, sizes, indexes, line numbers: neuron.md §3.3 types every such column int64 or float64), and
+# in ns, sizes, indexes, percentages, line numbers: neuron.md §3.3 types every such column int64 or
+# float64), and
 # the event tables' own int64 ``id``. An export that stores one as text is read with the text
 # converted; a value that is not a number, or a column of another kind, is a named error (the
 # parsers do arithmetic on them). Metadata-like tables keep their types (Metadata.first_ts is text).
-NUMERIC_COLUMN = re.compile(r"(_ts|_ns|_size|_bytes|_idx|_count|^duration\w*|^line_number)$")
+NUMERIC_COLUMN = re.compile(r"(_ts|_ns|_size|_bytes|_idx|_count|_percent|_throughput|^timestamp|^value|^duration\w*"
+                            r"|^line_number)$")
 NUMERIC_TABLES = frozenset({
     "Instruction", "DmaPacket", "DmaPacketAggregated", "SemaphoreUpdate", "Throttle", "CcOp", "CcInstruction",
     "ActiveTime", "CoreBarriers", "SystemProfileEvents", "SbufAllocation", "DmaUsage", "HbmUsage", "PsumUsage",
     "SbufUsage", "PendingDma", "CpuUsage", "HostMemUsage", "SystemProfileHbmUsage", "Flow", "ExecutionInfo",
     "KernelInstructions", "KernelStackFrames", "StackFrameFileLocation",
 })
+# The columns neuron.md documents as lists or structs; any other nested column (an edited or foreign
+# file) is left out with a warning, as if missing: the parsers read every other column as scalars.
+NESTED_COLUMN = re.compile(r"^(flow_id|stack_frame_ids|series|points|direction)$|_per_interval$")
 INT64_IDS = frozenset({"Instruction", "DmaPacket", "DmaPacketAggregated", "CcOp", "CcInstruction"})
 # Enough to call a directory an Explorer output even without Metadata (system-only profiles).
 SIGNATURE_TABLES = frozenset({"Metadata", "Instruction", "SystemProfileEvents", "NeffHeader", "Summary",
@@ -91,23 +97,34 @@ class SourceTable:
             except (pa.ArrowException, OSError) as exc:
                 raise _corrupt(f, exc) from exc
 
-    @cached_property
+    @property
     def schema(self) -> pa.Schema:
-        """The parts' schemas unified; parts that type one column differently (beyond widening an
-        integer or a float) come from different exports and are refused by name."""
+        """The parts' schemas unified, less the columns left out; parts that type one column
+        differently (beyond widening an integer or a float) come from different exports and are
+        refused by name."""
+        return self._schema[0]
+
+    @property
+    def left_out(self) -> list[str]:
+        """Nested columns that neuron.md does not document as nested (NESTED_COLUMN), not read."""
+        return self._schema[1]
+
+    @cached_property
+    def _schema(self) -> tuple[pa.Schema, list[str]]:
         try:
             schemas = [m.schema.to_arrow_schema() for m in self._meta]
         except (pa.ArrowException, OSError) as exc:
             raise _corrupt(self.files[0], exc) from exc
-        if len(schemas) == 1:
-            return schemas[0]
         try:
-            return pa.unify_schemas(schemas, promote_options="permissive")
+            unified = schemas[0] if len(schemas) == 1 else pa.unify_schemas(schemas, promote_options="permissive")
         except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
             raise MalformedTraceError(
                 f"{self.files[0].parent}: the part files of table {self.name} "
                 f"({', '.join(f.name for f in self.files)}) have incompatible schemas ({exc}); they come from "
                 "different exports. Keep the parts of one export only") from exc
+        odd = [f.name for f in unified if pa.types.is_nested(f.type) and not NESTED_COLUMN.search(f.name)]
+        return (pa.schema([f for f in unified if f.name not in odd], metadata=unified.metadata) if odd else unified,
+                odd)
 
     @property
     def columns(self) -> list[str]:
@@ -200,7 +217,7 @@ class SourceTable:
         for f, meta in zip(self.files, self._meta, strict=True):
             try:
                 pf = pq.ParquetFile(f, read_dictionary=[c for c in dictionary if c in meta.schema.names])
-                want = [c for c in cols if c in pf.schema_arrow.names] if cols is not None else None
+                want = self._want(pf, cols)
                 for b in pf.iter_batches(batch_size=batch_rows, columns=want):
                     yield self._typed(self._fill(pa.Table.from_batches([b]), cols))
             except (pa.ArrowException, OSError) as exc:
@@ -213,7 +230,7 @@ class SourceTable:
                 pf = pq.ParquetFile(f, read_dictionary=[c for c in dictionary if c in meta.schema.names])
             except (pa.ArrowException, OSError) as exc:
                 raise _corrupt(f, exc) from exc
-            want = [c for c in cols if c in pf.schema_arrow.names] if cols is not None else None
+            want = self._want(pf, cols)
             groups: list[int] = []
             rows = 0
             for g in range(meta.num_row_groups):
@@ -224,6 +241,12 @@ class SourceTable:
                     groups, rows = [], 0
             if meta.num_row_groups == 0:
                 yield _Read(f, pf, (), want)
+
+    def _want(self, pf: pq.ParquetFile, cols: list[str] | None) -> list[str] | None:
+        """The columns to read from one part: those asked for (or all) that it has and that are kept."""
+        names = [c for c in (cols if cols is not None else pf.schema_arrow.names) if c in pf.schema_arrow.names]
+        kept = [c for c in names if c in self.schema.names]
+        return None if cols is None and len(kept) == len(pf.schema_arrow.names) else kept
 
     def _fill(self, t: pa.Table, cols: list[str] | None) -> pa.Table:
         """Columns a part lacks (parts written by different versions) come back as nulls."""
@@ -325,12 +348,18 @@ def open_tables(directory: Path) -> tuple[dict[str, SourceTable], list[str], lis
     tables = {name: SourceTable(name, parts) for name, parts in sorted(files.items())}
     problems = []
     for name, table in list(tables.items()):
-        table.schema  # noqa: B018 - parts of different schemas are refused here, before any work
+        if table.left_out:  # (computed here: parts of different schemas are refused before any work)
+            problems.append(f"{directory}: table {name}: column(s) {', '.join(table.left_out)} hold lists or "
+                            "structs where neuron-explorer writes single values; left out, as if missing")
         key = KEY_COLUMNS.get(name)
-        if key is not None and not table.has(key):
+        if key is None:
+            continue
+        nested = [c for c in (key, "name") if table.has(c) and pa.types.is_nested(table.schema.field(c).type)]
+        if not table.has(key) or nested:
             del tables[name]
-            problems.append(f"{directory}: table {name} has no {key!r} column (columns: "
-                            f"{', '.join(table.columns[:8])}); it was left out, as if missing")
+            found = f"a nested {nested[0]!r} column" if nested else f"no {key!r} column"
+            problems.append(f"{directory}: table {name} has {found} (columns: {', '.join(table.columns[:8])}); it "
+                            "was left out, as if missing")
     others = sorted(p.name for p in directory.iterdir()
                     if p.is_file() and p.suffix == ".parquet" and not _FILE.match(p.name))
     return tables, others, problems

@@ -272,6 +272,8 @@ def _rank(top: dict[str, Any], source: str, given: int | None, acct: ParseAccoun
     found: list[tuple[Any, str]] = []
     if isinstance(info, dict) and "rank" in info:
         found.append((info["rank"], "distributedInfo"))
+    elif info is not None and not isinstance(info, dict):  # kept as its text when it does not decode
+        acct.warnings.append(f"{source}: distributedInfo is {str(info)[:60]!r}, not an object; its rank is ignored")
     m = _RANK_IN_NAME.search(Path(source).name)
     if m:
         found.append((int(m.group(1)), "file name"))
@@ -313,7 +315,8 @@ def _host(top: dict[str, Any], source: str) -> str | None:
 
 def _backend(top: dict[str, Any], parts: list[pa.Table]) -> str:
     cats = {c for ev in parts for c in pc.unique(ev["cat"]).to_pylist()}
-    props = top.get("deviceProperties") or []
+    props = top.get("deviceProperties")
+    props = props if isinstance(props, list) else []
     names = " ".join(str(p.get("name", "")) for p in props if isinstance(p, dict))
     if cats & {"privateuse1_runtime", "privateuse1_driver"}:
         return "neuron" if "neuron" in json.dumps(top).lower() else "privateuse1"
