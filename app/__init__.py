@@ -2,7 +2,7 @@
 top, every event one click from its source line. See docs/viewer.md.
 
 Importing this package stays cheap and never imports Dash: the pure parts (``tracks``, ``lod``,
-``causes``, ``source``, ``model``, ``tables``) use numpy and Arrow only, and the Dash parts
+``source``, ``model``, ``tables``) use numpy and Arrow only, and the Dash parts
 (``server``, ``layout``, ``callbacks``, ``figures``) are imported on first use::
 
     from neurontrace.app import serve_trace

@@ -184,7 +184,7 @@ def group_busy(ix: TrackIndex, group: int, w: Window, *, markers: Iterable[str] 
     """(busy per category and bin, touched) of every event of a group (a process or a device), all
     nesting levels summed, ``markers`` categories left out: what a group's header row shows."""
     n_cat = max(1, len(ix.categories))
-    pre = ix.group_coarse.get(group)
+    pre: Coarse | None = ix.group_coarse.get(group)
     if pre is not None and pre.usable(w):
         return pre.query(w)
     lanes = [lane for t in ix.groups[group].tracks

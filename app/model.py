@@ -18,22 +18,25 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from neurontrace.analysis.attribution import CauseIntervals, cause_intervals
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
 from neurontrace.app import lod, tables
-from neurontrace.app.causes import CAUSES, CauseRuns, cause_runs
 from neurontrace.app.tracks import DEVICE, DEVICE_TABLE, SYSTEM_TABLE, TrackIndex, build, codes
+from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
 
 DeviceKey = tuple[str, "int | None"]  # (device, rank): one attribution block each
-MAX_LINKS = 40
-MARKER_CATEGORIES = ("step", "annotation")  # mark regions; left out of a group's summary row  # flows listed and drawn for one selected event
+MAX_LINKS = 40  # flows listed and drawn for one selected event
+# Left out of a group's summary row: markers of regions, and Python frames, which wrap everything
+# (the row shows what the ops, runtime calls and kernels did).
+MARKER_CATEGORIES = ("step", "annotation", "python")
 MAX_STACK = 64  # frames listed for one event
 
 
 @dataclass
 class Analysis:
     diagnosis: Diagnosis
-    causes: dict[DeviceKey, CauseRuns]  # by (device, rank), as diagnose reports devices
+    causes: dict[DeviceKey, CauseIntervals]  # by (device, rank), as diagnose reports devices
     coarse: dict[DeviceKey, lod.Coarse]  # whole-trace coverage of each cause (zoomed-out views)
     stalls: list[dict[str, Any]]
     fallback: list[dict[str, Any]]
@@ -98,15 +101,16 @@ class ViewModel:
         """Run ``diagnose`` and cut each device's window into cause runs (the slow part)."""
         t0 = time.perf_counter()
         diag = diagnose(self.trace, fallback_ops=self.fallback_ops)
-        fallback_ids = [i for op in diag.fallback_ops for i in op.event_ids]
-        causes: dict[DeviceKey, CauseRuns] = {}
+        fallback_ids = np.array([i for op in diag.fallback_ops for i in op.event_ids], dtype=np.int64)
+        causes: dict[DeviceKey, CauseIntervals] = {}
         coarse: dict[DeviceKey, lod.Coarse] = {}
         error = None
         origin = self.index.origin_ns
         try:
             for d in diag.devices:
                 key = (d.device, d.rank)
-                runs = causes[key] = cause_runs(self.trace, d.device, d.rank, d.window, fallback_ids)
+                runs = causes[key] = cause_intervals(self.trace, d.device, d.rank, d.window,
+                                                     fallback_event_ids=fallback_ids)
                 if len(runs.starts) >= lod.COARSE_MIN_EVENTS:
                     coarse[key] = lod.coarse(runs.starts, runs.ends, runs.cause, origin,
                                                   origin + self.index.span_ns, len(CAUSES))
@@ -118,6 +122,28 @@ class ViewModel:
             findings=tables.finding_rows(diag), seconds=time.perf_counter() - t0, cause_error=error,
         )
         return self.analysis
+
+    # -- where the page opens, and its time origin ---------------------------------------------
+
+    def focus(self) -> tuple[DeviceKey, tuple[int, int]] | None:
+        """The busiest device (most non-idle time) and its analysis window, in ns after the trace's
+        first event; None until the analysis is done (or without devices)."""
+        if self.analysis is None or not self.analysis.diagnosis.devices:
+            return None
+        d = max(self.analysis.diagnosis.devices, key=lambda d: d.window_ns - d.causes_ns.get("idle", 0))
+        o = self.index.origin_ns
+        return (d.device, d.rank), (d.window[0] - o, d.window[1] - o)
+
+    @property
+    def time_origin(self) -> int:
+        """What the page calls time 0, in ns after the trace's first event: the start of the busiest
+        device's analysis window (as ``diagnose`` measures), the first event until it is known."""
+        focus = self.focus()
+        return focus[1][0] if focus else 0
+
+    def absolute(self, rel_ns: int) -> int:
+        """A time in ns after the trace's first event, on the trace's own clock."""
+        return self.index.origin_ns + rel_ns
 
     # -- look-ups -------------------------------------------------------------------------------
 
@@ -138,7 +164,7 @@ class ViewModel:
         row["side"] = "host" if which == SYSTEM_TABLE else "device"
         row["lane"] = self.index.lane_of(pos)
         row["rel_ns"] = int(self.index.start[pos])
-        return row
+        return dict(row)
 
     def stack(self, frame_id: int | None) -> list[Frame]:
         """The frame and its callers, innermost first."""
@@ -220,7 +246,7 @@ def _frames(frames: pa.Table) -> dict[int, tuple[int | None, Frame]]:
 
 
 def _filled(col: pa.ChunkedArray, fill: int = -1) -> np.ndarray:
-    return col.fill_null(fill).to_numpy().astype(np.int64)
+    return np.asarray(col.fill_null(fill).to_numpy(), dtype=np.int64)
 
 
 def _link_columns(trace: Trace) -> dict[str, Any]:

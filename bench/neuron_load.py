@@ -3,7 +3,7 @@
 Usage: python bench/neuron_load.py [--rows 10000000] [--repeat 3] [--data DIR] [--full]
 
 Method:
-- Data (SYNTHETIC): ``neurontrace.synthetic_neuron.instruction_table(rows)``, 5000 static instructions
+- Data (SYNTHETIC): ``neurontrace.testing.synthetic_neuron.instruction_table(rows)``, 5000 static instructions
   replayed, 17 columns (times, engine, opcode, operands, ids, HLO name, NKI source line, stack frame
   ids, semaphore waits on 5% of rows, bytes, FLOPs), strings dictionary-encoded as a compiled program
   repeats them. Written by pyarrow (1 Mi-row groups) as ``DIR/Instruction.parquet`` beside a one-row
@@ -73,7 +73,7 @@ report(dt, cpu=cpu, nbytes=table.nbytes, rows=table.num_rows)
 _MAKE = """
 import sys
 from pathlib import Path
-from neurontrace import synthetic_neuron as syn
+from neurontrace.testing import synthetic_neuron as syn
 d, rows = Path(sys.argv[1]), int(sys.argv[2])
 syn.write_table(syn.instruction_table(rows), d, "Instruction")
 syn.write_tables(d, {"Metadata": [{"profile_schema_version": "7.4.0", "neuroncore_idx": 0,

@@ -11,11 +11,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from neurontrace._version import __version__
 from neurontrace.errors import NeurontraceError
 from neurontrace.load import FORMATS, detect, load, register
 from neurontrace.trace import ParseAccounting, Trace
-
-__version__ = "0.1.0"
 
 __all__ = [
     "FORMATS", "NeurontraceError", "ParseAccounting", "Trace", "__version__", "capture", "detect", "load", "register",

@@ -36,9 +36,7 @@ from types import ModuleType, TracebackType
 from typing import Any, Literal
 
 from neurontrace import _capture_backend as backend
-from neurontrace._capture_schedule import STEADY, Schedule, Window, label
-from neurontrace.errors import CaptureWarning
-from neurontrace.run_record import (
+from neurontrace._capture_record import (
     DEFAULT_OUT_DIR,
     behaviour_env,
     host_name,
@@ -46,6 +44,8 @@ from neurontrace.run_record import (
     utc_now,
     write_run_record,
 )
+from neurontrace._capture_schedule import STEADY, Schedule, Window, label
+from neurontrace.errors import CaptureWarning
 
 __all__ = ["Capture", "CaptureWarning", "Inactive", "Schedule", "capture", "current", "step"]
 

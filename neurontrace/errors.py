@@ -9,17 +9,51 @@ from __future__ import annotations
 
 # Exit codes of the `neurontrace` command. Codes 10-19 are the CI gates (`--fail-on`, `--fail-on-regression`).
 EXIT_OK = 0
-EXIT_INTERNAL = 1  # a bug in neurontrace: please report it with the traceback
-EXIT_USAGE = 2  # bad command-line usage (argparse's own convention)
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2  # argparse's own convention
 EXIT_NOT_FOUND = 3
 EXIT_UNKNOWN_FORMAT = 4
 EXIT_MALFORMED = 5
 EXIT_OUTPUT_EXISTS = 6
 EXIT_MISSING_DEPENDENCY = 7
 EXIT_RESERVED = 8  # formerly "not built yet"; kept so codes never change meaning
-EXIT_EXTERNAL_TOOL = 9  # neuron-explorer is missing, failed or timed out (the message has the command)
-EXIT_FINDINGS = 10  # diagnose --fail-on: a finding reached the requested severity
-EXIT_REGRESSION = 11  # diff / runs compare --fail-on-regression: a device's time per step grew by more than PCT
+EXIT_EXTERNAL_TOOL = 9
+EXIT_FINDINGS = 10
+EXIT_REGRESSION = 11
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`... | head`)
+
+# The one table of what each code means: the CLI's --help epilog is rendered from it, and a test holds the
+# README's table and the docs against it.
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (EXIT_OK, "success"),
+    (EXIT_INTERNAL, "internal error (a bug: please report it, with `--traceback`)"),
+    (EXIT_USAGE, "bad command-line usage"),
+    (EXIT_NOT_FOUND, "input path not found"),
+    (EXIT_UNKNOWN_FORMAT, "unknown or empty input format (the message says what was found, e.g. \"a PNG image\")"),
+    (EXIT_MALFORMED, "malformed or truncated input that could not be salvaged"),
+    (EXIT_OUTPUT_EXISTS, "the output exists or cannot be written there (pass `--force` to replace it)"),
+    (EXIT_MISSING_DEPENDENCY, "an optional dependency is missing (the message names the extra to install)"),
+    (EXIT_RESERVED, "reserved (a command whose engine is not built yet; none at present)"),
+    (EXIT_EXTERNAL_TOOL, ("an external tool failed or is missing: decoding an NTFF needs AWS's `neuron-explorer` "
+                          "(the message shows the command to run on a Neuron instance)")),
+    (EXIT_FINDINGS, "`diagnose --fail-on`: a finding reached the given severity"),
+    (EXIT_REGRESSION, ("`diff` / `runs compare --fail-on-regression PCT`: a device's time per step grew by more "
+                       "than PCT%")),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl+C)"),
+    (EXIT_BROKEN_PIPE, "the reader of the output went away (output piped into `head`, say); nothing is printed"),
+)
+
+
+def exit_codes_help() -> str:
+    """The table as the ``--help`` epilog prints it."""
+    return "exit codes:\n" + "".join(f"  {code:<2} {text.replace('`', '')}\n" for code, text in EXIT_CODES)
+
+
+def exit_codes_markdown() -> str:
+    """The table as README.md shows it (a test keeps the two equal)."""
+    rows = "".join(f"| {code} | {text} |\n" for code, text in EXIT_CODES)
+    return "| exit code | meaning |\n|---:|---|\n" + rows
 
 
 class NeurontraceError(Exception):
@@ -71,6 +105,12 @@ class OutputExistsError(NeurontraceError, FileExistsError):
     exit_code = EXIT_OUTPUT_EXISTS
 
 
+class OutputUnusableError(NeurontraceError):
+    """The output path cannot hold what the command writes (under a file, or the directory it runs in)."""
+
+    exit_code = EXIT_OUTPUT_EXISTS
+
+
 class MissingDependencyError(NeurontraceError, ImportError):
     """An optional feature needs a package that is not installed."""
 
@@ -89,6 +129,10 @@ class NeffMismatchError(NeurontraceError):
 
 class EmptyNtffError(EmptyInputError):
     """An NTFF of 0 bytes: the documented sign of a NeuronCore that ran nothing during capture."""
+
+
+class NtffVersionError(UnknownFormatError):
+    """An NTFF format version above those the released decoders read (v1-7; inspect has written v129)."""
 
 
 class NeuronToolMissingError(NeurontraceError):

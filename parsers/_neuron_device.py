@@ -2,7 +2,7 @@
 
 | table | category | name | track |
 |---|---|---|---|
-| Instruction | compute | opcode | engine (tensor, vector, scalar, gpsimd, sync) |
+| Instruction | compute (``EVENT_SEMAPHORE*`` opcodes: sync_wait) | opcode | engine (tensor, vector, scalar, gpsimd, sync) |
 | (derived) Instruction.evt_wait_time_ns > 0 | sync_wait | ``semaphore wait`` | engine |
 | DmaPacketAggregated | dma (bytes = transfer_bytes) | variable | ``dma <queue_name>`` |
 | DmaPacket | dma (bytes = transfer_bytes) | variable | ``dma packets <queue_name>`` |
@@ -43,6 +43,13 @@ from ._neuron_frames import LINK_COLUMNS
 from ._neuron_read import SourceTable
 
 BATCH_ROWS = 1 << 18  # rows decoded at a time
+# Instructions that only wait for a semaphore/event: waits (neuron.md §12 lists the opcodes with the
+# semaphore/event waits), charged by analysis.engine_waits to what produced the signal, never compute.
+WAIT_OPCODE_PREFIX = "EVENT_SEMAPHORE"
+
+
+def _instruction_category(opcode: Any) -> str:
+    return "sync_wait" if opcode is not None and str(opcode).upper().startswith(WAIT_OPCODE_PREFIX) else "compute"
 
 
 @dataclass(frozen=True)
@@ -158,8 +165,8 @@ def _load(ctx: Context, table: SourceTable, spec: Spec) -> None:
     if big:
         pa.default_memory_pool().release_unused()  # hand the batches' memory back before the ids are made
     if rows.n:
-        add_events(ctx, device_table=True, n=rows.n, category=spec.category, raw_category=spec.table,
-                   phase="i" if spec.instant else "X", device=ctx.device, **rows.columns())
+        add_events(ctx, device_table=True, n=rows.n, raw_category=spec.table, phase="i" if spec.instant else "X",
+                   device=ctx.device, **{"category": spec.category, **rows.columns()})
     # Derived rows after all source rows: a table's rows stay contiguous and in source order.
     if waits is not None and waits.n:
         k = waits.n
@@ -192,6 +199,8 @@ def _batch(ctx: Context, spec: Spec, batch: pa.Table, rows: ColumnSink, waits: C
     }
     frame_id: np.ndarray | None = None
     if spec.table == "Instruction":
+        if name_col is not None:
+            cols["category"] = map_dict(batch[name_col], _instruction_category)
         frame_id = rows.view("frame_id", n)
         if not ctx.frames.link_into(batch, frame_id):
             frame_id[:] = -1

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from neurontrace.errors import EmptyNtffError, NeffMismatchError, NeffNotFoundError
+from neurontrace.errors import EmptyNtffError, NeffMismatchError, NeffNotFoundError, NtffVersionError
 
 from ._neuron_common import SYNTHETIC_PREFIX
 
@@ -155,10 +155,42 @@ def _version(value: Any) -> tuple[str | None, str | None]:
 
 
 # -- pairing with the NEFF ------------------------------------------------------------------------
+#
+# Rules, tried in this order (neuron.md §1.2, §1.3 and the addendum "NEFF↔NTFF pairing in practice"):
+#   1. the NEFF given explicitly (``--neff`` / ``neff=``);
+#   2. the same stem: ``X.ntff``, ``X_exec_N.ntff`` (``--profile-nth-exec``) and ``X_rank_R.ntff``
+#      (collectives captures) ↔ ``X.neff`` -- the layout of 5 of 8 observed real CLI captures, whose
+#      NTFF records ``file.neff`` because the harness renamed the NEFF afterwards;
+#   3. the numeric hash of inspect/TorchNeuron captures: ``<h>_instid_<i>_vnc_<n>.ntff`` ↔
+#      ``neff_<h>_vnc_<n>.neff``, else ``neff_<h>.neff`` (``get-started.rst``; a different hash is
+#      refused by neuron-explorer, ``troubleshooting.rst``, so it is a named error here);
+#   4. the NEFF file name recorded in the NTFF (protobuf field 1, observed at offset 0x82);
+#   5. the only NEFF in the folder.
+# Session NTFFs (``profile_nc_<n>_session_<m>.ntff``) pair with no single NEFF: a session runs many
+# (``ExecutionInfo.neff_name`` says which, ``troubleshooting.rst``); only ``view -d DIR`` decodes them.
+
+SESSION_NTFF = re.compile(r"^profile_nc_(?P<nc>\d+)_session_(?P<session>\d+)\.ntff$")
+_STEM_SUFFIX = re.compile(r"_(?:exec|rank)_\d+$")
+MAX_KNOWN_VERSION = 7  # `view` 2.31/2.32 "support v1-7"; inspect has written v129 (addendum)
+
+
+def is_session(ntff: Path) -> bool:
+    return SESSION_NTFF.match(ntff.name) is not None
+
+
+def check_version(ntff: Path, header: NtffHeader) -> None:
+    """Refuse, with what to do, an NTFF version no released decoder was seen to read."""
+    if header.version is not None and header.version > MAX_KNOWN_VERSION:
+        raise NtffVersionError(
+            f"{ntff}: NTFF format version {header.version}; neuron-explorer view 2.31/2.32 parses versions "
+            f"1-{MAX_KNOWN_VERSION} only (the deprecated `neuron-explorer inspect` path has written v129, which "
+            "view cannot read). Capture again with torch.profiler + NeuronConfig or `neuron-explorer capture`, "
+            "or decode it with the neuron-explorer release that wrote it"
+        )
 
 
 def find_neff(ntff: Path, header: NtffHeader, explicit: str | Path | None) -> tuple[Path, str]:
-    """The NEFF that decodes ``ntff``, and which documented rule found it."""
+    """The NEFF that decodes ``ntff``, and which documented rule found it (see the rules above)."""
     m = INSPECT_NTFF.match(ntff.name)
     if explicit is not None:
         neff = Path(explicit)
@@ -169,34 +201,50 @@ def find_neff(ntff: Path, header: NtffHeader, explicit: str | Path | None) -> tu
             raise _mismatch(ntff, m.group("hash"), [neff])
         return neff, "given explicitly"
     here = ntff.parent
-    places = [here, here / "neffs", here.parent]
+    places = [d for d in (here, here / "neffs", here.parent) if d.is_dir()]
+    tried: list[str] = []
+    stems = list(dict.fromkeys([ntff.stem, _STEM_SUFFIX.sub("", ntff.stem)]))
+    for stem in stems:
+        tried.append(f"same stem: {stem}.neff")
+        if (here / f"{stem}.neff").is_file():
+            return here / f"{stem}.neff", "same stem as the NTFF"
     if m:
-        want = m.group("hash")
-        hashed = [(p, h) for d in places if d.is_dir() for p in sorted(d.glob("*.neff"))
-                  if (h := _hashed(p)) is not None]
+        want, vnc = m.group("hash"), m.group("vnc")
+        tried.append(f"numeric hash: neff_{want}_vnc_{vnc}.neff or neff_{want}.neff")
+        hashed = [(p, h) for d in places for p in sorted(d.glob("*.neff")) if (h := _hashed(p)) is not None]
         same = [(p, h) for p, h in hashed if h[0] == want]
         if same:
-            vnc = [p for p, h in same if h[1] in (None, m.group("vnc"))]
-            return (vnc or [same[0][0]])[0], "same numeric hash as the NTFF name"
+            exact = [p for p, h in same if h[1] == vnc] or [p for p, h in same if h[1] is None]
+            return (exact or [same[0][0]])[0], "same numeric hash as the NTFF name"
         if hashed:
             raise _mismatch(ntff, want, [p for p, _ in hashed])
     if header.neff_name:
+        tried.append(f"recorded in the NTFF: {header.neff_name}")
         for d in places:
             cand = d / header.neff_name
             if cand.is_file():
                 return cand, "NEFF name recorded in the NTFF"
-    beside = here / "file.neff"
-    if beside.is_file():
-        return beside, "file.neff beside the NTFF"
     local = sorted(here.glob("*.neff"))
+    tried.append("the only NEFF in the folder")
     if len(local) == 1:
-        return local[0], "the only NEFF beside the NTFF"
-    found = ", ".join(p.name for p in local) or "none"
+        return local[0], "the only NEFF in the folder"
+    if is_session(ntff):
+        raise NeffNotFoundError(session_message(ntff))
+    found = ", ".join(p.name for p in local[:12]) or "none"
     raise NeffNotFoundError(
-        f"{ntff}: cannot find the NEFF this NTFF was captured against ({header.describe()}). Looked for "
-        f"{'neff_' + m.group('hash') + '.neff, ' if m else ''}{header.neff_name or 'the recorded NEFF name'} and "
-        f"file.neff beside it; NEFFs there: {found}. Pass the NEFF explicitly (--neff / neff=), e.g. the "
-        "compiled graph from your compile cache"
+        f"{ntff}: cannot find the NEFF this NTFF was captured against ({header.describe()}). Tried, in order: "
+        f"{'; '.join(tried)} (in {', '.join(str(d) for d in places)}); NEFFs in the folder: {found}. Pass the "
+        "NEFF explicitly (--neff / neff=), e.g. the compiled graph from your compile cache"
+    )
+
+
+def session_message(ntff: Path) -> str:
+    return (
+        f"{ntff.name} is a session NTFF (profile_nc_<n>_session_<m>.ntff: one per NeuronCore for a whole "
+        "profiling session), which pairs with no single NEFF: the session ran every NEFF of the capture "
+        "(ExecutionInfo.neff_name tells which execution ran which). Decode its whole folder instead: "
+        f"`neuron-explorer view -d {ntff.parent} --output-format parquet --output-file {ntff.parent}/neuron_parquet`"
+        f", or load the folder with neurontrace (`neurontrace diagnose {ntff.parent}`)"
     )
 
 

@@ -3,8 +3,11 @@
 The NTFF record format is undocumented and not decoded here (neuron.md §10.1). This parser
 
 1. reads what the container shows: format version, NEFF name, instance type, tool versions;
-2. finds the paired NEFF by the documented rules (``neff=``; the numeric hash in the NTFF name,
-   ``neff_<hash>.neff``; the NEFF name recorded in the NTFF; ``file.neff`` beside it);
+2. finds the paired NEFF by the rules of :mod:`._neuron_ntff`, in order: ``neff=``; the same stem
+   (``X[_exec_N|_rank_R].ntff`` ↔ ``X.neff``); the numeric hash (``<h>_instid_<i>_vnc_<n>.ntff`` ↔
+   ``neff_<h>[_vnc_<n>].neff``); the NEFF name recorded in the NTFF; the only NEFF in the folder.
+   A session NTFF (``profile_nc_<n>_session_<m>.ntff``) pairs with no single NEFF and is decoded
+   with its folder (``view -d DIR``); an NTFF version above 7 is refused before any decode;
 3. runs ``neuron-explorer view -n NEFF -s NTFF --output-format parquet`` (or ``neuron-profile``)
    into a cache keyed by the inputs' content, then loads that Parquet directory;
 4. without the tool, raises :class:`~neurontrace.errors.NeuronToolMissingError` (exit code 9),
@@ -24,11 +27,19 @@ from pathlib import Path
 from typing import Any
 
 from neurontrace.errors import NeuronToolMissingError, UnknownFormatError
-from neurontrace.load import Probe
+from neurontrace.load import Probe, load
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace, metadata_table
 
-from ._neuron_ntff import HEADER, NtffHeader, find_neff, read_header
+from ._neuron_ntff import (
+    HEADER,
+    NtffHeader,
+    check_version,
+    find_neff,
+    is_session,
+    read_header,
+    session_message,
+)
 from ._neuron_read import looks_like_explorer
 from ._neuron_tool import cache_root, decode, find_tool, timeout_default, view_command
 
@@ -60,6 +71,10 @@ def parse(
 ) -> Trace:
     path = Path(path)
     header = read_header(path)
+    check_version(path, header)
+    if is_session(path) and neff is None:
+        return _session(path, header, progress=progress, tool=tool, cache_dir=cache_dir, timeout_s=timeout_s,
+                        detail=detail)
     neff_path, rule = find_neff(path, header, neff)
     exe = find_tool(tool)
     if exe is None:
@@ -85,6 +100,16 @@ def parse(
         facts["ntff.synthetic"] = True
     # The NTFF's own facts first, so trace.meta("format") says what the user loaded.
     return Trace.concat([Trace(metadata=metadata_table(facts, source=str(path))), *traces])
+
+
+def _session(path: Path, header: NtffHeader, **options: Any) -> Trace:
+    """A session NTFF: decoded with its whole folder (``view -d``), which pairs each execution's NEFF."""
+    if find_tool(options["tool"]) is None:
+        raise NeuronToolMissingError(f"{path}: {header.describe()}. {session_message(path)}. That needs AWS's "
+                                     "neuron-explorer (package aws-neuronx-tools), which is not on PATH here")
+    # The folder is a capture leaf: handed to that format through the registry (torchneuron_capture
+    # itself decodes its NTFFs with this module, so importing it here would close a circle).
+    return load(path.parent, format="torchneuron-capture", **options)
 
 
 def explorer_dirs(out: Path) -> list[Path]:

@@ -84,9 +84,9 @@ def synthetic_neuron(tmp_path: Path) -> Path:
     shipped = SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet"
     if shipped.is_dir():
         return shipped
-    if importlib.util.find_spec("neurontrace.synthetic_neuron") is None:
-        pytest.skip("no synthetic Neuron sample and no neurontrace.synthetic_neuron to write one")
-    from neurontrace import synthetic_neuron as syn
+    if importlib.util.find_spec("neurontrace.testing.synthetic_neuron") is None:
+        pytest.skip("no synthetic Neuron sample and no neurontrace.testing.synthetic_neuron to write one")
+    from neurontrace.testing import synthetic_neuron as syn
 
     return Path(syn.write_explorer(syn.Scenario(), tmp_path / "synthetic_mlp_parquet"))
 

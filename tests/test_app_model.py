@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import neurontrace
-from neurontrace.app.causes import CAUSES
 from neurontrace.app.model import ViewModel
+from neurontrace.causes import CAUSES
 from tests.app_support import T0, US, load_quiet, synthetic_neuron, tiny_trace
 from tests.conftest import SAMPLES
 
@@ -102,7 +102,7 @@ def test_tables_rows() -> None:
 
 def test_importing_the_app_package_does_not_import_dash() -> None:
     code = ("import sys, neurontrace.app, neurontrace.app.model, neurontrace.app.lod, neurontrace.app.source;"
-            "import neurontrace.view_cmd;"
+            "import neurontrace.cli.view;"
             "bad = [m for m in ('dash', 'plotly', 'flask') if m in sys.modules]; assert not bad, bad")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert res.returncode == 0, res.stderr

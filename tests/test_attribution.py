@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neurontrace.analysis.attribution import CAUSES, attribute
+from neurontrace.analysis.attribution import attribute
 from neurontrace.analysis.diagnose import diagnose
 from neurontrace.analysis.fallback import find_fallback, ops_from_log
 from neurontrace.analysis.intervals import sweep, union
 from neurontrace.analysis.phases import phases
+from neurontrace.causes import CAUSES
 from tests.micro import load, x
 
 US = 1000

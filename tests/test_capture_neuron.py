@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 import neurontrace
+from neurontrace._capture_record import REDACTED
 from neurontrace.capture import Capture, capture
 from neurontrace.errors import CaptureWarning
-from neurontrace.run_record import REDACTED, read_run_record
+from neurontrace.run_record import read_run_record
 
 torch = pytest.importorskip("torch")
 pytestmark = [

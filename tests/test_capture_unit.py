@@ -10,16 +10,10 @@ from pathlib import Path
 import pytest
 
 from neurontrace import _capture_script as script
+from neurontrace._capture_record import REDACTED, behaviour_env, rank_from_env, write_run_record
 from neurontrace._capture_schedule import STARTUP, STEADY, WHOLE_RUN, Schedule, Window, label
 from neurontrace.errors import InputNotFoundError, MissingDependencyError, TraceWarning, UsageError
-from neurontrace.run_record import (
-    REDACTED,
-    SCHEMA,
-    behaviour_env,
-    rank_from_env,
-    read_run_record,
-    write_run_record,
-)
+from neurontrace.run_record import SCHEMA, read_run_record
 
 # -- schedule ---------------------------------------------------------------------------------------
 
@@ -181,7 +175,7 @@ def test_capture_is_lazy_and_callable_without_importing_torch() -> None:
     code = ("import sys, neurontrace; c = neurontrace.capture; assert callable(c); "
             "assert neurontrace.capture.current().active is False; neurontrace.capture.step(); "
             "from neurontrace.capture import capture, current, Schedule; assert current() is c.current(); "
-            "import neurontrace.cli, neurontrace.record_cmd; assert 'torch' not in sys.modules, 'torch imported'")
+            "import neurontrace.cli, neurontrace.cli.record; assert 'torch' not in sys.modules, 'torch imported'")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == 0, res.stderr
 

@@ -524,7 +524,8 @@ def test_nanosecond_fractions_exact(corpus: Path, rel: str) -> None:
 
 # -- attribution on every file ---------------------------------------------------------------------
 
-COMPUTE_EXCLUDED = re.compile(r"^(nccl|rccl|hccl|c10d::)|ncclKernel|ncclDevKernel")
+# Kernels that are not compute: collectives, and MTIA's DMA requests and stream waits (mtia_ccp_events).
+COMPUTE_EXCLUDED = re.compile(r"^(nccl|rccl|hccl|c10d::)|ncclKernel|ncclDevKernel|^(dma_request|event_wait|event_record)$")
 
 
 def _merged_length(intervals: list[tuple[int, int]]) -> int:

@@ -16,22 +16,9 @@ from neurontrace.analysis.diagnose import diagnose
 from neurontrace.catalog import RunCatalog
 from tests.diff_pairs import write_pair
 
-# Until cli.commands() lists DiffCommand and RunsCommand, run them through the same cli.main with the
-# commands registered (the result is identical; only how the command table is built differs).
-_SHIM = ("import sys; from neurontrace import cli; from neurontrace.diff_cmd import DiffCommand, RunsCommand; "
-         "base = cli.commands; cli.commands = lambda: tuple(c for c in base() if c.name not in ('diff', 'runs')) "
-         "+ (DiffCommand(), RunsCommand()); sys.exit(cli.main(sys.argv[1:]))")
-
-
-def _wired() -> bool:
-    from neurontrace import cli, diff_cmd
-
-    kinds = {type(c) for c in cli.commands()}
-    return diff_cmd.DiffCommand in kinds and diff_cmd.RunsCommand in kinds
-
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    head = ["-m", "neurontrace"] if _wired() else ["-c", _SHIM]
+    head = ["-m", "neurontrace"]
     env = {**os.environ, "COLUMNS": "200"}  # a wide terminal: tables keep whole cells
     return subprocess.run([sys.executable, *head, *map(str, args)], capture_output=True, text=True, timeout=120,
                           check=False, env=env)
@@ -112,7 +99,7 @@ def test_diagnose_save_run(tmp_path: Path, pair: tuple[Path, Path]) -> None:
                               timeout=120, check=False)
 
     if "--save-run" not in neurontrace_cli("diagnose", "--help").stdout:
-        pytest.skip("`neurontrace diagnose` does not offer --save-run yet (cli.py calls add_save_run_arguments)")
+        pytest.skip("`neurontrace diagnose` does not offer --save-run yet (cli/diagnose.py calls add_save_run_arguments)")
     res = neurontrace_cli("diagnose", pair[0], "--json", "--save-run", tmp_path / "c", "--tag", "ci", "--model", "mlp")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["schema"] == "neurontrace.diagnose/1"  # stdout stays the JSON document

@@ -55,3 +55,37 @@ def test_diagnose_reports_waits_and_throttling() -> None:
     assert dev["engine_waits"]["waits_ns"]["collectives"] == 100
     assert "throttling" in {f["id"] for f in doc["findings"]}
     assert sum(dev["causes_ns"].values()) == 1000
+
+
+def test_overlapping_waits_are_a_union_per_engine_never_a_sum() -> None:
+    # evt_wait_time_ns overlaps across instructions (a real profile summed 390 ms of waits in a 105 ms
+    # window, formats/neuron.md addendum): three waits on the vector engine cover 100..300 once.
+    timeline = [
+        ("execution", "executions", "nc_exec_running", 0, 1000),
+        ("dma", "dma q0", "dma load", 0, 300),
+        ("sync_wait", "vector", "semaphore wait", 100, 200),
+        ("sync_wait", "vector", "semaphore wait", 150, 150),
+        ("sync_wait", "vector", "semaphore wait", 200, 100),
+        ("sync_wait", "scalar", "semaphore wait", 250, 50),  # another engine waits too: its own time
+    ]
+    result = engine_waits(_device(timeline), "neuron:nc0", None, (0, 1000))
+    assert result is not None
+    assert result["waits_ns"] == {"collectives": 0, "data_movement": 250, "compute_dependency": 0, "unknown": 0}
+    assert result["waits_by_engine_ns"] == {"vector": {"data_movement": 200}, "scalar": {"data_movement": 50}}
+    assert result["wait_wall_ns"] == 200 and result["wait_count"] == 4
+
+
+def test_one_wait_interval_is_charged_once_when_producers_differ() -> None:
+    # Two overlapping waits on one engine, released by a collective and by a DMA: the overlap goes to
+    # the collective (first in priority), the rest to data movement; never both.
+    timeline = [
+        ("execution", "executions", "nc_exec_running", 0, 1000),
+        ("collective", "cc stream 0", "all_reduce", 0, 400),
+        ("dma", "dma q0", "dma load", 0, 300),
+        ("sync_wait", "tensor", "semaphore wait", 200, 200),  # ends at 400: the collective
+        ("sync_wait", "tensor", "semaphore wait", 100, 200),  # ends at 300: the DMA
+    ]
+    result = engine_waits(_device(timeline), "neuron:nc0", None, (0, 1000))
+    assert result is not None
+    assert result["waits_ns"]["collectives"] == 200 and result["waits_ns"]["data_movement"] == 100
+    assert sum(result["waits_ns"].values()) == result["wait_wall_ns"] == 300

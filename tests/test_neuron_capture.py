@@ -1,6 +1,6 @@
 """TorchNeuron capture directories: framework trace + device profiles, one or many ranks, aligned.
 
-Captures are synthetic (``neurontrace.synthetic_neuron.write_capture``); decoding raw NTFFs uses the
+Captures are synthetic (``neurontrace.testing.synthetic_neuron.write_capture``); decoding raw NTFFs uses the
 ``neuron-explorer`` test double from ``test_neuron_ntff``.
 """
 
@@ -13,10 +13,10 @@ import pyarrow.compute as pc
 import pytest
 
 import neurontrace
-from neurontrace import synthetic_neuron as syn
 from neurontrace.errors import NeuronProfileWarning, NeuronToolMissingWarning
 from neurontrace.load import Probe
 from neurontrace.parsers import torchneuron_capture
+from neurontrace.testing import synthetic_neuron as syn
 from tests.micro import rows
 from tests.test_neuron_ntff import fake_tool
 
@@ -74,7 +74,7 @@ def test_without_neuron_explorer_the_framework_trace_loads_alone(tmp_path: Path,
     monkeypatch.delenv("NEURONTRACE_NEURON_EXPLORER", raising=False)
     monkeypatch.setattr(torchneuron_capture, "find_tool", lambda _: None)
     leaf = syn.write_capture(RANK0, tmp_path / "out", processed=False)
-    with pytest.warns(NeuronToolMissingWarning, match=r"(?s)not decoded .*neuron-explorer view -d .*--output-format parquet"):
+    with pytest.warns(NeuronToolMissingWarning, match=r"(?s)not decoded; .*neuron-explorer view -d .*--output-format parquet"):
         t = neurontrace.load(leaf)
     assert t.device_events.num_rows == 0 and t.system_events.num_rows == 7
     capture_acct = t.accounting[0]

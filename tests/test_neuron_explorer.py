@@ -1,7 +1,7 @@
 """Neuron Explorer Parquet directories: micro tables in, expected rows out; bad input, named errors.
 
 Inputs are hand-written tables (a few rows each) or synthetic profiles from
-``neurontrace.synthetic_neuron``; no real Neuron profile is public (DESIGN.md).
+``neurontrace.testing.synthetic_neuron``; no real Neuron profile is public (DESIGN.md).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 
 import neurontrace
 from neurontrace import Trace
-from neurontrace import synthetic_neuron as syn
 from neurontrace.errors import MalformedTraceError, NeuronProfileWarning, SchemaVersionWarning
 from neurontrace.parsers import _neuron_arrow, _neuron_device, _neuron_events, neuron_explorer
 from neurontrace.schema import DEVICE_EVENTS, DICT_STRING
+from neurontrace.testing import synthetic_neuron as syn
 from tests.micro import rows
 
 META = {"profile_schema_version": "7.4.0", "neuroncore_idx": 2, "first_ts": "1970-01-01 00:00:00+00:00"}
@@ -514,3 +514,32 @@ def test_one_dictionary_keeps_the_largest_chunk_and_shares_repeated_blocks() -> 
     # the constant's repeated block is rewritten once and shared, not once per chunk
     assert len({c.indices.buffers()[1].address for c in got.chunks[2:5]}) == 1
     assert _neuron_arrow.one_dictionary(out) is out
+
+
+def test_event_semaphore_instructions_are_waits_not_compute(tmp_path: Path) -> None:
+    # EVENT_SEMAPHORE* opcodes wait on a semaphore/event (formats/neuron.md §12): sync_wait, charged by
+    # analysis.engine_waits to what produced the signal, never counted as compute.
+    d = explorer(tmp_path, Metadata=[META], Instruction=[
+        instr(0, 100, 50, "Tensor", "MATMUL"),
+        instr(1, 150, 40, "Vector", "EVENT_SEMAPHORE"),
+        instr(2, 190, 5, "Vector", "EVENT_SEMAPHORE_WAIT"),
+        instr(3, 195, 10, "Vector", "TENSOR_TENSOR"),
+    ])
+    t = neurontrace.load(d)
+    assert rows(t, "device_events", "name", "category", "track") == [
+        ("MATMUL", "compute", "tensor"), ("EVENT_SEMAPHORE", "sync_wait", "vector"),
+        ("EVENT_SEMAPHORE_WAIT", "sync_wait", "vector"), ("TENSOR_TENSOR", "compute", "vector")]
+
+
+def test_an_execution_in_both_profiles_is_counted_once(tmp_path: Path) -> None:
+    # The shipped sample's 2 executions are each an ExecutionInfo row and an nc_exec_running row
+    # (SYNTHETIC.md says 2); counting rows gave 4 executions, steps out of order and half the time per step.
+    from neurontrace.analysis.diagnose import diagnose
+
+    sc = syn.Scenario(executions=2, jitter_ns=80)
+    t = neurontrace.load(syn.write_explorer(sc, tmp_path / "p"))
+    assert rows(t, "device_events", "category").count(("execution",)) == 4  # the rows are all kept
+    d = diagnose(t)
+    assert d.devices[0].window_source == "2 device executions"
+    steps = d.phases.steps
+    assert [s["step"] for s in steps] == [0, 1] and all(s["dur_ns"] >= sc.exec_len_ns for s in steps)

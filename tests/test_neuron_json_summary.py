@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 import neurontrace
-from neurontrace import synthetic_neuron as syn
 from neurontrace.errors import MalformedTraceError, NeuronProfileWarning
 from neurontrace.parsers import neuron_summary
+from neurontrace.testing import synthetic_neuron as syn
 from tests.micro import rows
 
 ID = "n_917c19d01695130056025ae3c98c9ff05b1bd1ee"

@@ -15,9 +15,9 @@ import pytest
 
 import neurontrace
 from neurontrace import errors
-from neurontrace import synthetic_neuron as syn
 from neurontrace.parsers import _neuron_tool, ntff
 from neurontrace.parsers._neuron_ntff import read_header
+from neurontrace.testing import synthetic_neuron as syn
 
 FAKE_TOOL = """#!{python}
 # TEST DOUBLE standing in for AWS neuron-explorer (not the real tool): it writes a synthetic
@@ -39,7 +39,7 @@ if mode == "hang":
     time.sleep(120)
 if mode == "empty":
     sys.exit(0)
-from neurontrace import synthetic_neuron as syn
+from neurontrace.testing import synthetic_neuron as syn
 syn.write_explorer(syn.Scenario(name="decoded"), out)
 print("INFO wrote", out)
 """
@@ -120,21 +120,94 @@ def test_hash_mismatch_is_a_named_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("neff_name", "rule"), [("synthetic_mlp.neff", "NEFF name recorded in the NTFF"),
-                                                 ("file.neff", "file.neff beside the NTFF")])
-def test_neff_found_by_recorded_name_or_file_neff(tmp_path: Path, neff_name: str, rule: str) -> None:
+                                                 ("file.neff", "the only NEFF in the folder")])
+def test_neff_found_by_recorded_name_or_as_the_only_one(tmp_path: Path, neff_name: str, rule: str) -> None:
     p = capture(tmp_path, neff_name=neff_name)
     neff, found_by = ntff.find_neff(p, read_header(p), None)
     assert (neff.name, found_by) == (neff_name, rule)
 
 
-def test_missing_neff_is_a_named_error_with_what_to_do(tmp_path: Path) -> None:
-    p = capture(tmp_path, neff_name=None)
+# Each pairing rule on a micro-capture named as the real conventions name it (neuron.md §1.2, §1.3, addendum):
+# (NTFF name, NEFF files in the folder, the NEFF name recorded in the NTFF, expected NEFF, expected rule).
+PAIRINGS = [
+    # 5 of 8 observed CLI captures: same stem, the NTFF records file.neff, several pairs in one folder.
+    ("stream_256k_fd1k.ntff", ["stream_256k_fd1k.neff", "transpose_1024.neff"], "file.neff",
+     "stream_256k_fd1k.neff", "same stem as the NTFF"),
+    ("profile_exec_3.ntff", ["profile.neff", "other.neff"], "file.neff", "profile.neff", "same stem as the NTFF"),
+    ("profile_rank_1.ntff", ["profile.neff", "other.neff"], "file.neff", "profile.neff", "same stem as the NTFF"),
+    # A same-stem NEFF wins over the recorded name (which names the NEFF before the harness renamed it).
+    ("transpose_1024.ntff", ["transpose_1024.neff", "file.neff"], "file.neff", "transpose_1024.neff",
+     "same stem as the NTFF"),
+    ("395760075800974_instid_0_vnc_1.ntff", ["neff_395760075800974_vnc_0.neff", "neff_395760075800974_vnc_1.neff"],
+     "file.neff", "neff_395760075800974_vnc_1.neff", "same numeric hash as the NTFF name"),
+    ("14382885777943380728_instid_0_vnc_5.ntff", ["neff_14382885777943380728.neff"], "file.neff",
+     "neff_14382885777943380728.neff", "same numeric hash as the NTFF name"),
+    ("run.ntff", ["graph.neff", "model.neff"], "model.neff", "model.neff", "NEFF name recorded in the NTFF"),
+    ("run.ntff", ["compiled.neff"], "file.neff", "compiled.neff", "the only NEFF in the folder"),
+]
+
+
+@pytest.mark.parametrize(("ntff_name", "neffs", "recorded", "expected", "rule"), PAIRINGS)
+def test_every_pairing_convention_in_order(tmp_path: Path, ntff_name: str, neffs: list[str], recorded: str,
+                                           expected: str, rule: str) -> None:
+    d = tmp_path / "cap"
+    d.mkdir()
+    p = syn.write_ntff(syn.Scenario(), d / ntff_name, neff_name=recorded)
+    for name in neffs:
+        syn.write_neff(syn.Scenario(), d / name)
+    neff, found_by = ntff.find_neff(p, read_header(p), None)
+    assert (neff.name, found_by) == (expected, rule)
+    assert ntff.find_neff(p, read_header(p), d / neffs[-1])[1] == "given explicitly"  # --neff wins over all
+
+
+def test_a_miss_lists_every_rule_tried(tmp_path: Path) -> None:
+    d = tmp_path / "cap"
+    d.mkdir()
+    p = syn.write_ntff(syn.Scenario(), d / "stream_exec_2.ntff", neff_name="file.neff")
     for name in ("a.neff", "b.neff"):
-        (p.parent / name).write_bytes(b"x")
-    with pytest.raises(errors.NeffNotFoundError, match=r"cannot find the NEFF .*NTFF version 5.*a\.neff, b\.neff.*--neff"):
+        syn.write_neff(syn.Scenario(), d / name)
+    with pytest.raises(errors.NeffNotFoundError) as info:
+        ntff.find_neff(p, read_header(p), None)
+    msg = str(info.value)
+    for part in ("same stem: stream_exec_2.neff", "same stem: stream.neff", "recorded in the NTFF: file.neff",
+                 "the only NEFF in the folder", "NEFFs in the folder: a.neff, b.neff", "--neff"):
+        assert part in msg
+
+
+@pytest.mark.usefixtures("no_tool")
+def test_a_session_ntff_says_to_decode_its_folder(tmp_path: Path) -> None:
+    d = tmp_path / "20251218T153556"
+    d.mkdir()
+    p = syn.write_ntff(syn.Scenario(), d / "profile_nc_0_session_0.ntff")
+    for name in ("neff_1_vnc_0.neff", "neff_2_vnc_0.neff"):
+        syn.write_neff(syn.Scenario(), d / name)
+    with pytest.raises(errors.NeuronToolMissingError) as info:
         ntff.parse(p)
-    with pytest.raises(errors.NeffNotFoundError, match="no such NEFF"):
-        ntff.parse(p, neff=tmp_path / "missing.neff")
+    assert "session NTFF" in str(info.value) and f"neuron-explorer view -d {d} " in str(info.value)
+    with pytest.raises(errors.NeffNotFoundError, match="pairs with no single NEFF"):
+        ntff.find_neff(p, read_header(p), None)
+
+
+def test_a_session_ntff_is_decoded_with_its_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = fake_tool(tmp_path, monkeypatch)
+    d = tmp_path / "20251218T153556"
+    d.mkdir()
+    p = syn.write_ntff(syn.Scenario(), d / "profile_nc_0_session_0.ntff")
+    syn.write_neff(syn.Scenario(), d / "neff_1_vnc_0.neff")
+    t = ntff.parse(p)
+    assert t.device_events.num_rows > 0
+    assert log.read_text().split()[:3] == ["view", "-d", str(d)]
+
+
+@pytest.mark.parametrize("version", [8, 129])
+def test_an_ntff_version_above_7_is_refused_before_decoding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            version: int) -> None:
+    log = fake_tool(tmp_path, monkeypatch)
+    p = syn.write_ntff(syn.Scenario(), tmp_path / "inspect.ntff", version=version)
+    syn.write_neff(syn.Scenario(), tmp_path / "inspect.neff")
+    with pytest.raises(errors.NtffVersionError, match=rf"NTFF format version {version}; .*versions 1-7") as info:
+        neurontrace.load(p)
+    assert info.value.exit_code == errors.EXIT_UNKNOWN_FORMAT and not log.exists()
 
 
 @pytest.mark.usefixtures("no_tool")

@@ -26,21 +26,21 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import names
 from neurontrace.analysis._columns import flat, isin, keep, matches, select
-from neurontrace.analysis.engine_waits import engine_waits
+from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
+from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
 
-CAUSES = ("compute", "collectives", "data_movement", "host_fallback", "host_overhead", "idle")
 DEVICE_WORK = {"compute": "compute", "collective": "collectives", "memcpy": "data_movement",
                "memset": "data_movement", "dma": "data_movement"}
 HOST_WORK = ("framework_op", "runtime", "driver", "compile", "load", "python", "transfer")
-HOST_DETAIL_ORDER = ("compile", "load", "sync", "input_pipeline", "launch", "runtime", "dispatch", "python")
+HOST_DETAIL_ORDER = ("compile", "load", "startup", "sync", "input_pipeline", "launch", "runtime", "dispatch", "python")
 DATA_DETAIL_ORDER = ("h2d", "d2h", "d2d", "p2p", "h2h", "dma_weights", "dma_io", "spill", "memset", "other")
 CPU_DEVICE = "cpu"
-# NeuronCore engine tracks (the parsers' names and the hardware's: PE array, ACT, POOL, DVE, SP).
-NEURON_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "pe", "act", "pool", "dve", "sp", "engine")
 LINK_SAMPLE = 4096  # correlation ids sampled to find the processes driving a device
 MAX_GAPS_PER_STALL = 20  # how many compute gaps per requested stall the stall search examines at most
+
+TOP_STALLS = 10  # the longest stalls each device reports unless asked for another number
 
 
 @dataclass
@@ -66,7 +66,16 @@ class DeviceAttribution:
     causes_ns: dict[str, int]
     detail_ns: dict[str, int]
     top_stalls: list[Stall] = field(default_factory=list)
-    engine_waits: dict[str, Any] | None = None  # Neuron devices: see analysis/engine_waits.py
+    window_rule: str = ""  # which rule chose the window (Window.rule)
+    window_steps: int = 0  # profiled steps the window covers (0: not a step rule)
+    device_lag_ns: tuple[int, int] | None = None  # launched_in_steps: device start/end minus the steps'
+    sections: dict[str, Any] = field(default_factory=dict)  # device sections (analysis/contract.py), by key
+
+    @property
+    def engine_waits(self) -> dict[str, Any] | None:
+        """Neuron devices: waits by producer (analysis/engine_waits.py); None elsewhere."""
+        value = self.sections.get("engine_waits")
+        return value if isinstance(value, dict) else None
 
     @property
     def window_ns(self) -> int:
@@ -101,11 +110,17 @@ def attribute(
     *,
     window: tuple[int, int] | None = None,
     fallback_event_ids: np.ndarray | None = None,
-    top: int = 10,
+    top: int = TOP_STALLS,
 ) -> list[DeviceAttribution]:
-    """Attribution for every device of ``trace`` (or the host CPU when it has no device activity)."""
+    """Attribution for every device of ``trace`` (or the host CPU when it has no device activity).
+
+    A trace without events (a Neuron summary, a capture whose profiles were not decoded) has nothing
+    to attribute: no device, rather than an empty ``cpu`` window.
+    """
     dev = trace.device_events
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
+    if dev.num_rows == 0 and trace.system_events.num_rows == 0:
+        return []
     if dev.num_rows == 0:
         ranks = sorted(pc.unique(trace.system_events["rank"]).to_pylist(), key=lambda r: (r is not None, r or 0))
         return [_attribute_cpu(trace, r, window, fallback, top) for r in ranks or [None]]
@@ -117,31 +132,46 @@ def attribute(
 
 def _attribute_device(trace: Trace, device: str, rank: int | None, window: tuple[int, int] | None,
                       fallback: np.ndarray, top: int) -> DeviceAttribution:
-    dev = select(trace.device_events, "device", device)
-    same_rank = pc.is_null(dev["rank"]) if rank is None else pc.fill_null(pc.equal(dev["rank"], rank), False)
-    dev = keep(dev, same_rank.to_numpy(zero_copy_only=False))  # one rank (the usual case): no copy
+    dev = device_rows(trace, device, rank)
     host = driving_host_events(trace, dev)
-    win, source = (window, "--window") if window else default_window(host, dev)
+    win = Window(window, "option", "--window") if window else choose_window(trace, host, dev)
     labels = _device_labels(dev) + _host_labels(host, fallback)
-    return _finish(trace, device, rank, win, source, labels, top)
+    return _finish(trace, device, rank, win, labels, top)
+
+
+def device_rows(trace: Trace, device: str, rank: int | None) -> pa.Table:
+    """The events of one attributed device: that device, of that rank (null rank: rank-less events)."""
+    return _of_rank(select(trace.device_events, "device", device), rank)
 
 
 def _attribute_cpu(trace: Trace, rank: int | None, window: tuple[int, int] | None, fallback: np.ndarray,
                    top: int) -> DeviceAttribution:
     """No accelerator in the trace: each rank's CPU is the device, framework ops are its compute."""
-    host = trace.system_events
-    host = host.filter(pc.is_null(host["rank"]) if rank is None else pc.fill_null(pc.equal(host["rank"], rank),
-                                                                                   False))
+    host = _of_rank(trace.system_events, rank)
     ops = select(host, "category", "framework_op")
-    win, source = (window, "--window") if window else default_window(host, ops)
+    win = Window(window, "option", "--window") if window else choose_window(trace, host, ops)
+    return _finish(trace, CPU_DEVICE, rank, win, _cpu_labels(host, ops, fallback), top)
+
+
+def _cpu_labels(host: pa.Table, ops: pa.Table, fallback: np.ndarray) -> list[_Label]:
     s, e = _spans(ops)
     labels = [_Label("compute", "cpu_ops", s, e, ops, np.arange(ops.num_rows))]
-    labels += _host_labels(host, fallback)
-    return _finish(trace, CPU_DEVICE, rank, win, source, labels, top)
+    # CPU collectives (gloo:all_reduce ...) are the CPU device's communication, on whichever thread.
+    coll = keep(host, matches(host["name"], names.HOST_COLLECTIVE))
+    labels += _labels(coll, [coll["name"]], lambda n: ("collectives", names.collective_op(n or "")),
+                      np.ones(coll.num_rows, dtype=bool))
+    return labels + _host_labels(host, fallback)
 
 
-def _finish(trace: Trace, device: str, rank: int | None, win: tuple[int, int], source: str,
-            labels: list[_Label], top: int) -> DeviceAttribution:
+def _of_rank(table: pa.Table, rank: int | None) -> pa.Table:
+    """Rows of ``rank`` (rows without a rank when ``rank`` is None); one rank (the usual case): no copy."""
+    mask = pc.is_null(table["rank"]) if rank is None else pc.fill_null(pc.equal(table["rank"], rank), False)
+    return keep(table, mask.to_numpy(zero_copy_only=False))
+
+
+def _finish(trace: Trace, device: str, rank: int | None, window: Window, labels: list[_Label],
+            top: int) -> DeviceAttribution:
+    win = window.span
     labels = _ordered(labels)
     owned, unexplained, unions = layered(win, [(lb.starts, lb.ends) for lb in labels])
     causes = dict.fromkeys(CAUSES, 0)
@@ -154,9 +184,9 @@ def _finish(trace: Trace, device: str, rank: int | None, win: tuple[int, int], s
     causes["idle"] = unexplained
     if unexplained:
         detail["idle.unexplained"] = unexplained
-    out = DeviceAttribution(device, rank, win, source, causes, detail)
+    out = DeviceAttribution(device, rank, win, window.source, causes, detail, window_rule=window.rule,
+                            window_steps=window.steps, device_lag_ns=window.lag_ns)
     out.top_stalls = _top_stalls(trace, win, labels, unions, top)
-    out.engine_waits = engine_waits(trace, device, rank, win)
     out.check()
     return out
 
@@ -169,34 +199,124 @@ def _ordered(labels: list[_Label]) -> list[_Label]:
     return sorted((lb for lb in labels if len(lb.starts)), key=key)
 
 
+@dataclass
+class CauseIntervals:
+    """Where each cause held on one device: the window cut into maximal runs of one ``cause.detail``.
+
+    The runs are sorted, disjoint and cover the window exactly; per cause they add up to the totals
+    :func:`attribute` reports for the same device, window and fallback events (tested on every sample).
+    """
+
+    device: str
+    rank: int | None
+    window: tuple[int, int]  # absolute ns
+    starts: np.ndarray  # int64 absolute ns
+    ends: np.ndarray
+    cause: np.ndarray  # int16 index into CAUSES
+    detail: np.ndarray  # int16 index into details
+    details: list[str]  # "cause.detail"
+    _by_cause: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+
+    def total_ns(self) -> dict[str, int]:
+        per = np.zeros(len(CAUSES), dtype=np.int64)
+        np.add.at(per, self.cause.astype(np.int64), self.ends - self.starts)  # exact integer sums
+        return {c: int(v) for c, v in zip(CAUSES, per.tolist(), strict=True)}
+
+    def of_cause(self, cause: str) -> tuple[np.ndarray, np.ndarray]:
+        """The runs of one cause (sorted, disjoint); computed once per cause."""
+        if cause not in self._by_cause:
+            mine = self.cause == CAUSES.index(cause)
+            self._by_cause[cause] = (self.starts[mine], self.ends[mine])
+        return self._by_cause[cause]
+
+
+def cause_intervals(trace: Trace, device: str, rank: int | None, window: tuple[int, int], *,
+                    fallback_event_ids: np.ndarray | None = None) -> CauseIntervals:
+    """The runs of every cause over ``window`` for ``device`` of ``rank``, from the same labels and
+    priority order as :func:`attribute` (``"cpu"`` for a trace analysed with the host as the device).
+
+    Pass the window and fallback events of a :class:`DeviceAttribution` (``diagnose`` reports both) to
+    get exactly its totals back, cut in time.
+    """
+    fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
+    if device == CPU_DEVICE and not select(trace.device_events, "device", device).num_rows:
+        host = _of_rank(trace.system_events, rank)
+        labels = _cpu_labels(host, select(host, "category", "framework_op"), fallback)
+    else:
+        dev = _of_rank(select(trace.device_events, "device", device), rank)
+        labels = _device_labels(dev) + _host_labels(driving_host_events(trace, dev), fallback)
+    labels = _ordered(labels)
+    starts, ends, label = sweep(window, [(lb.starts, lb.ends) for lb in labels]).runs()
+    details = [f"{lb.cause}.{lb.detail}" for lb in labels] + ["idle.unexplained"]
+    label = np.where(label == NONE, len(labels), label)
+    cause_of_label = np.array([CAUSES.index(lb.cause) for lb in labels] + [CAUSES.index("idle")], dtype=np.int16)
+    # Neighbouring runs of different labels but the same detail text (two labels can share one) merge.
+    names_ = list(dict.fromkeys(details))
+    detail_of_label = np.array([names_.index(d) for d in details], dtype=np.int16)
+    det = detail_of_label[label]
+    if len(det):
+        first = np.flatnonzero(np.r_[True, det[1:] != det[:-1]])
+        last = np.r_[first[1:], len(det)] - 1
+        starts, ends, label = starts[first], ends[last], label[first]
+    return CauseIntervals(device, rank, window, starts.astype(np.int64), ends.astype(np.int64),
+                          cause_of_label[label], detail_of_label[label], names_)
+
+
 # -- what is device work -------------------------------------------------------------------------
+
+
+def device_categories(dev: pa.Table) -> np.ndarray:
+    """Per device event, the category it counts as (:func:`names.device_category`: the parser's, unless
+    its name says it is a collective, a copy or a wait), computed once per distinct (category, name)."""
+    codes, keys = _per_distinct([dev["category"], dev["name"]],
+                                lambda c, n: names.device_category(c or "", n or ""))
+    return np.asarray(keys, dtype=object)[codes] if len(keys) else np.zeros(dev.num_rows, dtype=object)
 
 
 def _device_labels(dev: pa.Table) -> list[_Label]:
     cat = dev["category"]
-    work = isin(cat, DEVICE_WORK)
-    coll = _collective_names(dev)
-    columns = [cat, dev["name"], dev["direction"], dev["track"], coll]
-    return _labels(dev, columns, lambda c, *rest: (DEVICE_WORK.get(c, ""), _device_detail(c, *rest)), work)
+    effective = device_categories(dev)
+    work = np.isin(effective, list(DEVICE_WORK))
+    coll = _collective_names(dev, effective == "collective")
+    direction = _directions(dev, effective == "dma")
+    columns = [cat, dev["name"], direction, dev["track"], coll]
+    return _labels(dev, columns, _device_cause, work)
+
+
+def _device_cause(cat: str, name: str, direction: str | None, track: str | None,
+                  coll: str | None) -> tuple[str, str]:
+    effective = names.device_category(cat or "", name or "")
+    return DEVICE_WORK.get(effective, ""), _device_detail(effective, name or "", direction, track, coll)
 
 
 def _device_detail(cat: str, name: str, direction: str | None, track: str | None, coll: str | None) -> str:
     if cat == "compute":
-        if track and str(track).lower().startswith(NEURON_ENGINES):
+        if track and str(track).lower().startswith(names.NEURON_ENGINES):
             return str(track).split()[0].lower()  # Neuron: one detail per engine
         return names.kernel_class(name)
     if cat == "collective":
         return names.collective_op(name, coll)
     if cat == "memset":
         return "memset"
-    if cat == "memcpy":
+    if cat == "memcpy" or direction:
         return direction or "other"
-    text = f"{name} {track}".lower()  # Neuron DMA: spill reloads, weight loads, activations/IO
-    if "spill" in text:
-        return "spill"
-    if "weight" in text:
-        return "dma_weights"
-    return "dma_io"
+    # Neuron DMA queues: spill reloads, weight loads, else activations/IO
+    return names.classify(f"{name} {track}", names.NEURON_DMA_KINDS, "dma_io")
+
+
+def _directions(dev: pa.Table, rows_mask: np.ndarray) -> pa.Array:
+    """The direction column, completed for copies whose direction is only in their args (MTIA DMA)."""
+    direction = flat(dev["direction"])
+    missing = rows_mask & ~direction.is_valid().to_numpy(zero_copy_only=False)
+    if not missing.any():
+        return direction
+    rows = np.flatnonzero(missing)
+    args = pc.fill_null(dev["args"].take(pa.array(rows)), "").to_pylist()
+    filled = direction.cast(pa.string()).to_pylist()
+    for r, a in zip(rows.tolist(), args, strict=True):  # the copies without a direction only
+        m = names.DIRECTION.search(a)
+        filled[r] = names.DIRECTION_WORDS[m.group(1)] if m else None
+    return pa.array(filled, pa.string()).dictionary_encode()
 
 
 def _labels(table: pa.Table, columns: list[Any], fn: Any, mask: np.ndarray) -> list[_Label]:
@@ -264,6 +384,12 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
     rank = _first(dev["rank"])
     if rank is not None:  # correlation ids repeat across ranks: look only at this rank's host events
         host = keep(host, pc.fill_null(pc.equal(host["rank"], rank), False).to_numpy(zero_copy_only=False))
+    src = launch_sources(trace, dev)  # launch flows name their host end exactly (no id collisions)
+    if len(src):
+        linked = host.filter(pa.array(np.isin(host["event_id"].to_numpy(), src)))
+        pids = [p for p in pc.unique(linked["pid"].cast(pa.string())).to_pylist() if p is not None]
+        if pids:
+            return keep(host, isin(host["pid"], pids))
     corr = dev["correlation"].drop_null()
     if len(corr) > LINK_SAMPLE:  # a few thousand links name the driving processes as well as all do
         corr = corr.take(pa.array(np.linspace(0, len(corr) - 1, LINK_SAMPLE).astype(np.int64)))
@@ -284,38 +410,121 @@ def _host_labels(host: pa.Table, fallback: np.ndarray) -> list[_Label]:
     # Data-loader ranges are annotations, but what they mark is host work: the input pipeline.
     pipeline_np = isin(cat, ["annotation"]) & matches(name, names.INPUT_PIPELINE)
     start, end = _spans(host)
+    # Runtime/driver calls longer than names.STARTUP_CALL_NS are start-up unless they synchronize.
+    long_call = isin(cat, ["runtime", "driver"]) & (end - start > names.STARTUP_CALL_NS)
+    long_col = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(long_call), np.int32), mask=~long_call),
+                                              pa.array(["long"]))
     labels = [_Label("host_fallback", "ops", start[is_fallback], end[is_fallback], host,
                      np.flatnonzero(is_fallback))]
-    return labels + _labels(host, [cat, name], lambda c, n: ("host_overhead", _host_detail(c, n)),
+    return labels + _labels(host, [cat, name, long_col],
+                            lambda c, n, long: ("host_overhead", _host_detail(c, n, long is not None)),
                             (work | pipeline_np) & ~is_fallback)
 
 
-def _host_detail(category: str | None, name: str | None) -> str:
+def _host_detail(category: str | None, name: str | None, long_call: bool = False) -> str:
     if category == "annotation":
         return "input_pipeline"
-    return names.host_detail(name or "", category or "")
+    detail = names.host_detail(name or "", category or "")
+    return "startup" if long_call and detail in ("launch", "runtime") else detail
 
 
 # -- windows -------------------------------------------------------------------------------------
 
 
-def default_window(host: pa.Table, dev: pa.Table) -> tuple[tuple[int, int], str]:
-    """The profiled steps (ProfilerStep#N, Neuron executions); else first to last device activity."""
+@dataclass
+class Window:
+    """The analysis window of one device and the rule that chose it (docs/diagnose.md, "Window")."""
+
+    span: tuple[int, int]
+    rule: str  # option | launched_in_steps | steps | executions | activity | empty
+    source: str  # the rule in words, for the report
+    lag_ns: tuple[int, int] | None = None  # (first launched device start - steps start, last end - steps end)
+    steps: int = 0  # profiled steps the window covers (the step rules)
+
+
+def launch_sources(trace: Trace, dev: pa.Table) -> np.ndarray:
+    """Host event ids of the launch flows that end on an event of ``dev`` (empty without flows)."""
+    flows = trace.flows
+    if flows.num_rows == 0:
+        return np.zeros(0, dtype=np.int64)
+    launch = select(flows, "kind", "launch")
+    dst = launch["dst_event_id"].fill_null(-1).to_numpy()
+    hit = np.isin(dst, dev["event_id"].to_numpy())
+    return np.asarray(launch["src_event_id"].fill_null(-1).to_numpy()[hit], dtype=np.int64)
+
+
+def _launched_rows(trace: Trace, host: pa.Table, dev: pa.Table, lo: int, hi: int) -> np.ndarray:
+    """Rows of ``dev`` (device work) launched by a host event that started inside [lo, hi), plus device
+    work with no link at all that overlaps [lo, hi) (excerpts and traces that lost their links). Work
+    whose launch flow has no host end was launched before the recording began: it is not the steps'.
+
+    Linked by launch flows (exact event ids), else by correlation id within the rank (the host
+    events given are one rank's: ids repeat across ranks).
+    """
+    hs = host["ts_ns"].to_numpy()
+    in_steps = (hs >= lo) & (hs < hi)
+    host_ids = host["event_id"].to_numpy()
+    dev_ids = dev["event_id"].to_numpy()
+    work = np.isin(device_categories(dev), list(DEVICE_WORK))
+    flows = select(trace.flows, "kind", "launch") if trace.flows.num_rows else trace.flows
+    src = flows["src_event_id"].fill_null(-1).to_numpy()
+    dst = flows["dst_event_id"].fill_null(-1).to_numpy()
+    hcorr = pc.fill_null(host["correlation"], -1).to_numpy()
+    dcorr = pc.fill_null(dev["correlation"], -1).to_numpy()
+    by_flow = np.isin(dev_ids, dst)  # any launch flow, its host end recorded or not
+    by_corr = (dcorr >= 0) & np.isin(dcorr, hcorr[hcorr >= 0])
+    launched = np.isin(dev_ids, dst[np.isin(src, host_ids[in_steps])])
+    launched |= ~by_flow & (dcorr >= 0) & np.isin(dcorr, hcorr[in_steps & (hcorr >= 0)])
+    ds, de = _spans(dev)
+    unlinked = ~by_flow & ~by_corr & (ds < hi) & (de > lo)
+    if not (launched & work).any():
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero((launched | unlinked) & work)
+
+
+def choose_window(trace: Trace, host: pa.Table, dev: pa.Table) -> Window:
+    """The default window of one device, first rule that applies:
+
+    1. ``launched_in_steps``: when the device work launched inside the profiled steps (ProfilerStep#N
+       of the driving process, largest back-to-back run; linked by launch flows or correlation ids)
+       runs past the steps' end, the device lags the host (deep launch queues): the window is the
+       span of that work, not the host's step boundaries.
+    2. ``steps``: the profiled steps themselves (the device kept up, or no device work links to them).
+    With step rules the lag (device work start/end minus the steps' start/end) is reported.
+    3. ``executions``: Neuron device executions.
+    4. ``activity``: first to last activity of the device and of the host work that drove it.
+    """
     steps = select(host, "category", "step")
     if steps.num_rows:
         s, e = _spans(steps)
         lo, hi, n = _step_cluster(s, e)
         more = "" if n == steps.num_rows else f" of {steps.num_rows}, the largest contiguous run"
-        return (lo, hi), f"{n} profiled steps{more}"
-    execs = select(dev, "category", "execution")
+        rows = _launched_rows(trace, host, dev, lo, hi) if dev.num_rows else np.zeros(0, dtype=np.int64)
+        if len(rows):
+            ds, de = _spans(dev)
+            dlo, dhi = int(ds[rows].min()), int(de[rows].max())
+            lag = (dlo - lo, dhi - hi)
+            if dhi > hi:  # the device lags: the steps' work runs past the steps
+                return Window((dlo, dhi), "launched_in_steps",
+                              f"device work launched in {n} profiled steps{more}", lag, n)
+            return Window((lo, hi), "steps", f"{n} profiled steps{more}", lag, n)
+        return Window((lo, hi), "steps", f"{n} profiled steps{more}", steps=n)
+    execs = device_executions(dev)  # each execution once (ExecutionInfo and nc_exec_running are one run)
     if execs.num_rows:
         s, e = _spans(execs)
-        return (int(s.min()), int(e.max())), f"{execs.num_rows} device executions"
-    busy = dev if dev.num_rows else host
-    if busy.num_rows == 0:
-        return (0, 0), "empty trace"
-    s, e = _spans(busy)
-    return (int(s.min()), int(e.max())), "first to last activity"
+        return Window((int(s.min()), int(e.max())), "executions", f"{execs.num_rows} device executions")
+    work = keep(host, isin(host["category"], HOST_WORK)) if host.num_rows else host
+    spans = [_spans(t) for t in (dev, work) if t.num_rows]
+    if not spans:
+        return Window((0, 0), "empty", "empty trace")
+    return Window((min(int(a.min()) for a, _ in spans), max(int(b.max()) for _, b in spans)), "activity",
+                  "first to last activity")
+
+
+def default_window(host: pa.Table, dev: pa.Table) -> tuple[tuple[int, int], str]:
+    """The default window without link information (the steps, executions or activity rules)."""
+    w = choose_window(Trace(), host, dev)
+    return w.span, w.source
 
 
 def _step_cluster(starts: np.ndarray, ends: np.ndarray) -> tuple[int, int, int]:
@@ -482,10 +691,10 @@ def _first(col: pa.ChunkedArray) -> int | None:
     return int(vals[0].as_py()) if len(vals) else None
 
 
-def _collective_names(dev: pa.Table) -> pa.Array:
+def _collective_names(dev: pa.Table, collective: np.ndarray) -> pa.Array:
     """The ``Collective name`` arg Kineto copies onto collective kernels (null elsewhere), vectorized
     over the collective rows only, and dictionary encoded as every string column of the Trace is."""
-    rows = np.flatnonzero(isin(dev["category"], ["collective"]))
+    rows = np.flatnonzero(collective)
     if not len(rows):
         return pa.nulls(dev.num_rows, pa.string())
     args = pc.fill_null(dev["args"].take(pa.array(rows)), "")

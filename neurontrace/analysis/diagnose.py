@@ -1,14 +1,15 @@
-"""`diagnose`: attribution, fallback, phases and findings for one trace, as one versioned result.
+"""`diagnose`: the core attribution plus every registered analysis, for one trace, as one versioned result.
 
-The JSON form (``Diagnosis.as_dict``) is the documented ``neurontrace.diagnose/1`` schema
-(docs/diagnose.md). Times are integers in nanoseconds on the trace's own clock.
+The core is the per-device attribution and the host-fallback ops it charges; sections and finding
+families plug in through the contract in :mod:`neurontrace.analysis.contract`, listed in
+:mod:`neurontrace.analysis.registry`. The JSON form (``Diagnosis.as_dict``) is the documented
+``neurontrace.diagnose/1`` schema (docs/diagnose.md). Times are integers in nanoseconds on the
+trace's own clock.
 """
 
 from __future__ import annotations
 
-import json
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,11 +17,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis import findings as rules
-from neurontrace.analysis._columns import select
-from neurontrace.analysis.attribution import DeviceAttribution, attribute, frame_sources
+from neurontrace.analysis import registry
+from neurontrace.analysis.attribution import TOP_STALLS, DeviceAttribution, Stall, attribute, frame_sources
+from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
 from neurontrace.analysis.fallback import FallbackOp, find_fallback
-from neurontrace.analysis.phases import Phases, phases
+from neurontrace.analysis.findings import worst
+from neurontrace.analysis.phases import Phases
 from neurontrace.trace import Trace
 
 SCHEMA = "neurontrace.diagnose/1"
@@ -31,32 +33,71 @@ class Diagnosis:
     inputs: list[dict[str, Any]]
     devices: list[DeviceAttribution]
     fallback_ops: list[FallbackOp]
-    phases: Phases
-    findings: list[rules.Finding]
-    cross_rank: dict[str, Any] = field(default_factory=dict)
+    findings: list[Finding]
+    sections: dict[str, Any] = field(default_factory=dict)  # registered sections (analysis/registry.py), by key
     synthetic: bool = False
 
     @property
+    def phases(self) -> Phases:
+        value: Phases = self.sections["phases"]
+        return value
+
+    @property
+    def cross_rank(self) -> dict[str, Any]:
+        value = self.sections.get("cross_rank")
+        return {} if value is None else dict(value.as_dict())
+
+    @property
     def worst_severity(self) -> str | None:
-        return rules.worst(self.findings)
+        return worst(self.findings)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "schema": SCHEMA,
             "synthetic": self.synthetic,
             "inputs": self.inputs,
-            "devices": [
-                {"device": d.device, "rank": d.rank, "window": {"start_ns": d.window[0], "end_ns": d.window[1]},
-                 "window_source": d.window_source, "causes_ns": d.causes_ns, "detail_ns": d.detail_ns,
-                 "top_stalls": [s.as_dict() for s in d.top_stalls],
-                 **({"engine_waits": d.engine_waits} if d.engine_waits is not None else {})}
-                for d in self.devices
-            ],
+            "devices": [_device_dict(d) for d in self.devices],
             "fallback_ops": [op.as_dict() for op in self.fallback_ops],
-            "phases": self.phases.as_dict(),
-            "findings": [f.as_dict() for f in self.findings],
-            "cross_rank": self.cross_rank,
         }
+        for s in registry.SECTIONS:
+            if s.key in self.sections:
+                out[s.key] = s.to_json(self.sections[s.key])
+        out["findings"] = [f.as_dict() for f in self.findings]
+        return out
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Diagnosis:
+        """The inverse of ``as_dict`` (a stored run shown again). Sections absent from ``doc`` stay absent."""
+        devices = []
+        for d in doc["devices"]:
+            dev = DeviceAttribution(
+                d["device"], d.get("rank"), (int(d["window"]["start_ns"]), int(d["window"]["end_ns"])),
+                d["window_source"], dict(d["causes_ns"]), dict(d["detail_ns"]),
+                [Stall(s["cause"], s["detail"], s["start_ns"], s["dur_ns"], list(s["evidence"]), s.get("source"))
+                 for s in d.get("top_stalls") or []],
+                window_rule=str(d.get("window_rule") or ""), window_steps=int(d.get("window_steps") or 0),
+                device_lag_ns=(int(lag["start"]), int(lag["end"])) if (lag := d.get("device_lag_ns")) else None)
+            dev.sections = {s.key: s.from_json(d[s.key]) for s in registry.DEVICE_SECTIONS if d.get(s.key) is not None}
+            devices.append(dev)
+        fallback = [FallbackOp(op["name"], op["calls"], op["host_ns"], op["device_idle_ns"], op["found_by"],
+                               op.get("source"), []) for op in doc.get("fallback_ops") or []]
+        sections = {s.key: s.from_json(doc[s.key]) for s in registry.SECTIONS if doc.get(s.key) is not None}
+        return cls(inputs=list(doc.get("inputs") or []), devices=devices, fallback_ops=fallback,
+                   findings=[Finding.from_dict(f) for f in doc.get("findings") or []], sections=sections,
+                   synthetic=bool(doc.get("synthetic")))
+
+
+def _device_dict(d: DeviceAttribution) -> dict[str, Any]:
+    out = {"device": d.device, "rank": d.rank, "window": {"start_ns": d.window[0], "end_ns": d.window[1]},
+           "window_source": d.window_source, "window_rule": d.window_rule, "window_steps": d.window_steps,
+           "device_lag_ns": None if d.device_lag_ns is None else
+           {"start": d.device_lag_ns[0], "end": d.device_lag_ns[1]},
+           "causes_ns": d.causes_ns, "detail_ns": d.detail_ns,
+           "top_stalls": [s.as_dict() for s in d.top_stalls]}
+    for s in registry.DEVICE_SECTIONS:
+        if d.sections.get(s.key) is not None:
+            out[s.key] = s.to_json(d.sections[s.key])
+    return out
 
 
 def diagnose(
@@ -65,31 +106,116 @@ def diagnose(
     inputs: list[dict[str, Any]] | None = None,
     window: tuple[int, int] | None = None,
     fallback_ops: Iterable[str] = (),
-    top: int = 10,
+    top: int = TOP_STALLS,
 ) -> Diagnosis:
-    """Everything ``neurontrace diagnose`` reports, computed from the Trace tables alone."""
+    """Everything ``neurontrace diagnose`` reports, computed from the Trace tables alone.
+
+    A trace holding several ranks is analysed rank by rank (:func:`diagnose_rank`) and the ranks are
+    combined once (:func:`combine`), exactly as ``neurontrace.distributed`` does on a cluster, so both
+    give the same document.
+    """
+    options = Options(window, tuple(sorted(set(fallback_ops))), top)
+    parts = [diagnose_rank(t, options) for t in split_ranks(trace)]
+    return combine(parts, options, inputs=inputs)
+
+
+@dataclass
+class RankResult:
+    """One rank's compact result (what a distributed map task returns): no events, only results."""
+
+    inputs: list[dict[str, Any]]
+    devices: list[DeviceAttribution]
+    fallback_ops: list[FallbackOp]
+    sections: dict[str, Any]  # section key -> this rank's value (combined by Section.combine)
+    synthetic: bool = False
+
+
+def split_ranks(trace: Trace) -> list[Trace]:
+    """One Trace per rank (events, flows, counters and metadata of that rank; frames shared), in rank
+    order; the trace itself when it holds one rank."""
+    ranks = sorted(set(trace.system_events["rank"].to_pylist()) | set(trace.device_events["rank"].to_pylist()),
+                   key=lambda r: (r is None, r or 0))
+    if len(ranks) <= 1:
+        return [trace]
+    out = []
+    for r in ranks:
+        part = trace.filter(rank=r) if r is not None else _null_rank(trace)
+        meta = trace.metadata
+        meta = meta.filter(pc.is_null(meta["rank"]) if r is None else pc.fill_null(pc.equal(meta["rank"], r), False))
+        out.append(Trace(**{**part.tables, "metadata": meta}))
+    return out
+
+
+def _null_rank(trace: Trace) -> Trace:
+    tables = dict(trace.tables)
+    for name in ("system_events", "device_events", "counters"):
+        tables[name] = tables[name].filter(pc.is_null(tables[name]["rank"]))
+    ids = pa.concat_arrays([tables[n]["event_id"].combine_chunks() for n in ("system_events", "device_events")])
+    fl = tables["flows"]
+    tables["flows"] = fl.filter(pc.or_(pc.fill_null(pc.is_in(fl["src_event_id"], ids), False),
+                                       pc.fill_null(pc.is_in(fl["dst_event_id"], ids), False)))
+    return Trace(**tables)
+
+
+def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
+    """The map step: attribution, fallback and every section's per-rank value for one rank's trace."""
+    options = options or Options()
     frames = frame_sources(trace)
-    named = set(fallback_ops) | set(_recorded_fallback_ops(trace))
+    named = set(options.fallback_ops) | set(_recorded_fallback_ops(trace))
     fallback = find_fallback(trace, named, frames)
     fallback_ids = [i for op in fallback for i in op.event_ids]
-    devices = attribute(trace, window=window, fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64), top=top)
-    ph = phases(trace)
-    found: list[rules.Finding] = []
+    devices = attribute(trace, window=options.window, fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64),
+                        top=options.top)
+    ctx = Context(trace, devices, fallback, frames, Options(options.window, tuple(sorted(named)), options.top))
     for d in devices:
-        found += rules.device_findings(d)
-    found += rules.fallback_findings(fallback)
-    found += rules.phase_findings(ph)
-    found += rules.collective_outliers(_collective_groups(trace))
-    for d in devices:
-        if d.engine_waits is not None:
-            found += rules.neuron_findings(d.engine_waits["summary"], d.device, d.engine_waits["throttled_ns"],
-                                           d.window_ns)
-    found.sort(key=lambda f: -rules.SEVERITIES.index(f.severity))
-    return Diagnosis(
-        inputs=inputs or [{"path": a.source, "format": a.format} for a in trace.accounting],
-        devices=devices, fallback_ops=fallback, phases=ph, findings=found,
-        cross_rank=_cross_rank(trace), synthetic=bool(trace.meta("synthetic", False)),
-    )
+        for ds in registry.DEVICE_SECTIONS:
+            value = ds.compute(ctx, d)
+            if value is not None:
+                d.sections[ds.key] = value
+    for s in registry.SECTIONS:
+        value = s.compute(ctx)
+        if value is not None:
+            ctx.sections[s.key] = value
+    return RankResult([{"path": a.source, "format": a.format} for a in trace.accounting], devices, fallback,
+                      ctx.sections, bool(trace.meta("synthetic", False)))
+
+
+def combine(parts: Sequence[RankResult], options: Options | None = None, *,
+            inputs: list[dict[str, Any]] | None = None) -> Diagnosis:
+    """The reduce step: every rank's result into the job's Diagnosis; finding families run here, once."""
+    options = options or Options()
+    devices = sorted((d for p in parts for d in p.devices), key=lambda d: (d.rank is None, d.rank or 0, d.device))
+    fallback = _merge_fallback([op for p in parts for op in p.fallback_ops])
+    sections: dict[str, Any] = {}
+    for s in registry.SECTIONS:
+        values = [p.sections[s.key] for p in parts if s.key in p.sections]
+        if not values:
+            continue
+        value = s.combine(values) if s.combine is not None else values[0] if len(values) == 1 else None
+        if value is not None:
+            sections[s.key] = value
+    ctx = Context(Trace(), devices, fallback, {}, options, sections)
+    found = [f for family in registry.FINDINGS for f in family.find(ctx)]
+    found.sort(key=lambda f: -SEVERITIES.index(f.severity))
+    return Diagnosis(inputs=inputs or [i for p in parts for i in p.inputs], devices=devices, fallback_ops=fallback,
+                     findings=found, sections=sections, synthetic=any(p.synthetic for p in parts))
+
+
+def _merge_fallback(ops: list[FallbackOp]) -> list[FallbackOp]:
+    """One entry per op name and way found across ranks: calls, times and event ids summed, first source kept."""
+    merged: dict[tuple[str, str], FallbackOp] = {}
+    for op in ops:
+        cur = merged.get((op.name, op.found_by))
+        if cur is None:
+            merged[(op.name, op.found_by)] = FallbackOp(op.name, op.calls, op.host_ns, op.device_idle_ns,
+                                                        op.found_by, op.source, list(op.event_ids))
+        else:
+            cur.calls += op.calls
+            cur.host_ns += op.host_ns
+            cur.device_idle_ns += op.device_idle_ns
+            cur.source = cur.source or op.source
+            cur.event_ids += op.event_ids
+    return list(merged.values())
 
 
 def _recorded_fallback_ops(trace: Trace) -> list[str]:
@@ -99,42 +225,3 @@ def _recorded_fallback_ops(trace: Trace) -> list[str]:
         if isinstance(run, dict):
             out += [str(op) for op in run.get("fallback_ops") or []]
     return out
-
-
-def _collective_groups(trace: Trace) -> dict[str, list[int]]:
-    dev = trace.device_events
-    coll = select(dev, "category", "collective")
-    groups: dict[str, list[int]] = defaultdict(list)
-    for name, dur, args in zip(coll["name"].cast(pa.string()).to_pylist(), coll["dur_ns"].to_pylist(),
-                               coll["args"].to_pylist(), strict=True):
-        size = json.loads(args).get("In msg nelems") if args and "In msg nelems" in args else None
-        groups[f"{name.split('(')[0]}" + (f" ({size} elems)" if size is not None else "")].append(int(dur))
-    return dict(groups)
-
-
-def _cross_rank(trace: Trace) -> dict[str, Any]:
-    """Skew of steps and collective time across ranks (only when the trace holds several)."""
-    host = trace.system_events
-    ranks = sorted(r for r in pc.unique(host["rank"]).to_pylist() if r is not None)
-    if len(ranks) < 2:
-        return {}
-    steps = select(host, "category", "step")
-    by_step: dict[str, dict[int, tuple[int, int]]] = defaultdict(dict)
-    for name, rank, ts, dur in zip(steps["name"].cast(pa.string()).to_pylist(), steps["rank"].to_pylist(),
-                                   steps["ts_ns"].to_pylist(), steps["dur_ns"].to_pylist(), strict=True):
-        if rank is not None:
-            by_step[name][rank] = (ts, dur)
-    step_skew = []
-    for name, per_rank in sorted(by_step.items()):
-        if len(per_rank) < 2:
-            continue
-        starts = {r: v[0] for r, v in per_rank.items()}
-        durs = {r: v[1] for r, v in per_rank.items()}
-        step_skew.append({"step": name, "start_skew_ns": max(starts.values()) - min(starts.values()),
-                          "max_dur_ns": max(durs.values()), "min_dur_ns": min(durs.values()),
-                          "slowest_rank": max(durs, key=durs.__getitem__)})
-    dev = trace.device_events
-    coll = select(dev, "category", "collective")
-    per_rank = coll.group_by("rank").aggregate([("dur_ns", "sum")]).to_pylist()
-    return {"ranks": ranks, "step_skew": step_skew,
-            "collective_ns_by_rank": {str(r["rank"]): int(r["dur_ns_sum"]) for r in per_rank}}

@@ -9,7 +9,7 @@ gone).
 
 The JSON form (:meth:`Diff.as_dict`) is the documented ``neurontrace.diff/1`` schema
 (docs/diff.md). Times are integers in nanoseconds. Analyses return tables and never plot:
-:mod:`neurontrace.plots` draws them.
+:mod:`neurontrace.render.plots` draws them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis._diff_ops import COMPARED_SCHEMA, STATUSES, compare_ops, op_table
-from neurontrace.analysis.attribution import CAUSES
+from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
 
 __all__ = ["CAUSES", "SCHEMA", "STATUSES", "DeviceDelta", "Diff", "Thresholds", "change", "compare_ops",
@@ -354,7 +354,11 @@ def _steps(d: Mapping[str, Any]) -> list[dict[str, int]]:
     return list((d.get("phases") or {}).get("steps") or [])
 
 
-def _steps_in(window: tuple[int, int], steps: list[dict[str, int]]) -> int:
+def _steps_in(device: Mapping[str, Any], window: tuple[int, int], steps: list[dict[str, int]]) -> int:
+    """The profiled steps a device's window covers: as the window rule counted them, else (documents
+    without ``window_steps``) the steps starting inside the window."""
+    if isinstance(device.get("window_steps"), int):
+        return int(device["window_steps"])
     lo, hi = window
     return sum(1 for s in steps if lo <= int(s["start_ns"]) < hi)  # a handful of steps, not events
 
@@ -369,7 +373,7 @@ def _device_delta(a: Mapping[str, Any], b: Mapping[str, Any], how: str, steps_a:
         baseline_device=str(a["device"]), baseline_rank=a.get("rank"),
         change_device=str(b["device"]), change_rank=b.get("rank"), matched_by=how,
         window_ns=(wa[1] - wa[0], wb[1] - wb[0]),
-        steps=(_steps_in(wa, steps_a), _steps_in(wb, steps_b)),
+        steps=(_steps_in(a, wa, steps_a), _steps_in(b, wb, steps_b)),
         causes_ns={c: (int(ca.get(c, 0)), int(cb.get(c, 0))) for c in CAUSES},
         detail_ns={k: (int(da.get(k, 0)), int(db.get(k, 0))) for k in sorted(set(da) | set(db))},
     )

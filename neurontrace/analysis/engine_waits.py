@@ -1,15 +1,21 @@
 """One level down inside NeuronCore executions: what each engine wait was waiting for.
 
 An engine blocked on a semaphore or event (``sync_wait`` rows: ``evt_wait_time_ns``,
-``EVENT_SEMAPHORE*``, ``SemaphoreUpdate``) is waiting on whatever produces that signal. The
+``EVENT_SEMAPHORE*`` instructions, ``CoreBarriers``) is waiting on whatever produces that signal. The
 producer is found by timing, vectorized over all waits of a device: the DMA transfer, collective
 or other engine's instruction (on another track of the same device) whose end is nearest to the
 moment the wait ended, no earlier than the wait's start. Its category names the charge:
 
     dma → data_movement      collective → collectives      compute → compute_dependency
 
-A wait with no such producer within ``TOLERANCE_NS`` of its end is ``unknown``. Throttled time
-(``throttle`` rows) and the device's Summary metrics (fractions 0..1) are reported beside.
+A wait with no such producer within ``TOLERANCE_NS`` of its end is ``unknown``.
+
+Wait times are **unions of intervals per engine, never sums**: ``evt_wait_time_ns`` overlaps across
+instructions (one real profile summed 390 ms of waits inside a 105 ms window; formats/neuron.md
+addendum, "Parquet in practice"). On each engine track a nanosecond of waiting is charged once, to the
+first of collectives, data_movement, compute_dependency, unknown whose waits cover it; the totals add
+the engines (each engine's waiting is its own), and ``wait_wall_ns`` is the union over all engines.
+Throttled time (``throttle`` rows) and the device's Summary metrics (fractions 0..1) are reported beside.
 """
 
 from __future__ import annotations
@@ -21,7 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis._columns import isin, select
-from neurontrace.analysis.intervals import clip, union
+from neurontrace.analysis.attribution import DeviceAttribution
+from neurontrace.analysis.contract import Context, DeviceSection, ms
+from neurontrace.analysis.intervals import clip, layered, union
 from neurontrace.trace import Trace
 
 CHARGE = {"dma": "data_movement", "collective": "collectives", "compute": "compute_dependency"}
@@ -41,16 +49,27 @@ def engine_waits(trace: Trace, device: str, rank: int | None, window: tuple[int,
     inside = (e > lo) & (s < hi)
     waits = waits.filter(pa.array(inside))
     ws, we = np.maximum(s[inside], lo), np.minimum(e[inside], hi)
-    charged = dict.fromkeys([*CHARGE.values(), "unknown"], 0)
+    kinds = ("collectives", "data_movement", "compute_dependency", "unknown")  # priority where waits overlap
+    charged = dict.fromkeys(kinds, 0)
+    by_engine: dict[str, dict[str, int]] = {}
+    wall_s, wall_e = union(ws, we) if len(ws) else (ws, we)
     if len(ws):
         producers = dev.filter(pa.array(isin(dev["category"], CHARGE)))
         charge = np.asarray(_producer_charge(waits, producers), dtype=object)
-        for kind in charged:
-            charged[kind] = int((we - ws)[charge == kind].sum())
+        track = np.asarray(waits["track"].cast(pa.string()).fill_null("").to_numpy(zero_copy_only=False),
+                           dtype=object)
+        for engine in sorted(set(track.tolist())):
+            on = track == engine
+            owned, _, _ = layered((lo, hi), [union(ws[on & (charge == k)], we[on & (charge == k)]) for k in kinds])
+            by_engine[str(engine)] = {k: int(v) for k, v in zip(kinds, owned, strict=True) if v}
+            for k, v in zip(kinds, owned, strict=True):
+                charged[k] += int(v)
     throttle = dev.filter(pa.array(isin(dev["category"], ["throttle"])))
     ts, te = union(*clip(*_spans(throttle), lo, hi))
     return {
         "waits_ns": charged,
+        "waits_by_engine_ns": by_engine,
+        "wait_wall_ns": int((wall_e - wall_s).sum()),
         "wait_count": len(ws),
         "throttled_ns": int((te - ts).sum()),
         "summary": _summary(trace, device),
@@ -96,3 +115,17 @@ def _summary(trace: Trace, device: str) -> dict[str, Any]:
             metrics = s.get("metrics", s)
             return dict(metrics) if isinstance(metrics, dict) else {}
     return {}
+
+
+def _text(w: dict[str, Any]) -> list[str]:
+    waits = ", ".join(f"{k} {ms(v)}" for k, v in w["waits_ns"].items() if v) or "none"
+    mfu = w["summary"].get("mfu_estimated_percent")
+    extra = f"; MFU {100 * mfu:.1f}%" if isinstance(mfu, int | float) else ""
+    return [f"engine waits ({w['wait_count']}): {waits}; throttled {ms(w['throttled_ns'])}{extra}"]
+
+
+def _compute(ctx: Context, d: DeviceAttribution) -> dict[str, Any] | None:
+    return engine_waits(ctx.trace, d.device, d.rank, d.window)
+
+
+SECTION = DeviceSection("engine_waits", "engine waits", _compute, text=_text)

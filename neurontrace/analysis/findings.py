@@ -8,15 +8,16 @@ finding reaches that severity.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from neurontrace.analysis.attribution import DeviceAttribution
+from neurontrace.analysis.contract import SEVERITIES, Finding, FindingFamily
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.analysis.phases import Phases
 
-SEVERITIES = ("info", "warning", "error")
+__all__ = ["SEVERITIES", "Finding", "worst"]
 
 FALLBACK_WARN = 0.01  # host fallback above 1% of a device's window
 FALLBACK_ERROR = 0.10
@@ -29,24 +30,7 @@ IDLE_SHARE = 0.30  # unexplained idle time
 COMPILE_DOMINATES = 0.50  # compile + load above half of the profiled time
 FIRST_STEP_SLOW = 3.0  # first step slower than this multiple of the steady-state median
 COLLECTIVE_OUTLIER = 1.5  # a collective slower than this multiple of its group's median
-# Neuron device-profile Summary metrics (fractions 0..1, formats/neuron.md §3.7 Summary).
-SPILL_RELOAD_SHARE = 0.25  # spill reloads above this share of HBM reads
-TRANSPOSE_SHARE = 0.10  # transposes above this share of tensor-engine FLOPs
-LOW_MFU_RATIO = 0.5  # MFU below half of the active-FLOPs utilization
-
-
-@dataclass
-class Finding:
-    id: str
-    severity: str
-    title: str
-    evidence: str
-    advice: str
-    device: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "severity": self.severity, "title": self.title, "evidence": self.evidence,
-                "advice": self.advice, "device": self.device}
+# Neuron summary rules and throttling: analysis/neuron_summary.py.
 
 
 def _pct(x: float) -> str:
@@ -150,43 +134,21 @@ def collective_outliers(groups: dict[str, list[int]]) -> list[Finding]:
     return out
 
 
-def neuron_findings(summary: dict[str, Any], device: str | None = None, throttled_ns: int = 0,
-                    window_ns: int = 0) -> list[Finding]:
-    """Rules over Neuron device-profile Summary metrics (fractions 0..1) and throttled time."""
-    out = []
+def collective_groups(cross_rank: Any) -> dict[str, list[int]]:
+    """Durations of every rank's collectives (the cross_rank section), grouped by name and message size."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for c in cross_rank.collectives if cross_rank is not None else []:
+        key = c["name"].split("(")[0] + (f" ({c['bytes']} bytes)" if c["bytes"] is not None else "")
+        groups[key] += c["dur_ns"]
+    return dict(groups)
 
-    def num(*keys: str) -> float | None:
-        for k in keys:
-            v = summary.get(k)
-            if isinstance(v, int | float):
-                return float(v)
-        return None
 
-    spill, hbm_read = num("spill_reload_bytes"), num("hbm_read_bytes")
-    if spill is not None and hbm_read and spill / hbm_read > SPILL_RELOAD_SHARE:
-        out.append(Finding("spill_reload", "warning", "Spill reloads are a large share of HBM reads",
-                           f"spill reloads {_pct(spill / hbm_read)} of HBM read bytes",
-                           "Reduce live tensor sizes (smaller tiles/batch, recompute) so SBUF does not spill.",
-                           device))
-    transpose = num("transpose_flops_percent", "tensor_transpose_percent")
-    if transpose is not None and transpose > TRANSPOSE_SHARE:
-        out.append(Finding("transpose_heavy", "warning", "Transposes take a large share of tensor-engine FLOPs",
-                           f"transposes are {_pct(transpose)} of tensor FLOPs",
-                           "Choose layouts that avoid transposes (keep the contraction dim on partitions).", device))
-    throttle = num("throttle_time_percent", "throttled_percent", "throttle_percent")
-    if throttle is None and throttled_ns and window_ns:
-        throttle = throttled_ns / window_ns
-    if throttle is not None and throttle > 0:
-        out.append(Finding("throttling", "warning", "The device was throttled",
-                           f"throttled for {_pct(throttle)} of the profile",
-                           "Check power/thermal limits of the instance; compare with an unthrottled run.", device))
-    mfu, active = num("mfu_estimated_percent", "mfu_percent"), num("mfu_active_percent", "hfu_estimated_percent")
-    if mfu is not None and active and mfu < LOW_MFU_RATIO * active:
-        out.append(Finding("low_mfu", "info", "Model FLOPs utilization is low relative to active FLOPs",
-                           f"MFU {_pct(mfu)} vs {_pct(active)} while active",
-                           "The engines are busy with work that is not model FLOPs (data movement, "
-                           "transposes, recompute) or idle between kernels.", device))
-    return out
+# The finding families of this module (registered in analysis/registry.py).
+DEVICE = FindingFamily("device causes", lambda ctx: [f for d in ctx.devices for f in device_findings(d)])
+FALLBACK = FindingFamily("fallback suspects", lambda ctx: fallback_findings(ctx.fallback))
+PHASES = FindingFamily("phases", lambda ctx: phase_findings(ctx.sections["phases"]))
+COLLECTIVES = FindingFamily("collective outliers",
+                            lambda ctx: collective_outliers(collective_groups(ctx.sections.get("cross_rank"))))
 
 
 def worst(findings: Iterable[Finding]) -> str | None:

@@ -1,62 +1,190 @@
-"""Every name table the analyses use, in one documented place.
+"""Every name pattern that decides what an event *is*, declared once (the analyses keep none of their own).
 
-Each table maps a regular expression over event names (or Python frame names) to a meaning. The
-first matching entry wins. Extend here, never inside an analysis.
+Each table is a tuple of ``(pattern, origin)`` entries: a regular expression over event names (kernel,
+runtime call, op, annotation or Python frame) and the backend/library the names come from. A table
+compiles to one regular expression (:func:`_any`); a table of labels is tried in order and the first
+matching label wins. Every entry is tested against real names taken from the corpus
+(tests/test_names.py) or, where the corpus has none, against the name as its library writes it.
+Extend here, never inside an analysis.
 """
 
 from __future__ import annotations
 
 import re
 
-# -- compile and load (phases, host_overhead.compile / .load) ------------------------------------
-# torch.compile / TorchDynamo / Inductor / Triton, Neuron compiler and NEFF loading, CUDA module loading.
-COMPILE = re.compile(
-    r"(Torch-Compiled Region|TorchDynamo|torch/_dynamo/(convert_frame|symbolic_convert|output_graph)\.py"
-    r"|torch/_inductor/(compile_fx|graph|codecache|async_compile)\.py|CompiledFunction"
-    r"|compile_fx|aot_autograd|torch/_functorch/aot_autograd|triton/compiler|neuronx[-_]cc"
-    r"|neuron_cc|nki\.jit|libneuronxla.*compile|xla_compile|XlaCompile)",
-    re.IGNORECASE,
-)
-LOAD = re.compile(
-    r"(nrt_load|nrt_init|neff_load|load_neff|NeffLoad|cuModuleLoad|Runtime Triggered Module Loading"
-    r"|hipModuleLoad|model_load)",
-    re.IGNORECASE,
-)
+Entries = tuple[tuple[str, str], ...]
 
-# -- host runtime calls (host_overhead.launch / .sync) ------------------------------------------
-SYNC = re.compile(
-    r"(Synchronize|cudaMemcpy$|cudaMemcpy\b(?!Async)|hipMemcpy$|hipMemcpy\b(?!Async)|cudaStreamWaitEvent"
-    r"|cudaEventQuery|nrt_wait|nrt_sync|aten::_local_scalar_dense|aten::item$)",
+
+def _any(entries: Entries, flags: int = 0) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p, _ in entries), flags)
+
+
+# -- device work that is communication, whatever category the backend recorded -------------------------
+COLLECTIVE_KERNEL_ENTRIES: Entries = (
+    (r"^nccl|ncclKernel|ncclDevKernel", "NVIDIA NCCL kernels (RCCL keeps the nccl names on ROCm)"),
+    (r"^rccl|Rccl", "AMD RCCL kernels"),
+    (r"^(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|AllToAll|AlltoAll)_", ("RCCL device "
+     "functions named by their collective (AllReduce_Sum_f32_RING_LL ...)")),
+    (r"^hccl", "Habana/MTIA HCCL collective ops"),
+    (r"^c10d::", "PyTorch c10d collective ops recorded on the device (MTIA)"),
+    (r"multimem_(one_shot_)?(all_reduce|all_gather|reduce)|(one|two)_shot_all_reduce|symm_mem",
+     "PyTorch symmetric memory (torch.distributed._symmetric_memory kernels, CUDA and Triton)"),
+    (r"cross_device_reduce_|custom_?all_?reduce|CustomAllReduce", "vLLM / SGLang custom all-reduce"),
+    (r"(oneShot|twoShot)AllReduce|allReduceKernel|lamport", "TensorRT-LLM custom all-reduce"),
+    (r"^nvshmem|nvshmemi_", "NVSHMEM device-initiated communication"),
+    (r"^mscclpp|mscclKernel", "MSCCL / MSCCL++ kernels"),
 )
-LAUNCH = re.compile(r"(Launch|cuLaunch|hipModuleLaunch|nrt_execute|Memcpy.*Async|Memset.*Async|nrt_tensor_(write|read))")
+COLLECTIVE_KERNEL = _any(COLLECTIVE_KERNEL_ENTRIES)
 
-# -- input pipeline (host_overhead.input_pipeline): data loading annotations and frames ----------
-INPUT_PIPELINE = re.compile(r"(DataLoader|_MultiProcessingDataLoaderIter|_SingleProcessDataLoaderIter|collate)")
+# Host-side collectives that are the communication itself (no device kernel runs them): the CPU device's
+# collectives on CPU-only traces.
+# (NCCL's host `nccl:all_reduce` range only enqueues a kernel: not listed.)
+HOST_COLLECTIVE_ENTRIES: Entries = (
+    (r"^gloo:", "PyTorch Gloo backend record_function ranges (gloo:all_reduce, gloo:broadcast ...)"),
+    (r"^mpi:", "PyTorch MPI backend ranges"),
+    (r"^ucc:", "PyTorch UCC backend ranges"),
+)
+HOST_COLLECTIVE = _any(HOST_COLLECTIVE_ENTRIES)
 
-# -- device work classes (compute.<class>) -------------------------------------------------------
+# -- device events that are copies or waits, not compute --------------------------------------------------
+DEVICE_COPY_ENTRIES: Entries = (
+    (r"^dma_request$", "MTIA ccp DMA requests (mtia_ccp_events)"),
+)
+DEVICE_COPY = _any(DEVICE_COPY_ENTRIES)
+DEVICE_WAIT_ENTRIES: Entries = (
+    (r"^event_wait$|^event_record$", "MTIA ccp stream waits and event records (mtia_ccp_events)"),
+)
+DEVICE_WAIT = _any(DEVICE_WAIT_ENTRIES)
+# Copy direction words in names or args (Kineto memcpy names, MTIA dma args).
+DIRECTION_WORDS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH": "h2h",
+                   "HOST_TO_DEVICE": "h2d", "DEVICE_TO_HOST": "d2h", "DEVICE_TO_DEVICE": "d2d"}
+DIRECTION = re.compile(r"\b(" + "|".join(DIRECTION_WORDS) + r")\b")
+
+# -- compile and load (phases, host_overhead.compile / .load) ---------------------------------------------
+COMPILE_ENTRIES: Entries = (
+    (r"Torch-Compiled Region|TorchDynamo Cache Lookup|CompiledFunction", "torch.compile regions (record_function)"),
+    (r"torch/_dynamo/(convert_frame|symbolic_convert|output_graph)\.py", "TorchDynamo tracing frames"),
+    (r"torch/_inductor/(compile_fx|graph|codecache|async_compile)\.py|\bcompile_fx\b", "Inductor"),
+    (r"\baot_autograd\b|torch/_functorch/aot_autograd", "AOTAutograd"),
+    (r"triton/compiler", "Triton JIT compiler frames"),
+    (r"neuronx[-_]cc|neuron_cc|libneuronxla.*compile", "AWS Neuron compiler"),
+    (r"nki\.jit", "Neuron NKI JIT"),
+    (r"xla_compile|XlaCompile", "XLA compilation"),
+)
+COMPILE = _any(COMPILE_ENTRIES, re.IGNORECASE)
+# Names that match COMPILE's words but only *ask* whether compilation is happening.
+NOT_COMPILE_ENTRIES: Entries = (
+    (r"is_torchdynamo_compiling|is_dynamo_compiling|is_compiling|_is_compiled",
+     "transformers / torch helpers that test for compilation (torch/cuda/__init__.py _is_compiled)"),
+)
+NOT_COMPILE = _any(NOT_COMPILE_ENTRIES)
+LOAD_ENTRIES: Entries = (
+    (r"nrt_load|nrt_init|neff_load|load_neff|NeffLoad", "Neuron runtime NEFF loading"),
+    (r"cuModuleLoad|Runtime Triggered Module Loading", "CUDA module loading (CUPTI lazy-loading range)"),
+    (r"hipModuleLoad", "ROCm module loading"),
+    (r"model_load", "generic model loading annotations"),
+)
+LOAD = _any(LOAD_ENTRIES, re.IGNORECASE)
+
+# -- start-up: context creation (host_overhead.startup; the startup_overhead finding) ----------------------
+STARTUP_ENTRIES: Entries = (
+    (r"^cuInit$|^cuDevicePrimaryCtxRetain$|^cuCtxCreate", "CUDA driver context creation"),
+    (r"^hipInit$|^hipCtxCreate$|^hipDevicePrimaryCtxRetain$", "ROCm context creation"),
+)
+STARTUP = _any(STARTUP_ENTRIES)
+# Runtime/driver calls (other than synchronizing calls) longer than this are start-up: the first CUDA/HIP
+# call creates the context and the first launch of a module loads it (seconds in real traces: cudaFree
+# 5.2 s, cudaDeviceGetStreamPriorityRange 24.6 s, a first cudaLaunchKernel 4.2 s); no steady-state launch,
+# allocation or query takes this long.
+STARTUP_CALL_NS = 20_000_000
+
+# -- host runtime calls (host_overhead.launch / .sync) -----------------------------------------------------
+SYNC_ENTRIES: Entries = (
+    (r"(cuda|hip|cu|mtia)?(Device|Stream|Event|Ctx)Synchronize", "CUDA/ROCm/driver synchronize calls"),
+    (r"^synchronize(Stream)?$|^synchronize$", "MTIA runtime synchronize / synchronizeStream"),
+    (r"^(cuda|hip)Memcpy(WithStream|2D|3D|ToSymbol|FromSymbol|Peer)?$", ("blocking copies (CUDA and their "
+     "ROCm twins, hipMemcpyWithStream included)")),
+    (r"^cuMemcpy[DH]to[DH](_v2)?$", "CUDA driver blocking copies"),
+    (r"^(cuda|hip)EventQuery$|^(cuda|hip)StreamQuery$", "stream/event polls (a host spinning on the device)"),
+    (r"nrt_wait|nrt_sync", "Neuron runtime waits"),
+    (r"^aten::_local_scalar_dense$|^aten::item$", "PyTorch ops that read a device value on the host"),
+)
+SYNC = _any(SYNC_ENTRIES)
+LAUNCH_ENTRIES: Entries = (
+    (r"Launch|^cuLaunch|^hipModuleLaunch|^hipExtModuleLaunch", "kernel launches (CUDA runtime/driver, ROCm)"),
+    (r"nrt_execute", "Neuron runtime execution"),
+    (r"Memcpy.*Async|Memset.*Async|enqueueCommand", "asynchronous copies / memsets (CUDA, ROCm, MTIA)"),
+    (r"nrt_tensor_(write|read)", "Neuron tensor transfers"),
+    (r"^(cuda|hip)StreamWaitEvent$", "cross-stream waits: enqueued, the host does not block"),
+)
+LAUNCH = _any(LAUNCH_ENTRIES)
+GRAPH_LAUNCH_ENTRIES: Entries = (
+    (r"^(cuda|hip)GraphLaunch|^cuGraphLaunch", "CUDA / HIP graph replay"),
+)
+GRAPH_LAUNCH = _any(GRAPH_LAUNCH_ENTRIES)
+
+# -- input pipeline (host_overhead.input_pipeline; the input_bound finding) --------------------------------
+INPUT_PIPELINE_ENTRIES: Entries = (
+    (r"DataLoader|_MultiProcessingDataLoaderIter|_SingleProcessDataLoaderIter",
+     "torch.utils.data (enumerate(DataLoader)#..., __next__ frames)"),
+    (r"torch/utils/data/|\bcollate\b|default_collate", "torch.utils.data frames and collate functions"),
+)
+INPUT_PIPELINE = _any(INPUT_PIPELINE_ENTRIES)
+
+# -- neurontrace's own capture frames: never the user's line (docs/capture.md) ------------------------------
+OWN_FRAME_ENTRIES: Entries = (
+    (r"(^|/)neurontrace/", "neurontrace's capture code (capture.step(), the schedule)"),
+    (r"torch/profiler/profiler\.py|torch/autograd/profiler", "torch.profiler's own step() frames"),
+)
+OWN_FRAME = _any(OWN_FRAME_ENTRIES)
+
+# -- device work classes (compute.<class>), first match wins ------------------------------------------------
 KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("attention", re.compile(r"(flash|attention|fmha|sdpa|mha)", re.IGNORECASE)),
-    ("gemm", re.compile(r"(gemm|matmul|mm_|_mm\b|cublas|cutlass|wgmma|xmma|addmm|bmm|Cijk_)", re.IGNORECASE)),
-    ("conv", re.compile(r"(conv|winograd|implicit_gemm|cudnn)", re.IGNORECASE)),
-    ("triton", re.compile(r"^triton_")),
-    ("reduce", re.compile(r"(reduce|softmax|norm|sum_|mean|argmax|topk)", re.IGNORECASE)),
-    ("elementwise", re.compile(r"(elementwise|vectorized|unrolled|copy|fill|add|mul|relu|gelu|silu)",
-                               re.IGNORECASE)),
+    ("attention", re.compile(
+        r"flash|attention|attn_fwd|attn_bwd|fmha|sdpa|\bmha|paged_attention"  # CUDA flash/SDPA, ROCm aiter
+        r"|ck_.*(attn|fmha|attention)|ck_tile.*fmha",  # ROCm Composable Kernel attention
+        re.IGNORECASE)),
+    ("gemm", re.compile(
+        r"gemm|matmul|mm_|_mm\b|cublas|cutlass|wgmma|xmma|addmm|bmm"  # CUDA cuBLAS/CUTLASS, PyTorch
+        r"|^Cijk_"  # ROCm Tensile (hipBLAS/rocBLAS)
+        r"|^fc$|^fc_",  # MTIA fully-connected kernels
+        re.IGNORECASE)),
+    ("conv", re.compile(r"conv|winograd|implicit_gemm|cudnn", re.IGNORECASE)),  # cuDNN, MIOpen
+    ("triton", re.compile(r"^triton_")),  # Inductor-generated Triton kernels
+    ("reduce", re.compile(r"reduce|softmax|norm|sum_|mean|argmax|topk", re.IGNORECASE)),  # ATen reductions
+    ("elementwise", re.compile(r"elementwise|vectorized|unrolled|copy|fill|add|mul|relu|gelu|silu",
+                               re.IGNORECASE)),  # ATen elementwise kernels
 )
 
-# -- collectives (collectives.<op>) --------------------------------------------------------------
+# -- collectives (collectives.<op>), from the kernel name or its `Collective name` arg ---------------------
 COLLECTIVE_OPS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("all_reduce", re.compile(r"all_?reduce", re.IGNORECASE)),
+    ("all_reduce", re.compile(r"all_?reduce|cross_device_reduce", re.IGNORECASE)),
     ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
     ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
+    # NCCL/RCCL ncclDevKernel_Reduce_*, Kineto `Collective name` "reduce", gloo:reduce (after the two above).
+    ("reduce", re.compile(r"(^|[_:])reduce($|_)", re.IGNORECASE)),
     ("all_to_all", re.compile(r"all_?to_?all", re.IGNORECASE)),
     ("broadcast", re.compile(r"broadcast", re.IGNORECASE)),
-    ("send_recv", re.compile(r"(send|recv|sendrecv|permute)", re.IGNORECASE)),
+    ("send_recv", re.compile(r"send|recv|sendrecv|permute|put_signal|wait_signal", re.IGNORECASE)),
     ("barrier", re.compile(r"barrier", re.IGNORECASE)),
 )
 
-# -- TorchNeuron CPU fallback log lines (formats/neuron.md §9.3) ----------------------------------
+# -- Neuron device tracks and DMA queues (compute.<engine>, data_movement.<kind>) --------------------------
+# NeuronCore engine tracks: the parsers' names and the hardware's (PE array, ACT, POOL, DVE, SP).
+NEURON_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "pe", "act", "pool", "dve", "sp", "engine")
+NEURON_DMA_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("spill", re.compile(r"spill", re.IGNORECASE)),  # spill/reload queues
+    ("dma_weights", re.compile(r"weight", re.IGNORECASE)),  # weight-load queues
+)
+
+# -- host fallback (analysis/fallback.py) --------------------------------------------------------------------
 FALLBACK_LOG = re.compile(r"Operator\s+'(?P<op>[^']+)'\s+(?:executed via CPU fallback|fell back to CPU)")
+# Host ops that accompany any device<->host round trip without being computation themselves.
+NOT_FALLBACK_SUSPECT = re.compile(
+    r"^aten::(to|_to_copy|copy_|item|_local_scalar_dense|empty.*|detach.*|view.*|as_strided|resolve_.*|lift.*"
+    r"|alias|t|transpose|permute|contiguous|clone|numpy_T|size|stride|is_nonzero|select|slice|unsqueeze"
+    r"|squeeze|reshape|expand|result_type|set_|record_stream)$"
+)
 
 
 def classify(name: str, table: tuple[tuple[str, re.Pattern[str]], ...], default: str) -> str:
@@ -75,12 +203,30 @@ def kernel_class(name: str) -> str:
     return classify(name, KERNEL_CLASSES, "other")
 
 
+def device_category(category: str, name: str) -> str:
+    """The category a device event counts as: the parser's, unless its name says it is a collective,
+    a copy or a wait (ordinary-looking kernels that communicate; MTIA DMA and stream waits)."""
+    if category in ("compute", "collective") and COLLECTIVE_KERNEL.search(name):
+        return "collective"
+    if category == "compute" and DEVICE_COPY.search(name):
+        return "dma"
+    if category == "compute" and DEVICE_WAIT.search(name):
+        return "sync_wait"
+    return category
+
+
+def is_compile(name: str) -> bool:
+    return bool(COMPILE.search(name)) and not NOT_COMPILE.search(name)
+
+
 def host_detail(name: str, category: str) -> str:
     """host_overhead.<detail> of one host work event."""
-    if category == "compile" or COMPILE.search(name):
+    if category == "compile" or is_compile(name):
         return "compile"
     if category == "load" or LOAD.search(name):
         return "load"
+    if STARTUP.search(name):
+        return "startup"
     if SYNC.search(name):
         return "sync"
     if INPUT_PIPELINE.search(name):

@@ -17,6 +17,8 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import names
 from neurontrace.analysis._columns import isin, matches, select
+from neurontrace.analysis.contract import Context, Section, ms
+from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import union
 from neurontrace.trace import Trace
 
@@ -64,6 +66,11 @@ class Phases:
             "steady_p90_ns": self.steady_p90_ns, "time_to_first_step_ns": self.time_to_first_step_ns,
         }
 
+    @classmethod
+    def from_dict(cls, p: dict[str, Any]) -> Phases:
+        return cls(int(p["trace_start_ns"]), int(p["trace_end_ns"]), int(p["compile_ns"]), int(p["load_ns"]),
+                   [dict(s) for s in p.get("steps") or []])
+
 
 def phases(trace: Trace) -> Phases:
     host, dev = trace.system_events, trace.device_events
@@ -84,15 +91,47 @@ def _time_of(host: pa.Table, category: str, pattern: re.Pattern[str]) -> int:
 def _steps(host: pa.Table, dev: pa.Table) -> list[dict[str, int]]:
     steps = select(host, "category", "step")
     if steps.num_rows == 0:
-        steps = select(dev, "category", "execution")
+        ex = device_executions(dev)  # each execution once, numbered in time order
+        steps = ex.append_column("name", pa.nulls(ex.num_rows, pa.string()))
     rows = []
     for i, (name, ts, dur) in enumerate(zip(steps["name"].cast(pa.string()).to_pylist(), steps["ts_ns"].to_pylist(),
                                              steps["dur_ns"].to_pylist(), strict=True)):
         m = _STEP_NUMBER.search(name or "")
         rows.append({"step": int(m.group(1)) if m else i, "start_ns": int(ts), "dur_ns": int(dur)})
+    return _merge_steps(rows)
+
+
+def _merge_steps(rows: list[dict[str, int]]) -> list[dict[str, int]]:
     # One row per step (several ranks or processes may mark the same step): earliest start, longest.
     merged: dict[int, dict[str, int]] = {}
     for r in sorted(rows, key=lambda r: (r["start_ns"], r["step"])):
         cur = merged.setdefault(r["step"], dict(r))
         cur["dur_ns"] = max(cur["start_ns"] + cur["dur_ns"], r["start_ns"] + r["dur_ns"]) - cur["start_ns"]
     return sorted(merged.values(), key=lambda r: r["start_ns"])
+
+
+def _text(p: Phases) -> list[str]:
+    if p.trace_end_ns <= p.trace_start_ns:  # no events (a Neuron summary): no phases to speak of
+        return []
+    return [(f"compile {ms(p.compile_ns)}, load {ms(p.load_ns)}, execution {ms(p.execution_ns)}; first step "
+            f"{ms(p.first_step_ns)}, steady median {ms(p.steady_median_ns)} (p90 {ms(p.steady_p90_ns)}), "
+            f"time to first step {ms(p.time_to_first_step_ns)}")]
+
+
+def _compute(ctx: Context) -> Phases:
+    return phases(ctx.trace)
+
+
+def combine(parts: list[Phases]) -> Phases:
+    """The job's phases from its ranks': the whole span; compile and load of the slowest rank (ranks
+    compile side by side, the job waits for the last); each step from its earliest start to its
+    latest end on any rank."""
+    if len(parts) == 1:
+        return parts[0]
+    return Phases(min(p.trace_start_ns for p in parts), max(p.trace_end_ns for p in parts),
+                  max(p.compile_ns for p in parts), max(p.load_ns for p in parts),
+                  _merge_steps([dict(s) for p in parts for s in p.steps]))
+
+
+SECTION = Section("phases", "phases", _compute, to_json=Phases.as_dict, from_json=Phases.from_dict, text=_text,
+                  combine=combine)

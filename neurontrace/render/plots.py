@@ -9,7 +9,8 @@ Analyses return tables and never plot (DESIGN.md); these helpers draw their resu
 - :func:`op_deltas`: the ops whose time changed most, coloured by status (a diff);
 - :func:`step_durations`: step times of both runs (a diff);
 - :func:`bars`: any two columns of a table as bars;
-- :func:`timeline`: events as horizontal bars on their tracks (a window of a trace table).
+- :func:`timeline`: events as horizontal bars on their tracks (a window of a trace table);
+- :func:`roofline`: achieved TFLOP/s against arithmetic intensity under the device's roofs (an op table).
 """
 
 from __future__ import annotations
@@ -18,10 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from neurontrace._optional import require
+from neurontrace.causes import CAUSES
+from neurontrace.causes import COLORS as CAUSE_COLORS
 
-CAUSES = ("compute", "collectives", "data_movement", "host_fallback", "host_overhead", "idle")
-CAUSE_COLORS = {"compute": "#2ca02c", "collectives": "#9467bd", "data_movement": "#17becf",
-                "host_fallback": "#d62728", "host_overhead": "#ffbf00", "idle": "#b0b0b0"}
 STATUS_COLORS = {"added": "#d62728", "slower": "#ff7f0e", "faster": "#2ca02c", "removed": "#1f77b4",
                  "unchanged": "#b0b0b0"}
 MAX_TIMELINE_EVENTS = 20_000  # more bars than this make a browser crawl; filter the table first
@@ -162,4 +162,43 @@ def timeline(events: Any, *, lane: str = "track", color: str = "category", title
                     hovertemplate="%{hovertext}<br>start %{base:.3f} µs, %{x:.3f} µs<extra></extra>")
     fig.update_layout(title=_title(title or "Timeline", synthetic), barmode="overlay", xaxis_title="µs",
                       height=200 + 30 * frame[lane].nunique())
+    return fig
+
+
+ROOFLINE_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+def roofline(ops: Any, *, device: str | None = None, title: str = "Roofline") -> Any:
+    """Each op row (``analysis.ops.op_table`` or its JSON) as a point at (FLOP/byte, achieved TFLOP/s),
+    sized by device time, under the memory roof (bandwidth x intensity) and one compute roof per dtype.
+    Rows without FLOPs or bytes are left out; with an unknown device only the points are drawn."""
+    go = _go()
+    doc = _doc(ops)
+    devices = doc.get("devices") or {}
+    device = device or next(iter(devices), None)
+    rows = [r for r in doc.get("rows") or [] if r["device"] == device and r.get("intensity") and r.get("tflops_per_s")]
+    fig = go.Figure()
+    peak = (devices.get(device) or {}).get("peak") if device else None
+    if peak:
+        xs = [min(r["intensity"] for r in rows) / 10 if rows else 0.1,
+              max(r["intensity"] for r in rows) * 10 if rows else 1e4]
+        for dtype in ROOFLINE_DTYPES:
+            top = peak["tflops"].get(dtype)
+            if top is None:
+                continue
+            ridge = top / peak["hbm_tbps"]  # FLOP/byte where the memory roof meets this compute roof
+            lo, hi = min(xs[0], ridge / 10), max(xs[1], ridge * 10)
+            fig.add_scatter(x=[lo, ridge, hi], y=[lo * peak["hbm_tbps"], top, top], mode="lines",
+                            name=f"{dtype} roof {top:g} TFLOP/s", line={"dash": "dot"})
+    by_class: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by_class.setdefault(r["op_class"], []).append(r)
+    biggest = max((r["device_ns"] for r in rows), default=1) or 1
+    for cls, rs in by_class.items():
+        fig.add_scatter(x=[r["intensity"] for r in rs], y=[r["tflops_per_s"] for r in rs], mode="markers",
+                        name=cls, text=[f"{r['op']} / {r['kernel_class']}: {r['device_ns'] / 1e6:.3f} ms" for r in rs],
+                        marker={"size": [6 + 30 * (r["device_ns"] / biggest) ** 0.5 for r in rs]})
+    name = peak["device"] if peak else f"{device} (unknown device: no roofs)"
+    fig.update_layout(title=f"{title}: {name}", xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte)"},
+                      yaxis={"type": "log", "title": "achieved TFLOP/s"}, legend_title="op class / roof")
     return fig

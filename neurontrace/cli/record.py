@@ -7,8 +7,6 @@ inside :func:`neurontrace.capture.capture`. Steps are marked by the script calli
 recorded as one window. The exit code is the script's. Under a launcher, run neurontrace per rank:
 ``torchrun --nproc-per-node 8 -m neurontrace record -- train.py``.
 
-``RecordCommand`` subclasses :class:`neurontrace._command.Command`; ``neurontrace.cli`` lists it.
-``python -m neurontrace.record_cmd`` runs the command on its own.
 """
 
 from __future__ import annotations
@@ -16,19 +14,20 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from neurontrace import errors
+from neurontrace._capture_record import DEFAULT_OUT_DIR
 from neurontrace._capture_schedule import Schedule
-from neurontrace._command import Command
-from neurontrace.run_record import DEFAULT_OUT_DIR
+from neurontrace.cli import _common as common
 
 
-class RecordCommand(Command):
-    name = "record"
-    help = "run a Python script under torch.profiler with the settings diagnose needs (docs/capture.md)"
+class RecordCommand(common.Command):
+    """run a Python script under torch.profiler with the settings diagnose needs (docs/capture.md)
+
+    The exit code is the script's own. The capture directory holds the trace(s) and run.json.
+    """
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.usage = "neurontrace record [options] -- python SCRIPT.py [ARGS...]"
@@ -104,24 +103,23 @@ def _capture_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _summary(cap: Any) -> None:
     """Where the capture went, what it holds, and what to run next (on stderr: stdout is the script's)."""
-    out = sys.stderr
     if cap.path is None:
-        out.write("neurontrace record: nothing was captured (see the warnings above)\n")
+        common.note("neurontrace record: nothing was captured (see the warnings above)")
         return
     windows = cap.record.get("windows", [])
     done = [w for w in windows if w.get("files")]
     parts = ", ".join(_describe(w, cap.record.get("steps_marked", 0)) for w in done) or "no trace"
-    out.write(f"neurontrace record: wrote {cap.path}/ ({parts}; run.json)\n")
+    common.note(f"neurontrace record: wrote {cap.path}/ ({parts}; run.json)")
     if cap.record.get("steps_marked", 0) == 0 and done:
-        out.write("  the script marked no steps, so the whole run is one window; mark steps with "
-                  "neurontrace.capture.step() or pass --steps optimizer\n")
+        common.note("  the script marked no steps, so the whole run is one window; mark steps with "
+                    "neurontrace.capture.step() or pass --steps optimizer")
     for message in cap.warnings:
-        out.write(f"  warning: {message.removeprefix('neurontrace capture: ')}\n")
+        common.note(f"  warning: {message.removeprefix('neurontrace capture: ')}")
     if done:
-        out.write(f"next: neurontrace diagnose {cap.path}\n")
-        out.write(f"      neurontrace convert {cap.path} -o {cap.path}.parquet\n")
+        common.note(f"next: neurontrace diagnose {cap.path}")
+        common.note(f"      neurontrace convert {cap.path} -o {cap.path}.parquet")
     else:
-        out.write(f"  run.json in {cap.path} says why nothing was captured\n")
+        common.note(f"  run.json in {cap.path} says why nothing was captured")
 
 
 def _describe(window: dict[str, Any], steps_marked: int) -> str:
@@ -144,23 +142,3 @@ def _schedule(text: str) -> tuple[int, int, int, int]:
 
 def _words(text: str) -> list[str]:
     return [w.strip() for w in text.split(",") if w.strip()]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m neurontrace.record_cmd ...``: the record command on its own (same options)."""
-    from neurontrace import cli
-
-    parser = argparse.ArgumentParser(prog="neurontrace record", epilog=cli.EXIT_CODES_HELP,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    command = RecordCommand()
-    command.add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return command.run(args)
-    except errors.NeurontraceError as exc:
-        sys.stderr.write(f"neurontrace record: error: {exc}\n")
-        return exc.exit_code
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

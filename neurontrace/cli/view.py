@@ -19,22 +19,22 @@ from pathlib import Path
 from typing import Any
 
 from neurontrace import errors
-from neurontrace._command import Command
 from neurontrace._optional import require
-from neurontrace.load import FORMATS, load
+from neurontrace.cli import _common as common
 from neurontrace.trace import Trace
 
 DEFAULT_PORT = 8050
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-class ViewCommand(Command):
-    name = "view"
-    help = "open the local timeline viewer: host and device timelines, stall attribution, source lines"
+class ViewCommand(common.Command):
+    """open the local timeline viewer: host and device timelines, stall attribution, source lines
+
+    The server listens on this machine only (127.0.0.1) unless --host says otherwise (docs/viewer.md).
+    """
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("path", help="trace file or directory (format detected from content)")
-        parser.add_argument("--format", choices=sorted(FORMATS), help="skip detection and use this format")
+        common.add_input(parser)
         parser.add_argument("--host", default="127.0.0.1",
                             help="address to listen on (default 127.0.0.1: this machine only)")
         parser.add_argument("--port", type=int, default=DEFAULT_PORT,
@@ -42,8 +42,7 @@ class ViewCommand(Command):
         parser.add_argument("--source-root", dest="source_roots", action="append", type=Path, metavar="DIR",
                             help="directory the source panel may read files from (repeatable; "
                                  "default: the current directory); nothing outside these is ever read")
-        parser.add_argument("--fallback-ops", metavar="OP[,OP...]", default="",
-                            help="ops known to have fallen back to the CPU (as for diagnose)")
+        common.add_fallback_ops(parser, "ops known to have fallen back to the CPU (as for diagnose)")
         parser.add_argument("--debug", action="store_true",
                             help="Dash debug mode: dev tools, error overlay and the code reloader")
         parser.add_argument("--no-browser", action="store_true", help="do not open a web browser")
@@ -63,12 +62,11 @@ class ViewCommand(Command):
         server_mod = importlib.import_module("neurontrace.app.server")
         ViewerState, Server, create_app = server_mod.ViewerState, server_mod.Server, server_mod.create_app  # noqa: N806
 
-        fallback = [op.strip() for op in args.fallback_ops.split(",") if op.strip()]
-        state = ViewerState(str(path), source_roots=roots, fallback_ops=fallback, log=_log)
+        state = ViewerState(str(path), source_roots=roots, fallback_ops=args.fallback_ops, log=_log)
         app = create_app(state, debug=args.debug)
 
         def loader(p: str, progress: Any) -> Trace:
-            return load(p, format=args.format, progress=progress)
+            return common.load_one(p, args, progress)
 
         worker = threading.Thread(target=state.load, kwargs={"loader": loader, "progress": _TerminalProgress()},
                                   name="neurontrace-load", daemon=True)
@@ -101,13 +99,12 @@ class ViewCommand(Command):
 
 
 def _say(message: str) -> None:
-    sys.stdout.write(message + "\n")
-    sys.stdout.flush()
+    common.out(message)
+    sys.stdout.flush()  # the URL must show while the server runs
 
 
 def _log(message: str) -> None:
-    sys.stderr.write(f"neurontrace view: {message}\n" if not message.startswith("neurontrace") else message + "\n")
-    sys.stderr.flush()
+    common.note(message if message.startswith("neurontrace") else f"neurontrace view: {message}")
 
 
 class _TerminalProgress:

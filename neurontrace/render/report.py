@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from neurontrace.analysis.attribution import CAUSES, DeviceAttribution
+from neurontrace.analysis import registry
+from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.diagnose import Diagnosis
+from neurontrace.causes import CAUSES, COLORS
 
-COLORS = {"compute": "green", "collectives": "magenta", "data_movement": "cyan", "host_fallback": "red",
-          "host_overhead": "yellow", "idle": "bright_black"}
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
 BAR_WIDTH = 60
 
@@ -49,14 +50,10 @@ def _device_panel(d: DeviceAttribution) -> Panel:
         stalls.append(f" at +{(s.start_ns - d.window[0]) / 1e6:,.3f} ms: {s.evidence[0] if s.evidence else '-'}")
         stalls.append(f"\n{'':16}source: {s.source or '-'}\n")
     head = Text(f"window {_ms(d.window_ns)} ({d.window_source})")
-    if d.engine_waits is not None:
-        w = d.engine_waits
-        waits = ", ".join(f"{k} {_ms(v)}" for k, v in w["waits_ns"].items() if v) or "none"
-        metrics = w["summary"]
-        mfu = metrics.get("mfu_estimated_percent")
-        extra = f"; MFU {100 * mfu:.1f}%" if isinstance(mfu, int | float) else ""
-        stalls.append(f"engine waits ({w['wait_count']}): {waits}; throttled {_ms(w['throttled_ns'])}{extra}\n",
-                      style="bold")
+    for section in registry.DEVICE_SECTIONS:
+        if d.sections.get(section.key) is not None:
+            for line in section.text(d.sections[section.key]):
+                stalls.append(line + "\n", style="bold")
     rank = "" if d.rank is None else f" rank {d.rank}"
     return Panel(Group(head, cause_bar(d), table, stalls), title=f"{d.device}{rank}", title_align="left")
 
@@ -75,15 +72,14 @@ def render(diag: Diagnosis, console: Console) -> None:
         for op in diag.fallback_ops[:10]:
             t.add_row(op.name, str(op.calls), _ms(op.host_ns), _ms(op.device_idle_ns), op.found_by, op.source or "-")
         console.print(t)
-    p = diag.phases
-    console.print(f"[bold]phases[/]: compile {_ms(p.compile_ns)}, load {_ms(p.load_ns)}, "
-                  f"execution {_ms(p.execution_ns)}; first step {_ms(p.first_step_ns)}, steady median "
-                  f"{_ms(p.steady_median_ns)} (p90 {_ms(p.steady_p90_ns)}), time to first step "
-                  f"{_ms(p.time_to_first_step_ns)}")
-    if diag.cross_rank.get("step_skew"):
-        worst = max(diag.cross_rank["step_skew"], key=lambda s: s["start_skew_ns"])
-        console.print(f"[bold]cross-rank[/]: {len(diag.cross_rank['ranks'])} ranks; worst step start skew "
-                      f"{_ms(worst['start_skew_ns'])} ({worst['step']}, slowest rank {worst['slowest_rank']})")
+    for section in registry.SECTIONS:  # each registered section's own lines (analysis/contract.py)
+        lines = section.text(diag.sections[section.key]) if section.key in diag.sections else []
+        if len(lines) == 1:
+            console.print(f"[bold]{escape(section.title)}[/]: {escape(lines[0])}")
+        elif lines:
+            console.print(f"[bold]{escape(section.title)}[/]")
+            for line in lines:
+                console.print(f"  {escape(line)}")
     if not diag.findings:
         console.print("[green]no findings[/]: nothing above the documented thresholds (docs/diagnose.md)")
     for f in diag.findings:

@@ -23,7 +23,7 @@ by column presence; it does not claim to reproduce 12.x.
 
 Usage::
 
-    from neurontrace import synthetic_neuron as syn
+    from neurontrace.testing import synthetic_neuron as syn
     syn.write_explorer(syn.Scenario(), "out/synthetic_mlp_parquet")
 """
 

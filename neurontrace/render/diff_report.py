@@ -10,9 +10,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from neurontrace.analysis.attribution import CAUSES
 from neurontrace.analysis.diff import DeviceDelta, Diff
-from neurontrace.report import COLORS
+from neurontrace.causes import CAUSES, COLORS
 
 STATUS_STYLE = {"added": "bold red", "removed": "green", "slower": "red", "faster": "green", "unchanged": "bright_black"}
 TOP_OPS = 15

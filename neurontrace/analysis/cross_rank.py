@@ -1,0 +1,602 @@
+"""Collectives across ranks: who arrived last, who waited, and how fast the data moved.
+
+Two steps, so a job of thousands of ranks never needs every rank's events in one place:
+
+1. :func:`rank_collectives` (the *map*, one rank at a time): one row per collective as that rank saw
+   it, with what the rank was doing since its previous collective. A rank's collectives are its
+   device collective kernels (NCCL/RCCL ... with Kineto's ``Collective name`` / ``In msg nelems`` /
+   ``Process Group Name`` args) or, on a rank with no device collectives, its host collectives
+   (gloo ``gloo:all_reduce`` ranges with ``Input Dims``).
+2. :func:`cross_rank` (the *reduce*): rows of all ranks matched into collectives, each with
+   per-rank arrival and wait, the transfer time after the last arrival, and bandwidth.
+
+Matching: the process group plus its sequence number when the trace records one (``Seq``), else the
+order of that rank's collectives with the same group, op and size. Arrival is where a rank's
+collective starts; every rank then waits until the last one arrives, so::
+
+    rank 0   [== wait ==========|== transfer ==]
+    rank 1        [== wait =====|== transfer ==]
+    rank 7 (last)               [== transfer ==]
+             ^ first arrival    ^ last arrival  (arrival skew = last - first)
+
+``wait[r] = last_arrival - arrival[r]``; ``transfer = end - last_arrival`` of the last rank's own op
+(it did not wait). Bandwidth follows NCCL's definitions (nccl-tests, doc/PERFORMANCE.md):
+``algbw = bytes / transfer`` and ``busbw = algbw * factor`` with the factor per op in
+:data:`BUS_FACTOR`. A collective seen by one rank only (a single-rank trace) has no arrival skew; its
+transfer is its kernel duration, which includes any wait for peers the trace cannot see.
+Timestamps of different hosts are compared as recorded: clock offsets between hosts show up as skew.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neurontrace.analysis import names
+from neurontrace.analysis._columns import flat, isin, keep, matches, select
+from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section, ms
+from neurontrace.analysis.intervals import union
+from neurontrace.trace import Trace
+
+# busbw = algbw * factor(n): the share of the data each link carries in the optimal algorithm.
+BUS_FACTOR: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "send_recv": lambda n: 1.0,
+}
+# Bytes per element of the dtype names Kineto writes (``dtype`` arg of NCCL records, ``Input type``).
+DTYPE_BYTES: dict[str, int] = {
+    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "c10::half": 2, "float16": 2,
+    "bfloat16": 2, "c10::bfloat16": 2, "long": 8, "long int": 8, "int64": 8, "int": 4, "int32": 4,
+    "short": 2, "int16": 2, "byte": 1, "unsigned char": 1, "uint8": 1, "char": 1, "signed char": 1,
+    "int8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "c10::float8_e4m3fn": 1,
+    "c10::float8_e5m2": 1,
+}
+TOP_WORK = 3  # names kept per collective of what the rank did before it
+HOST_WORK = ("framework_op", "runtime", "driver", "compile", "load", "python", "transfer")
+
+RECORDS = pa.schema([
+    pa.field("rank", pa.int32()),  # null when the trace names no rank
+    pa.field("device", pa.string()),  # where the collective ran (cuda:0; cpu for host collectives)
+    pa.field("device_name", pa.string()),  # deviceProperties name, for the link class
+    pa.field("host", pa.string()),
+    pa.field("group", pa.string()),  # process group name ("" when the trace does not say)
+    pa.field("op", pa.string()),  # names.collective_op: all_reduce, all_gather ...
+    pa.field("name", pa.string()),  # the kernel or range name as recorded
+    pa.field("seq", pa.int64()),  # the group's sequence number, when recorded
+    pa.field("ordinal", pa.int64()),  # index among this rank's collectives of the same group, op and bytes
+    pa.field("bytes", pa.int64()),  # message size (the larger of input and output), null when unknown
+    pa.field("group_size", pa.int32()),
+    pa.field("start_ns", pa.int64()),
+    pa.field("end_ns", pa.int64()),
+    pa.field("before_start_ns", pa.int64()),  # end of the rank's previous collective (or its first event)
+    pa.field("before_device_ns", pa.int64()),  # device compute busy in [before_start, start)
+    pa.field("before_host_ns", pa.int64()),  # host work busy in [before_start, start)
+    pa.field("before_top", pa.string()),  # JSON [[name, ns], ...]: the work that took most of that time
+])
+
+
+# -- map: one rank's collectives ------------------------------------------------------------------
+
+def rank_collectives(trace: Trace) -> pa.Table:
+    """One row per collective per rank (schema :data:`RECORDS`), for every rank in ``trace``."""
+    parts = [_one_rank(trace, rank) for rank in _ranks(trace)]
+    parts = [p for p in parts if p.num_rows]
+    return pa.concat_tables(parts) if parts else RECORDS.empty_table()
+
+
+def _ranks(trace: Trace) -> list[int | None]:
+    seen: set[int | None] = set()
+    for t in (trace.system_events, trace.device_events):
+        seen |= set(pc.unique(t["rank"]).to_pylist())
+    return sorted(seen, key=lambda r: (r is None, r or 0))
+
+
+def _of_rank(t: pa.Table, rank: int | None) -> pa.Table:
+    if rank is None:
+        return t.filter(pc.is_null(t["rank"]))
+    return t.filter(pc.fill_null(pc.equal(t["rank"], rank), False))
+
+
+def _one_rank(trace: Trace, rank: int | None) -> pa.Table:
+    dev = _of_rank(trace.device_events, rank)
+    host = _of_rank(trace.system_events, rank)
+    coll = keep(dev, isin(dev["category"], ["collective"]))
+    if coll.num_rows:
+        device_col = [str(d) for d in coll["device"].to_pylist()]
+    else:  # a CPU job: the host collectives are the collectives
+        coll = keep(host, isin(host["category"], ["collective"]) | matches(host["name"], names.HOST_COLLECTIVE))
+        device_col = ["cpu"] * coll.num_rows
+    if not coll.num_rows:
+        return RECORDS.empty_table()
+    info = _distributed_info(trace, rank)
+    order = np.argsort(coll["ts_ns"].to_numpy(), kind="stable")
+    coll = coll.take(pa.array(order))
+    device_col = [device_col[i] for i in order]
+    starts = coll["ts_ns"].to_numpy().astype(np.int64)
+    ends = starts + coll["dur_ns"].to_numpy().astype(np.int64)
+    rows: dict[str, list[Any]] = defaultdict(list)
+    counts: dict[tuple[str, str, int | None], int] = defaultdict(int)
+    for name, args_text, dev_name, host_name in zip(
+            coll["name"].cast(pa.string()).to_pylist(), coll["args"].to_pylist(), device_col,
+            coll["host"].cast(pa.string()).to_pylist(), strict=True):
+        args = _args(args_text)
+        op = names.collective_op(name, args.get("Collective name"))
+        group = str(args.get("Process Group Name", info.default_group))
+        size = _int(args.get("Group size")) or info.group_sizes.get(group)
+        nbytes = _message_bytes(op, args, size)
+        ordinal_key = (group, op, nbytes)
+        rows["rank"].append(rank)
+        rows["device"].append(dev_name)
+        rows["device_name"].append(info.device_names.get(dev_name))
+        rows["host"].append(host_name)
+        rows["group"].append(group)
+        rows["op"].append(op)
+        rows["name"].append(name)
+        rows["seq"].append(_int(args.get("Seq")))
+        rows["ordinal"].append(counts[ordinal_key])
+        counts[ordinal_key] += 1
+        rows["bytes"].append(nbytes)
+        rows["group_size"].append(size)
+    first_ts = _first_ts(host, dev)
+    # What the rank did since its previous collective ended (collectives may overlap: never < 0).
+    prev_end = np.r_[first_ts, np.maximum.accumulate(ends)[:-1]] if len(ends) else ends
+    before = np.minimum(prev_end, starts)
+    dev_busy = _busy(keep(dev, isin(dev["category"], ["compute"])))
+    host_work = keep(host, isin(host["category"], HOST_WORK))
+    host_busy = _busy(host_work)
+    rows["start_ns"], rows["end_ns"], rows["before_start_ns"] = list(starts), list(ends), list(before)
+    rows["before_device_ns"] = list(_covered(dev_busy, before, starts))
+    rows["before_host_ns"] = list(_covered(host_busy, before, starts))
+    top_from = keep(dev, isin(dev["category"], ["compute"])) if len(dev_busy[0]) else _outermost(host_work)
+    rows["before_top"] = [json.dumps(t) for t in _top_names(top_from, before, starts)]
+    return pa.table({f.name: pa.array(rows[f.name], f.type) for f in RECORDS}, schema=RECORDS)
+
+
+@dataclass
+class _Info:
+    default_group: str = ""
+    group_sizes: dict[str, int] = field(default_factory=dict)
+    device_names: dict[str, str] = field(default_factory=dict)
+
+
+def _distributed_info(trace: Trace, rank: int | None) -> _Info:
+    """Process groups (Kineto ``distributedInfo``) and device names (``deviceProperties``) of a rank."""
+    meta = _of_rank(trace.metadata, rank) if rank is not None else trace.metadata
+    out = _Info()
+    for key, value in zip(meta["key"].to_pylist(), meta["value"].to_pylist(), strict=True):
+        if key == "kineto.distributedInfo":
+            info = json.loads(value)
+            pgs = info.get("pg_config") or []
+            for pg in pgs if isinstance(pgs, list) else []:
+                if isinstance(pg, dict) and "pg_name" in pg and _int(pg.get("pg_size")):
+                    out.group_sizes[str(pg["pg_name"])] = int(pg["pg_size"])
+            # Host collectives carry no group: with one group (or none declared), it is the default one.
+            if len(out.group_sizes) <= 1:
+                out.default_group = next(iter(out.group_sizes), "0")
+                if not out.group_sizes and _int(info.get("world_size")):
+                    out.group_sizes["0"] = int(info["world_size"])
+        elif key == "kineto.deviceProperties":
+            props = json.loads(value)
+            for p in props if isinstance(props, list) else []:
+                if isinstance(p, dict) and "id" in p and "name" in p:
+                    out.device_names.setdefault(f"cuda:{p['id']}", str(p["name"]))
+    return out
+
+
+def _args(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _int(v: Any) -> int | None:
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    return None
+
+
+def _message_bytes(op: str, args: dict[str, Any], group_size: int | None) -> int | None:
+    """The collective's data size S of NCCL's bandwidth formulas: the larger of input and output."""
+    dtype = args.get("dtype")
+    if dtype is None and isinstance(args.get("Input type"), list) and args["Input type"]:
+        dtype = args["Input type"][0]
+    width = DTYPE_BYTES.get(str(dtype).lower()) if dtype is not None else None
+    if width is None:
+        return None
+    n_in, n_out = _int(args.get("In msg nelems")), _int(args.get("Out msg nelems"))
+    if n_in is None and n_out is None:  # a host range: only its input tensor's shape is recorded
+        dims = args.get("Input Dims")
+        if not (isinstance(dims, list) and dims and isinstance(dims[0], list)):
+            return None
+        n_in = int(np.prod([d for d in dims[0] if isinstance(d, int)], dtype=np.int64)) if dims[0] else 1
+        if op == "all_gather" and group_size:  # the output is every rank's input
+            n_out = n_in * group_size
+    return max(n_in or 0, n_out or 0) * width
+
+
+def _first_ts(*tables: pa.Table) -> int:
+    firsts = [int(pc.min(t["ts_ns"]).as_py()) for t in tables if t.num_rows]
+    return min(firsts) if firsts else 0
+
+
+def _busy(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    s = t["ts_ns"].to_numpy().astype(np.int64)
+    return union(s, s + t["dur_ns"].to_numpy().astype(np.int64))
+
+
+def _covered(busy: tuple[np.ndarray, np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Nanoseconds of the disjoint sorted ``busy`` intervals inside each [lo[i], hi[i]) (any windows)."""
+    s, e = busy
+    if len(s) == 0:
+        return np.zeros(len(lo), dtype=np.int64)
+    cum = np.r_[0, np.cumsum(e - s)]
+
+    def upto(t: np.ndarray) -> np.ndarray:  # busy time before t
+        i = np.searchsorted(s, t, side="right")
+        part = np.where(i > 0, np.minimum(t, e[np.maximum(i - 1, 0)]) - s[np.maximum(i - 1, 0)], 0)
+        return np.asarray(cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(part, 0))
+
+    covered: np.ndarray = np.maximum(upto(hi) - upto(lo), 0).astype(np.int64)
+    return covered
+
+
+def _outermost(t: pa.Table) -> pa.Table:
+    """Host ops not nested in another op of the same thread (so nested time is not counted twice)."""
+    if not t.num_rows:
+        return t
+    tid = flat(t["tid"]).cast(pa.string()).fill_null("")
+    codes = pc.dictionary_encode(tid).indices.to_numpy().astype(np.int64)
+    s = t["ts_ns"].to_numpy().astype(np.int64)
+    e = s + t["dur_ns"].to_numpy().astype(np.int64)
+    order = np.lexsort((-e, s, codes))
+    c, eo = codes[order], e[order]
+    nested = np.zeros(len(order), dtype=bool)
+    starts_of_thread = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    for a, b in zip(starts_of_thread, np.r_[starts_of_thread[1:], len(order)], strict=True):
+        reach = np.maximum.accumulate(eo[a:b])
+        nested[a + 1:b] = reach[:-1] >= eo[a + 1:b]
+    return t.take(pa.array(np.sort(order[~nested])))
+
+
+def _top_names(t: pa.Table, lo: np.ndarray, hi: np.ndarray) -> list[list[list[Any]]]:
+    """Per window, the TOP_WORK names of ``t`` with the most time inside it."""
+    if not t.num_rows or not len(lo):
+        return [[] for _ in lo]
+    s = t["ts_ns"].to_numpy().astype(np.int64)
+    order = np.argsort(s, kind="stable")
+    s = s[order]
+    e = s + t["dur_ns"].to_numpy().astype(np.int64)[order]
+    nm = np.asarray(t["name"].cast(pa.string()).to_pylist(), dtype=object)[order]
+    longest = int((e - s).max())
+    out = []
+    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+        i, j = np.searchsorted(s, a - longest), np.searchsorted(s, b)
+        part = np.minimum(e[i:j], b) - np.maximum(s[i:j], a)
+        hit = part > 0
+        totals: dict[str, int] = defaultdict(int)
+        for n, ns in zip(nm[i:j][hit], part[hit].tolist(), strict=True):
+            totals[str(n)] += int(ns)
+        out.append([[n, ns] for n, ns in sorted(totals.items(), key=lambda kv: -kv[1])[:TOP_WORK]])
+    return out
+
+
+# -- reduce: collectives matched across ranks ------------------------------------------------------
+
+@dataclass
+class CrossRank:
+    collectives: list[dict[str, Any]]
+    ranks: list[int]
+    per_rank: list[dict[str, Any]]
+    straggler_rank: int | None
+    most_waiting_rank: int | None
+    wait_share: float | None  # waiting / all collective time, over matched collectives
+    matched: int  # collectives seen by two or more ranks
+    straggler_work: dict[str, Any] | None = None  # what the straggler did before the collectives it was last at
+    step_skew: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ranks": self.ranks, "straggler_rank": self.straggler_rank,
+                "most_waiting_rank": self.most_waiting_rank, "wait_share": self.wait_share,
+                "matched_collectives": self.matched, "per_rank": self.per_rank,
+                "straggler_work": self.straggler_work, "step_skew": self.step_skew,
+                "collectives": self.collectives}
+
+
+def cross_rank(records: pa.Table | Sequence[pa.Table],
+               steps: Iterable[tuple[int, str, int, int]] = ()) -> CrossRank:
+    """Match the rows of :func:`rank_collectives` (of one or many ranks) into collectives.
+
+    ``steps`` are ``(rank, step name, start_ns, dur_ns)`` of ProfilerStep markers, for the step
+    start skew across ranks.
+    """
+    table = records if isinstance(records, pa.Table) else (
+        pa.concat_tables(list(records)) if len(records) else RECORDS.empty_table())
+    groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+    cols = {n: table[n].to_pylist() for n in RECORDS.names if n != "before_top"}
+    for i in range(table.num_rows):
+        seq = cols["seq"][i]
+        key = (cols["group"][i], "seq", seq) if seq is not None else \
+            (cols["group"][i], cols["op"][i], cols["bytes"][i], cols["ordinal"][i])
+        groups[key].append(i)
+    before_top = table["before_top"].to_pylist()
+    out = []
+    ranks: set[int] = set()
+    last_count: dict[int, int] = defaultdict(int)
+    late_ns: dict[int, int] = defaultdict(int)
+    wait_ns: dict[int, int] = defaultdict(int)
+    coll_ns: dict[int, int] = defaultdict(int)
+    before: dict[int, list[tuple[int, dict[str, Any]]]] = defaultdict(list)  # last rank -> (rank, work)
+    matched = 0
+    for rows in groups.values():
+        rows.sort(key=lambda i: (cols["rank"][i] if cols["rank"][i] is not None else -1, cols["start_ns"][i]))
+        rec = _collective(cols, rows)
+        out.append(rec)
+        rks = [cols["rank"][i] for i in rows]
+        ranks |= {r for r in rks if r is not None}
+        if len(rows) < 2 or any(r is None for r in rks):
+            continue
+        matched += 1
+        last = rec["last_rank"]
+        last_count[last] += 1
+        late_ns[last] += rec["arrival_skew_ns"]
+        for i, w in zip(rows, rec["wait_ns"], strict=True):
+            r = cols["rank"][i]
+            wait_ns[r] += w
+            coll_ns[r] += cols["end_ns"][i] - cols["start_ns"][i]
+            before[last].append((r, {"device_ns": cols["before_device_ns"][i], "host_ns": cols["before_host_ns"][i],
+                                     "span_ns": cols["start_ns"][i] - cols["before_start_ns"][i],
+                                     "top": before_top[i]}))
+    out.sort(key=lambda c: (min(c["arrival_ns"]), c["group"], c["op"], c.get("seq") or c["ordinal"]))
+    straggler = max(last_count, key=lambda r: (last_count[r], late_ns[r], -r), default=None)
+    waiting = max(wait_ns, key=lambda r: (wait_ns[r], -r), default=None)
+    per_rank = [{"rank": r, "last_count": last_count.get(r, 0), "late_ns": late_ns.get(r, 0),
+                 "wait_ns": wait_ns.get(r, 0), "collective_ns": coll_ns.get(r, 0)} for r in sorted(ranks)]
+    total = sum(coll_ns.values())
+    work = _straggler_work(straggler, before[straggler]) if straggler is not None else None
+    return CrossRank(out, sorted(ranks), per_rank, straggler, waiting,
+                     round(sum(wait_ns.values()) / total, 4) if total else None, matched, work, _step_skew(steps))
+
+
+def _straggler_work(late: int, rows: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+    """Mean time busy before the collectives ``late`` arrived last at: it, against the other ranks."""
+    mine = [w for r, w in rows if r == late]
+    others = [w for r, w in rows if r != late]
+
+    def mean(ws: list[dict[str, Any]], key: str) -> int:
+        return int(np.mean([w[key] for w in ws])) if ws else 0
+
+    top: dict[str, int] = defaultdict(int)
+    for w in mine:
+        for name, ns in json.loads(w["top"] or "[]"):
+            top[name] += int(ns)
+    return {"collectives": len(mine),
+            "span_ns": mean(mine, "span_ns"), "device_ns": mean(mine, "device_ns"), "host_ns": mean(mine, "host_ns"),
+            "others_span_ns": mean(others, "span_ns"), "others_device_ns": mean(others, "device_ns"),
+            "others_host_ns": mean(others, "host_ns"),
+            "top": [[n, ns] for n, ns in sorted(top.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_WORK]]}
+
+
+def _collective(cols: dict[str, list[Any]], rows: list[int]) -> dict[str, Any]:
+    first = rows[0]
+    arrivals = [cols["start_ns"][i] for i in rows]
+    op, nbytes = cols["op"][first], cols["bytes"][first]
+    n = cols["group_size"][first] or len(rows)
+    rec: dict[str, Any] = {
+        "group": cols["group"][first], "op": op, "name": cols["name"][first], "seq": cols["seq"][first],
+        "ordinal": cols["ordinal"][first], "bytes": nbytes, "group_size": n,
+        "ranks": [cols["rank"][i] for i in rows], "devices": [cols["device"][i] for i in rows],
+        "arrival_ns": arrivals, "dur_ns": [cols["end_ns"][i] - cols["start_ns"][i] for i in rows],
+    }
+    if len(rows) >= 2:
+        last_i = max(rows, key=lambda i: (cols["start_ns"][i], cols["rank"][i] or 0))
+        last_arrival = cols["start_ns"][last_i]
+        rec.update(arrival_skew_ns=last_arrival - min(arrivals), last_rank=cols["rank"][last_i],
+                   wait_ns=[last_arrival - a for a in arrivals],
+                   transfer_ns=max(0, cols["end_ns"][last_i] - last_arrival), transfer_from="last_arrival")
+    else:
+        rec.update(arrival_skew_ns=None, last_rank=None, wait_ns=None,
+                   transfer_ns=cols["end_ns"][first] - cols["start_ns"][first], transfer_from="kernel")
+    rec["complete"] = len(rows) >= n
+    algbw = nbytes / rec["transfer_ns"] if nbytes is not None and rec["transfer_ns"] > 0 else None
+    factor = BUS_FACTOR.get(op)
+    rec["algbw_gbps"] = algbw  # bytes/ns = GB/s
+    rec["busbw_gbps"] = algbw * factor(n) if algbw is not None and factor is not None else None
+    rec["device_name"] = cols["device_name"][first]
+    rec["hosts"] = sorted({h for h in (cols["host"][i] for i in rows) if h})
+    return rec
+
+
+def _step_skew(steps: Iterable[tuple[int, str, int, int]]) -> list[dict[str, Any]]:
+    by_step: dict[str, dict[int, tuple[int, int]]] = defaultdict(dict)
+    for rank, name, ts, dur in steps:
+        by_step[name][rank] = (ts, dur)
+    out = []
+    for name, per_rank in sorted(by_step.items(), key=lambda kv: _step_number(kv[0])):
+        if len(per_rank) < 2:
+            continue
+        starts = {r: v[0] for r, v in per_rank.items()}
+        durs = [v[1] for v in per_rank.values()]
+        out.append({"step": name, "start_skew_ns": max(starts.values()) - min(starts.values()),
+                    "last_to_start_rank": max(starts, key=lambda r: (starts[r], -r)),
+                    "max_dur_ns": max(durs), "min_dur_ns": min(durs)})
+    return out
+
+
+def _step_number(name: str) -> tuple[int, str]:
+    m = re.search(r"(\d+)$", name)
+    return (int(m.group(1)) if m else -1, name)
+
+
+# -- the diagnose section and findings ------------------------------------------------------------
+
+STRAGGLER_WAIT_SHARE = 0.20  # waiting above this share of all collective time across ranks ...
+STRAGGLER_LATE_SHARE = 0.50  # ... and one rank owns more than this share of all arrival skew (last-arrival time)
+LOW_BUSBW_SHARE = 0.25  # median bus bandwidth of a size bucket below this share of the link's peak
+MIN_JUDGED_BYTES = 1 << 20  # smaller messages are latency-bound: their bandwidth is not judged
+# Peak unidirectional per-GPU bandwidth of the link collectives between the GPUs of one node run
+# over (GB/s), by the deviceProperties name. NVIDIA: NVLink 2/3/4/5 (V100 SXM2 6 x 25, A100 SXM 12 x 25,
+# H100/H200 SXM 18 x 25, B200 18 x 50; the NVIDIA product data sheets). AMD MI300X: 7 Infinity Fabric
+# links x 64 GB/s (AMD CDNA 3 white paper). PCIe boards: PCIe 4.0 x16 32 GB/s, 5.0 x16 64 GB/s.
+LINK_GBPS: tuple[tuple[re.Pattern[str], str, float], ...] = (
+    (re.compile(r"V100-SXM", re.I), "NVLink 2", 150.0),
+    (re.compile(r"A100-(SXM|PG509)", re.I), "NVLink 3", 300.0),
+    (re.compile(r"A100", re.I), "PCIe 4.0 x16", 32.0),
+    (re.compile(r"H100 PCIe", re.I), "PCIe 5.0 x16", 64.0),
+    (re.compile(r"H100|H200|H800", re.I), "NVLink 4", 450.0),
+    (re.compile(r"B200|GB200", re.I), "NVLink 5", 900.0),
+    (re.compile(r"MI300X|MI325X", re.I), "Infinity Fabric", 448.0),
+)
+SIZE_BUCKETS = (1 << 20, 16 << 20, 256 << 20)  # 1-16 MiB, 16-256 MiB, >= 256 MiB
+
+
+def link_class(device_name: str | None) -> tuple[str, float] | None:
+    """(link name, peak GB/s) for a device name, or None when the table does not know the device."""
+    for pattern, link, gbps in LINK_GBPS:
+        if device_name and pattern.search(device_name):
+            return link, gbps
+    return None
+
+
+def _bucket(nbytes: int) -> str:
+    lo = max((b for b in SIZE_BUCKETS if nbytes >= b), default=0)
+    i = SIZE_BUCKETS.index(lo)
+    hi = SIZE_BUCKETS[i + 1] if i + 1 < len(SIZE_BUCKETS) else None
+    return f"{lo >> 20}-{hi >> 20} MiB" if hi else f">= {lo >> 20} MiB"
+
+
+def findings(ctx: Context) -> list[Finding]:
+    cr: CrossRank | None = ctx.sections.get(SECTION.key)
+    return [] if cr is None else straggler_findings(cr) + bandwidth_findings(cr)
+
+
+def straggler_findings(cr: CrossRank) -> list[Finding]:
+    late = cr.straggler_rank
+    if late is None or not cr.matched or (cr.wait_share or 0) < STRAGGLER_WAIT_SHARE:
+        return []
+    me = next(p for p in cr.per_rank if p["rank"] == late)
+    if me["late_ns"] <= STRAGGLER_LATE_SHARE * sum(p["late_ns"] for p in cr.per_rank):
+        return []
+    w = cr.straggler_work or {}
+    top = ", ".join(f"{n} ({ns / 1e6:.1f} ms)" for n, ns in w.get("top", []))
+    evidence = (f"rank {late} arrived last at {me['last_count']} of {cr.matched} collectives, "
+                f"{me['late_ns'] / 1e6:.1f} ms after the first rank in total; {_pct(cr.wait_share or 0)} of all "
+                f"collective time is ranks waiting for the last one (rank {cr.most_waiting_rank} waited most). "
+                f"Before those collectives rank {late} was busy {w.get('device_ns', 0) / 1e6:.1f} ms on the device "
+                f"and {w.get('host_ns', 0) / 1e6:.1f} ms on the host on average (other ranks: "
+                f"{w.get('others_device_ns', 0) / 1e6:.1f} ms / {w.get('others_host_ns', 0) / 1e6:.1f} ms)"
+                + (f"; its largest work: {top}" if top else ""))
+    extra_device = w.get("device_ns", 0) - w.get("others_device_ns", 0)
+    extra_host = w.get("host_ns", 0) - w.get("others_host_ns", 0)
+    if all(d == "cpu" for c in cr.collectives for d in c["devices"]):  # a CPU job: its host work is the compute
+        extra_device, extra_host = extra_host, 0
+    if max(extra_device, extra_host) <= 0.1 * max(1, w.get("span_ns", 0)):
+        advice = (f"Rank {late} is late without doing more recorded work than its peers: look outside the trace "
+                  "(other processes on its node, throttling, a slow disk or network), and check that the hosts' "
+                  "clocks agree.")
+    elif extra_device >= extra_host:
+        advice = (f"Rank {late} computes more than its peers before the collective (load imbalance): balance the "
+                  "work per rank (uneven batches or sequence lengths, pipeline stages, MoE routing). Shrinking or "
+                  "overlapping messages will not help while the others wait for it.")
+    else:
+        advice = (f"Rank {late}'s host is busier than its peers' before the collective: move that work off the "
+                  "critical path (data loading, logging, checkpointing, Python overhead on that rank). Shrinking or "
+                  "overlapping messages will not help while the others wait for it.")
+    return [Finding("straggler", "warning", f"Rank {late} arrives last at collectives; the other ranks wait for it",
+                    evidence, advice, None)]
+
+
+def bandwidth_findings(cr: CrossRank) -> list[Finding]:
+    """Per op and size bucket, the median bus bandwidth against the device's link class."""
+    buckets: dict[tuple[str, str, str, float], list[float]] = defaultdict(list)
+    for c in cr.collectives:
+        known = link_class(c["device_name"])
+        if known is None or c["busbw_gbps"] is None or (c["bytes"] or 0) < MIN_JUDGED_BYTES or len(c["hosts"]) > 1:
+            continue
+        buckets[(c["op"], _bucket(c["bytes"]), known[0], known[1])].append(c["busbw_gbps"])
+    out = []
+    for (op, bucket, link, peak), values in sorted(buckets.items()):
+        med = float(np.median(values))
+        if med < LOW_BUSBW_SHARE * peak:
+            out.append(Finding(
+                "low_bus_bandwidth", "info", f"{op} of {bucket} reach {med:.1f} GB/s bus bandwidth ({link})",
+                f"median bus bandwidth {med:.1f} GB/s over {len(values)} {op} of {bucket}, "
+                f"{_pct(med / peak)} of the {link} peak {peak:.0f} GB/s",
+                "Check the NCCL/RCCL transport (NCCL_DEBUG=INFO: is it using NVLink/P2P or falling back to "
+                "sockets/SHM?), the topology and GPU placement, and whether these messages could be bucketed into "
+                "larger ones. A single-rank trace counts waiting for peers as transfer, so check cross-rank skew "
+                "first.", None))
+    return out
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _text(cr: CrossRank) -> list[str]:
+    lines = [f"{len(cr.collectives)} collectives; {cr.matched} matched across {len(cr.ranks)} ranks"]
+    if cr.straggler_rank is not None:
+        me = next(p for p in cr.per_rank if p["rank"] == cr.straggler_rank)
+        lines.append(f"straggler rank {cr.straggler_rank} (last at {me['last_count']} of {cr.matched}, "
+                     f"{ms(me['late_ns'])} late in total); most waiting rank {cr.most_waiting_rank}; "
+                     f"waiting is {_pct(cr.wait_share or 0)} of collective time")
+    if cr.step_skew:
+        worst = max(cr.step_skew, key=lambda s: s["start_skew_ns"])
+        lines.append(f"worst step start skew {ms(worst['start_skew_ns'])} ({worst['step']}, "
+                     f"last to start: rank {worst['last_to_start_rank']})")
+    bw = [c["busbw_gbps"] for c in cr.collectives if c["busbw_gbps"] is not None]
+    if bw:
+        lines.append(f"bus bandwidth median {float(np.median(bw)):.3f} GB/s over {len(bw)} collectives")
+    return lines
+
+
+@dataclass
+class RankPart:
+    """What one rank contributes to the section (the map's output): its collectives and its steps."""
+
+    records: pa.Table
+    steps: list[tuple[int, str, int, int]]
+
+
+def _compute(ctx: Context) -> RankPart:
+    host = ctx.trace.system_events
+    s = select(host, "category", "step")
+    steps = [(r, str(n), int(t), int(d)) for r, n, t, d in zip(
+        s["rank"].to_pylist(), s["name"].cast(pa.string()).to_pylist(), s["ts_ns"].to_pylist(),
+        s["dur_ns"].to_pylist(), strict=True) if r is not None]
+    return RankPart(rank_collectives(ctx.trace), steps)
+
+
+def _combine(parts: list[RankPart]) -> CrossRank:
+    return cross_rank([p.records for p in parts], [s for p in parts for s in p.steps])
+
+
+def _from_json(d: dict[str, Any]) -> CrossRank:
+    return CrossRank(list(d.get("collectives") or []), list(d.get("ranks") or []), list(d.get("per_rank") or []),
+                     d.get("straggler_rank"), d.get("most_waiting_rank"), d.get("wait_share"),
+                     int(d.get("matched_collectives") or 0), d.get("straggler_work"), list(d.get("step_skew") or []))
+
+
+SECTION = Section("cross_rank", "cross-rank", _compute, to_json=CrossRank.as_dict, from_json=_from_json,
+                  text=_text, combine=_combine)
+FINDINGS = FindingFamily("cross-rank collectives", findings)

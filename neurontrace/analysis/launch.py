@@ -1,0 +1,190 @@
+"""Launch latency and queue depth: how far ahead of the device the host runs.
+
+For every device op the host launched (kernels, collectives, copies, memsets), its launch call is the
+source of its launch flow (Kineto ``ac2g``), or, when the trace has no flow for it, the runtime or
+driver call with the same correlation id:
+
+    host   [cudaLaunchKernel]                        call_ns = the call's duration (launch cost)
+    device          :          [kernel ........]
+                    |<-delay ->|                     delay = kernel start - call start
+
+Queue depth on a stream is the number of ops launched but not finished: +1 at the start of the launch
+call, -1 at the end of the op (at one instant, ends count before launches). The device's depth is the
+sum over its streams. A shallow queue means the device drains work as fast as the host supplies it;
+ops shorter than their own launch call mean the host cannot get ahead however it tries: together
+they are the ``launch_bound`` finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neurontrace.analysis._columns import isin, keep
+from neurontrace.analysis.attribution import DeviceAttribution
+from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily, ms
+from neurontrace.analysis.overlap import device_and_host
+
+LAUNCHED = ("compute", "collective", "memcpy", "memset")
+
+
+@dataclass
+class Launch:
+    kernels: int  # device ops with a launch call found
+    unmatched: int  # device ops in the window without one (launched before the profile, GPU-only traces)
+    delay_ns_median: int | None
+    delay_ns_p90: int | None
+    delay_ns_max: int | None
+    call_ns_median: int | None
+    queue_depth_max: int
+    queue_depth_median: float | None  # the device's depth just after each launch, median over launches
+    short_kernel_share: float | None  # ops shorter than their launch call
+    streams: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kernels": self.kernels, "unmatched": self.unmatched, "delay_ns_median": self.delay_ns_median,
+                "delay_ns_p90": self.delay_ns_p90, "delay_ns_max": self.delay_ns_max,
+                "call_ns_median": self.call_ns_median, "queue_depth_max": self.queue_depth_max,
+                "queue_depth_median": self.queue_depth_median, "short_kernel_share": self.short_kernel_share,
+                "streams": self.streams}
+
+
+def launch_calls(host: pa.Table, flows: pa.Table, dev: pa.Table) -> np.ndarray:
+    """Per row of ``dev``, the row of ``host`` that launched it (-1 when none is recorded)."""
+    out = np.full(dev.num_rows, -1, dtype=np.int64)
+    if dev.num_rows == 0 or host.num_rows == 0:
+        return out
+    host_ids = host["event_id"].to_numpy()
+    order = np.argsort(host_ids, kind="stable")
+    dev_ids = dev["event_id"].to_numpy()
+
+    def host_row(ids: np.ndarray) -> np.ndarray:
+        pos = np.minimum(np.searchsorted(host_ids[order], ids), len(order) - 1)
+        return np.where(host_ids[order][pos] == ids, order[pos], -1)
+
+    fl = keep(flows, isin(flows["kind"], ["launch"]))
+    src = pc.fill_null(fl["src_event_id"], -1).to_numpy(zero_copy_only=False)
+    dst = pc.fill_null(fl["dst_event_id"], -1).to_numpy(zero_copy_only=False)
+    ok = (src >= 0) & (dst >= 0)
+    if ok.any():
+        d_order = np.argsort(dev_ids, kind="stable")
+        pos = np.minimum(np.searchsorted(dev_ids[d_order], dst[ok]), len(d_order) - 1)
+        hit = dev_ids[d_order][pos] == dst[ok]
+        out[d_order[pos[hit]]] = host_row(src[ok][hit])
+    # No flow: the runtime/driver call with the same correlation id (and rank).
+    missing = np.flatnonzero(out < 0)
+    corr = pc.fill_null(dev["correlation"], -1).to_numpy(zero_copy_only=False)
+    calls = np.flatnonzero(isin(host["category"], ["runtime", "driver"]))
+    if len(missing) and len(calls):
+        hc = pc.fill_null(host["correlation"], -1).to_numpy(zero_copy_only=False)[calls]
+        hr = pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64)[calls]
+        dr = pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64)[missing]
+        key = hr * (1 << 40) + hc
+        korder = np.argsort(key, kind="stable")
+        q = dr * (1 << 40) + corr[missing]
+        pos = np.minimum(np.searchsorted(key[korder], q), len(korder) - 1)
+        hit = (key[korder][pos] == q) & (corr[missing] >= 0) & (hc[korder][pos] >= 0)
+        out[missing[hit]] = calls[korder[pos[hit]]]
+    return out
+
+
+def _depth(launch_at: np.ndarray, done_at: np.ndarray) -> tuple[int, np.ndarray]:
+    """(max depth, depth just after each launch) of ops launched at ``launch_at`` and done at ``done_at``."""
+    n = len(launch_at)
+    if n == 0:
+        return 0, np.zeros(0)
+    t = np.concatenate([launch_at, done_at])
+    delta = np.r_[np.ones(n, dtype=np.int64), -np.ones(n, dtype=np.int64)]
+    order = np.lexsort((delta, t))  # at one instant -1 (done) sorts before +1 (launched)
+    depth = np.cumsum(delta[order])
+    after = np.empty(2 * n, dtype=np.int64)
+    after[order] = depth
+    return int(depth.max()), after[:n]
+
+
+def _ns(values: np.ndarray, q: float) -> int | None:
+    return int(np.percentile(values, q, method="lower")) if len(values) else None
+
+
+def launch_stats(host: pa.Table, flows: pa.Table, dev: pa.Table, window: tuple[int, int]) -> Launch:
+    """Launch statistics of one device (``dev``: that device and rank) for ops starting in ``window``."""
+    dev = keep(dev, isin(dev["category"], LAUNCHED))
+    ts = dev["ts_ns"].to_numpy()
+    dev = keep(dev, (ts >= window[0]) & (ts < window[1]))
+    call = launch_calls(host, flows, dev)
+    ok = call >= 0
+    k_ts = dev["ts_ns"].to_numpy()[ok]
+    k_end = k_ts + dev["dur_ns"].to_numpy()[ok]
+    c_ts = host["ts_ns"].to_numpy()[call[ok]]
+    c_dur = host["dur_ns"].to_numpy()[call[ok]]
+    delay = k_ts - c_ts
+    short = (k_end - k_ts) < c_dur
+    qmax, at_launch = _depth(c_ts, k_end)
+    tracks = np.asarray(dev["track"].cast(pa.string()).to_pylist(), dtype=object)[ok] if ok.any() else np.zeros(0)
+    streams = []
+    for track in sorted(set(tracks.tolist())):
+        m = tracks == track
+        smax, _ = _depth(c_ts[m], k_end[m])
+        streams.append({"stream": track, "kernels": int(m.sum()), "delay_ns_median": _ns(delay[m], 50),
+                        "delay_ns_p90": _ns(delay[m], 90), "delay_ns_max": int(delay[m].max()),
+                        "queue_depth_max": smax})
+    return Launch(
+        kernels=int(ok.sum()), unmatched=int((~ok).sum()), delay_ns_median=_ns(delay, 50),
+        delay_ns_p90=_ns(delay, 90), delay_ns_max=int(delay.max()) if len(delay) else None,
+        call_ns_median=_ns(c_dur, 50), queue_depth_max=qmax,
+        queue_depth_median=float(np.median(at_launch)) if len(at_launch) else None,
+        short_kernel_share=round(float(short.mean()), 4) if len(short) else None, streams=streams)
+
+
+LAUNCH_BOUND_SHORT = 0.5  # at least half of the launched ops are shorter than their own launch call ...
+LAUNCH_BOUND_DEPTH = 2.0  # ... and the median queue depth after a launch is at most 2 (the device drains it)
+LAUNCH_BOUND_MIN_OPS = 100  # evidence enough: at least this many launches
+
+
+def _from_json(d: dict[str, Any]) -> Launch:
+    fields: dict[str, Any] = {k: d.get(k) for k in Launch.__dataclass_fields__ if k != "streams"}
+    return Launch(**fields, streams=list(d.get("streams") or []))
+
+
+def _text(v: Launch) -> list[str]:
+    if not v.kernels:
+        return [f"no launch calls recorded for {v.unmatched} device ops"] if v.unmatched else []
+    share = f"{100 * v.short_kernel_share:.1f}%" if v.short_kernel_share is not None else "-"
+    line = (f"{v.kernels} launches: launch-to-start delay median {ms(v.delay_ns_median)}, p90 "
+            f"{ms(v.delay_ns_p90)}; queue depth max {v.queue_depth_max} (median {v.queue_depth_median}); {share} "
+            f"of ops shorter than their launch call (median call {ms(v.call_ns_median)})")
+    return [line]
+
+
+def _compute(ctx: Context, d: DeviceAttribution) -> Launch | None:
+    dev, host = device_and_host(ctx, d)
+    if dev.num_rows == 0:
+        return None
+    return launch_stats(host, ctx.trace.flows, dev, d.window)
+
+
+def launch_bound(ctx: Context) -> list[Finding]:
+    out = []
+    for d in ctx.devices:
+        v = d.sections.get("launch")
+        if (not isinstance(v, Launch) or v.kernels < LAUNCH_BOUND_MIN_OPS or v.short_kernel_share is None
+                or v.queue_depth_median is None):
+            continue
+        if v.short_kernel_share >= LAUNCH_BOUND_SHORT and v.queue_depth_median <= LAUNCH_BOUND_DEPTH:
+            out.append(Finding(
+                "launch_bound", "warning", "The device runs ops faster than the host can launch them",
+                f"{100 * v.short_kernel_share:.1f}% of {v.kernels} ops on {d.device} are shorter than their launch "
+                f"call (median call {ms(v.call_ns_median)}) and the queue holds a median {v.queue_depth_median:g} "
+                f"op(s) after each launch",
+                "Launch fewer, larger kernels: CUDA graphs (torch.compile mode='reduce-overhead'), fused ops, "
+                "larger batches; keep the launching thread free of Python work.", d.device))
+    return out
+
+
+SECTION = DeviceSection("launch", "launch latency", _compute, to_json=Launch.as_dict, from_json=_from_json,
+                        text=_text)
+FINDINGS = FindingFamily("launch bound", launch_bound)

@@ -1,0 +1,186 @@
+"""Published peak throughput of the accelerators users profile, one cited public source per entry.
+
+Each entry gives dense (no structured sparsity) peak TFLOP/s per dtype and the peak memory bandwidth in
+TB/s of ONE device as a trace names it: a whole GPU for NVIDIA, one GCD for AMD MI250 (each GCD shows
+up as its own device), one NeuronCore for Trainium (neurontrace devices are ``neuron:ncN``), the chip's
+figure divided by its core count. A dtype the vendor does not publish is absent: its peak is unknown,
+never guessed. A device no entry matches is reported as unknown (``peak_for`` returns None).
+
+Matching: the CUDA/ROCm ``deviceProperties`` name (plus its memory size where one name covers
+variants with different bandwidth), or the Neuron ``instance_type`` (trn1 / trn2 / trn3).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neurontrace.trace import Trace
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Peak:
+    """Peak dense throughput of one device."""
+
+    device: str  # the product, as its vendor names it
+    tflops: dict[str, float]  # dtype (fp64, fp32, tf32, bf16, fp16, fp8) -> dense TFLOP/s
+    hbm_tbps: float  # peak memory bandwidth, TB/s (10^12 bytes per second)
+    source: str  # where the figures are published
+    note: str = ""
+
+    def flops_per_s(self, dtype: str | None) -> float | None:
+        v = self.tflops.get(dtype or "")
+        return v * 1e12 if v is not None else None
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.hbm_tbps * 1e12
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "tflops": self.tflops, "hbm_tbps": self.hbm_tbps, "source": self.source,
+                "note": self.note}
+
+
+@dataclass(frozen=True)
+class _Entry:
+    pattern: re.Pattern[str]  # searched in the deviceProperties name or the instance type
+    peak: Peak
+    min_mem_gib: float = 0.0  # the variant with at least this much memory (totalGlobalMem) ...
+    max_mem_gib: float = field(default=float("inf"))  # ... and at most this much
+
+
+def _e(pattern: str, device: str, tflops: dict[str, float], hbm_tbps: float, source: str, note: str = "",
+       mem: tuple[float, float] = (0.0, float("inf"))) -> _Entry:
+    return _Entry(re.compile(pattern, re.IGNORECASE), Peak(device, tflops, hbm_tbps, source, note), *mem)
+
+
+_NV_A100 = "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
+_NV_H100 = "https://www.nvidia.com/en-us/data-center/h100/ (H100 datasheet; tensor figures halved: listed with sparsity)"
+_NV_H200 = "https://www.nvidia.com/en-us/data-center/h200/ (tensor figures halved: listed with sparsity)"
+_NV_BLACKWELL = "https://resources.nvidia.com/en-us-blackwell-architecture/datasheet (Blackwell datasheet, dense columns)"
+_NV_L4 = "https://www.nvidia.com/en-us/data-center/l4/ (tensor figures halved: listed with sparsity)"
+_NV_TURING = ("https://images.nvidia.com/aem-dam/en-zz/Solutions/design-visualization/technologies/"
+              "turing-architecture/NVIDIA-Turing-Architecture-Whitepaper.pdf (Table 1, reference board)")
+_NV_V100 = "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf"
+_AMD = "https://www.amd.com/en/products/accelerators/instinct/"
+_NEURON = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-hardware/"
+
+# First match wins: more specific names first.
+ENTRIES: tuple[_Entry, ...] = (
+    # NVIDIA. FP32 is the non-tensor-core rate: PyTorch runs fp32 matmuls in full fp32 unless
+    # torch.backends.cuda.matmul.allow_tf32 is set (default off since 1.12).
+    _e(r"H100.*PCIe", "NVIDIA H100 PCIe", {"fp64": 26, "fp32": 51, "tf32": 378, "bf16": 756, "fp16": 756,
+                                             "fp8": 1513}, 2.0, _NV_H100),
+    _e(r"H100.*NVL", "NVIDIA H100 NVL", {"fp64": 30, "fp32": 60, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5,
+                                           "fp8": 1670.5}, 3.9, _NV_H100),
+    _e(r"H100", "NVIDIA H100 SXM", {"fp64": 34, "fp32": 67, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5,
+                                      "fp8": 1979}, 3.35, _NV_H100, "'H100 80GB HBM3' is the SXM5 board"),
+    _e(r"H200", "NVIDIA H200 SXM", {"fp64": 34, "fp32": 67, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5,
+                                      "fp8": 1979}, 4.8, _NV_H200),
+    _e(r"GB200", "NVIDIA GB200 (one Blackwell GPU)", {"fp64": 45, "fp32": 90, "tf32": 1250, "bf16": 2500,
+                                                       "fp16": 2500, "fp8": 5000}, 8.0, _NV_BLACKWELL),
+    _e(r"B200", "NVIDIA B200 (HGX)", {"fp64": 40, "fp32": 80, "tf32": 1100, "bf16": 2250, "fp16": 2250,
+                                        "fp8": 4500}, 8.0, _NV_BLACKWELL),
+    # One A100 name (A100-PG509-200, A100-SXM4-40GB ...) covers 40 GB and 80 GB boards, whose
+    # bandwidth differs; compute is the same on SXM and PCIe.
+    _e(r"A100", "NVIDIA A100 40GB", {"fp64": 9.7, "fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312},
+       1.555, _NV_A100, mem=(0, 48)),
+    _e(r"A100.*PCIe", "NVIDIA A100 80GB PCIe", {"fp64": 9.7, "fp32": 19.5, "tf32": 156, "bf16": 312,
+                                                  "fp16": 312}, 1.935, _NV_A100, mem=(48, float("inf"))),
+    _e(r"A100", "NVIDIA A100 80GB SXM", {"fp64": 9.7, "fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312},
+       2.039, _NV_A100, mem=(48, float("inf"))),
+    _e(r"\bL4\b", "NVIDIA L4", {"fp32": 30.3, "tf32": 60, "bf16": 121, "fp16": 121, "fp8": 242.5}, 0.3, _NV_L4),
+    _e(r"RTX 2080 Ti", "NVIDIA GeForce RTX 2080 Ti", {"fp32": 13.4, "fp16": 53.8}, 0.616, _NV_TURING,
+       "fp16 tensor rate with fp32 accumulation (PyTorch's); no bf16 on Turing"),
+    _e(r"V100.*SXM2", "NVIDIA V100 SXM2", {"fp64": 7.8, "fp32": 15.7, "fp16": 125}, 0.9, _NV_V100),
+    # AMD. MI250/MI250X are two GCDs per package and each GCD is one device: half the package figures.
+    _e(r"MI355X", "AMD Instinct MI355X", {"fp16": 2500, "bf16": 2500, "fp8": 5000}, 8.0, _AMD + "mi350/mi355x.html"),
+    _e(r"MI325X", "AMD Instinct MI325X", {"fp64": 81.7, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4,
+                                           "fp16": 1307.4, "fp8": 2614.9}, 6.0, _AMD + "mi300/mi325x.html"),
+    _e(r"MI300X", "AMD Instinct MI300X", {"fp64": 81.7, "fp32": 163.4, "tf32": 653.7, "bf16": 1307.4,
+                                           "fp16": 1307.4, "fp8": 2614.9}, 5.3, _AMD + "mi300/mi300x.html",
+       "'MI300X VF' (a virtual function) is the same chip"),
+    _e(r"MI250X", "AMD Instinct MI250X (one GCD)", {"fp64": 47.9, "fp32": 47.9, "bf16": 191.5, "fp16": 191.5},
+       1.6, _AMD + "mi200/mi250x.html", "package figures / 2 GCDs"),
+    _e(r"MI250", "AMD Instinct MI250 (one GCD)", {"fp64": 45.3, "fp32": 45.3, "bf16": 181.0, "fp16": 181.0},
+       1.6, _AMD + "mi200/mi250.html", "package figures / 2 GCDs"),
+    _e(r"MI210", "AMD Instinct MI210", {"fp64": 45.3, "fp32": 45.3, "bf16": 181.0, "fp16": 181.0}, 1.6,
+       _AMD + "mi200/mi210.html", "fp32 is the matrix rate"),
+    # AWS Trainium, per NeuronCore: chip figures / cores per chip (2 on Trainium1, 8 on Trainium2/3).
+    _e(r"\btrn1n?\.", "AWS Trainium1 (one NeuronCore-v2)", {"fp32": 47.5 / 2, "tf32": 95, "bf16": 95,
+                                                             "fp16": 95, "fp8": 95}, 0.820 * GIB / 1e9 / 2,
+       _NEURON + "trainium.html", "chip: 190 BF16/FP16/cFP8/TF32 TFLOPS, 47.5 FP32, 820 GiB/s; 2 cores"),
+    _e(r"\btrn2[a-z]*\.", "AWS Trainium2 (one NeuronCore-v3)", {"fp32": 181 / 8, "tf32": 667 / 8,
+                                                               "bf16": 667 / 8, "fp16": 667 / 8,
+                                                               "fp8": 1299 / 8}, 2.9 / 8,
+       _NEURON + "trainium2.html", "chip: 667 BF16/FP16/TF32, 1299 FP8, 181 FP32 TFLOPS, 2.9 TB/s; 8 cores"),
+    _e(r"\btrn3[a-z]*\.", "AWS Trainium3 (one NeuronCore-v4)", {"fp32": 183 / 8, "tf32": 671 / 8,
+                                                               "bf16": 671 / 8, "fp16": 671 / 8,
+                                                               "fp8": 2517 / 8}, 4.9 / 8,
+       _NEURON + "trainium3.html", "chip: 671 BF16/FP16/TF32, 2517 MXFP8 TFLOPS, 4.9 TB/s; 8 cores"),
+)
+# Not matched on purpose: 'AMD Radeon Graphics' (a generic ROCm name, seen on an MI250), MTIA
+# 'ARTEMIS' (no public source ties that deviceProperties name to a chip's figures), V100 DGXS.
+
+_INSTANCE = re.compile(r"\b(trn[123][a-z]*\.[0-9a-z]+)")
+
+
+def peak_for(name: str, total_mem_bytes: int | None = None) -> Peak | None:
+    """The entry for a device name (or Neuron instance type); None when no entry matches."""
+    mem = total_mem_bytes / GIB if total_mem_bytes else None
+    for e in ENTRIES:
+        if not e.pattern.search(name):
+            continue
+        if mem is None and (e.min_mem_gib > 0 or e.max_mem_gib < float("inf")):
+            # A name that covers variants, without the memory size to tell them apart: only the
+            # variant the name itself spells out ("A100-SXM4-40GB", "A100 80GB PCIe") is safe.
+            sized = re.search(r"(\d+)\s*GB", name)
+            if not sized or not e.min_mem_gib <= float(sized.group(1)) <= e.max_mem_gib:
+                continue
+        elif mem is not None and not e.min_mem_gib <= mem <= e.max_mem_gib:
+            continue
+        return e.peak
+    return None
+
+
+@dataclass(frozen=True)
+class DevicePeak:
+    """What the trace says a device is, and its peak (None: unknown device)."""
+
+    device: str
+    name: str | None
+    peak: Peak | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "name": self.name, "peak": self.peak.as_dict() if self.peak else None}
+
+
+def device_peak(trace: Trace, device: str) -> DevicePeak:
+    """The peak of one trace device (``cuda:0``, ``rocm:1``, ``neuron:nc3``) from the trace's metadata."""
+    if device.startswith("neuron"):
+        text = " ".join(str(v) for v in trace.metadata["value"].to_pylist())
+        m = _INSTANCE.search(text)
+        return DevicePeak(device, m.group(1) if m else None, peak_for(m.group(1)) if m else None)
+    index = device.rsplit(":", 1)[-1]
+    listed = [p for props in trace.meta_all("kineto.deviceProperties") if isinstance(props, list)
+              for p in props if isinstance(p, dict) and p.get("name")]
+    match = [p for p in listed if str(p.get("id")) == index]
+    if not match and len(listed) == 1 and len(_devices(trace)) == 1:
+        # The profiler lists the devices visible to the process, renumbered from 0 (ROCm traces show
+        # rocm:2 with one deviceProperties entry of id 0): one entry and one device are the same.
+        match = listed
+    if not match:
+        return DevicePeak(device, None, None)
+    p = match[0]
+    mem = p.get("totalGlobalMem")
+    return DevicePeak(device, str(p["name"]), peak_for(str(p["name"]), int(mem) if isinstance(mem, int) else None))
+
+
+def _devices(trace: Trace) -> list[str]:
+    return [d for d in pc.unique(trace.device_events["device"].cast(pa.string())).to_pylist() if d is not None]

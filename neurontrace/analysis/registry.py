@@ -1,0 +1,45 @@
+"""The registry of analyses ``diagnose`` runs beyond the core attribution (contract: analysis/contract.py).
+
+To add a section or a finding family: write its module, then add one line below. Order matters:
+sections may read the sections listed before them; findings run after every section.
+"""
+
+from __future__ import annotations
+
+from neurontrace.analysis import (
+    cross_rank,
+    engine_waits,
+    findings,
+    launch,
+    load_warnings,
+    neuron_summary,
+    ops,
+    overlap,
+    phases,
+)
+from neurontrace.analysis.contract import DeviceSection, FindingFamily, Section
+
+DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
+    engine_waits.SECTION,  # Neuron: what engine waits were waiting for
+    ops.SECTION,  # per-op FLOPs, bytes and % of the device's peak
+    overlap.SECTION,  # how much communication and copying runs under compute
+    launch.SECTION,  # launch-to-start delay and queue depth
+)
+
+SECTIONS: tuple[Section, ...] = (
+    load_warnings.SECTION,  # what loading warned about (undecoded profiles, ...), first
+    phases.SECTION,  # compile/load vs execution, steps
+    cross_rank.SECTION,  # collectives matched across ranks: arrival skew, waits, bandwidth; step skew
+    neuron_summary.SECTION,  # Neuron: per-NeuronCore summary metrics, derived figures
+)
+
+FINDINGS: tuple[FindingFamily, ...] = (
+    findings.DEVICE,
+    findings.FALLBACK,
+    findings.PHASES,
+    findings.COLLECTIVES,
+    cross_rank.FINDINGS,  # straggler, low_bus_bandwidth
+    neuron_summary.FINDINGS,  # Neuron Explorer's summary rules, throttling
+    ops.FINDINGS,  # low_efficiency
+    launch.FINDINGS,  # launch_bound
+)

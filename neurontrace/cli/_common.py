@@ -1,0 +1,241 @@
+"""What every `neurontrace` command shares: the command base, the input options, progress, output and `run`.
+
+A command is a :class:`Command` subclass in its own module of this package: its name comes from the class
+(``DiagnoseCommand`` is ``diagnose``) and its help from the docstring (first line: the one-line help).
+``neurontrace.cli`` lists the commands; :func:`run` builds the parser and turns every named error into one
+line on stderr and its exit code (``neurontrace.errors``), never a traceback.
+
+Output has one idiom: results go to stdout through :func:`out` (or a rich :func:`console` for reports),
+messages about what was done go to stderr through :func:`note`, so ``--json`` output stays parseable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from neurontrace import errors
+from neurontrace._version import __version__
+from neurontrace.load import FORMATS, detect, load
+from neurontrace.progress import Progress, no_progress
+from neurontrace.trace import Trace
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+class Command:
+    """The base of every subcommand: ``add_arguments`` declares its options, ``run`` does the work."""
+
+    name: ClassVar[str]  # the subcommand: the class name without "Command", lower case
+    help: ClassVar[str]  # the docstring's first paragraph, the one line `neurontrace --help` lists
+    description: ClassVar[str]  # the whole docstring, shown by `neurontrace NAME --help`
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        doc = inspect.cleandoc(cls.__doc__ or "")
+        cls.name = cls.__name__.removesuffix("Command").lower()
+        cls.help = " ".join(doc.split("\n\n")[0].split())
+        cls.description = doc
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        raise NotImplementedError
+
+    def run(self, args: argparse.Namespace) -> int:
+        raise NotImplementedError
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+
+def out(text: str) -> None:
+    """A result line on stdout (what a pipe or ``--json`` consumer reads)."""
+    sys.stdout.write(text + "\n")
+
+
+def note(text: str) -> None:
+    """A message on stderr: what was saved, what to run next, warnings."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def console() -> Console:
+    """The rich console reports render on (stdout, no syntax highlighting of numbers)."""
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+# -- input options, declared once for every command that reads traces -----------------------------
+
+
+def add_input_options(parser: argparse.ArgumentParser) -> None:
+    """``--format`` and ``--neff``: how the inputs are read (defaults: detection and the Neuron naming rules)."""
+    parser.add_argument("--format", choices=sorted(FORMATS), help="skip detection and use this format")
+    parser.add_argument("--neff", type=Path, metavar="FILE",
+                        help="the NEFF an NTFF profile ran (default: found by the Neuron naming rules)")
+
+
+def add_input(parser: argparse.ArgumentParser, nargs: str | None = None) -> None:
+    """The trace path(s) and the input options."""
+    parser.add_argument("path", nargs=nargs, help="trace file or directory (format detected from content)")
+    add_input_options(parser)
+
+
+def load_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The parser options the user gave (only those: formats that take none stay unbothered)."""
+    return {"neff": args.neff} if getattr(args, "neff", None) is not None else {}
+
+
+def load_one(path: str | Path, args: argparse.Namespace, progress: Progress = no_progress) -> Trace:
+    return load(path, format=getattr(args, "format", None), progress=progress, **load_options(args))
+
+
+def load_traces(paths: Sequence[str | Path], args: argparse.Namespace) -> tuple[Trace, list[dict[str, Any]]]:
+    """Every path loaded (all checked to exist first) as one trace, and the ``inputs`` a diagnosis records."""
+    for p in paths:
+        if not Path(p).exists():
+            raise errors.InputNotFoundError(f"{p}: no such file or directory")
+    with progress_bar() as progress:
+        traces = [load_one(p, args, progress) for p in paths]
+    fmt = getattr(args, "format", None)
+    inputs = [{"path": str(p), "format": fmt or format_name(Path(p))} for p in paths]
+    return Trace.concat(traces), inputs
+
+
+def format_name(path: Path) -> str:
+    try:
+        return detect(path).name
+    except errors.UnknownFormatError:
+        if path.is_dir():
+            return "a directory of traces"
+        raise
+
+
+def print_accounting(trace: Trace) -> None:
+    for acct in trace.accounting:
+        kept = ", ".join(f"{n} {t}" for t, n in sorted(acct.kept.items()))
+        skipped = ", ".join(f"{n} {r}" for r, n in sorted(acct.skipped.items())) or "none"
+        out(f"  {acct.source}: read {acct.events_read} events; kept {kept}; skipped {skipped}")
+        for w in acct.warnings:
+            out(f"  warning: {w}")
+
+
+def fallback_ops(text: str) -> list[str]:
+    """``--fallback-ops OP[,OP...]`` as a list."""
+    return [op.strip() for op in text.split(",") if op.strip()]
+
+
+def add_fallback_ops(parser: argparse.ArgumentParser, meaning: str) -> None:
+    parser.add_argument("--fallback-ops", metavar="OP[,OP...]", default="", type=fallback_ops, help=meaning)
+
+
+# -- argument types -------------------------------------------------------------------------------
+
+
+def percentage(text: str) -> float:
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 5 or 2.5, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a percentage of at least 0, got {text!r}")
+    return value
+
+
+def microseconds(text: str) -> float:
+    try:
+        value = float(text.removesuffix("us"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration in microseconds such as 10 or 2.5, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a duration of at least 0 microseconds, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
+    return value
+
+
+# -- progress -------------------------------------------------------------------------------------
+
+
+@contextmanager
+def progress_bar() -> Iterator[Progress]:
+    """A transient rich progress bar on a terminal; silence otherwise (pipes, CI, tests)."""
+    if not sys.stderr.isatty():
+        yield no_progress
+        return
+    from rich.progress import BarColumn, DownloadColumn, TextColumn
+    from rich.progress import Progress as RichProgress
+
+    with RichProgress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def report(stage: str, done: int, total: int | None) -> None:
+            if stage not in tasks:
+                tasks[stage] = int(bar.add_task(stage, total=total))
+            bar.update(tasks[stage], completed=done, total=total)  # type: ignore[arg-type]
+
+        yield report
+
+
+# -- the entry ------------------------------------------------------------------------------------
+
+
+def build_parser(commands: Sequence[Command]) -> argparse.ArgumentParser:
+    epilog = errors.exit_codes_help()
+    parser = argparse.ArgumentParser(
+        prog="neurontrace",
+        description="Where did the time go? Stall attribution for AWS Neuron and torch.profiler traces.",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"neurontrace {__version__}")
+    parser.add_argument("--traceback", action="store_true", help="show tracebacks of errors (debugging)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for cmd in commands:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description, epilog=epilog,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        cmd.add_arguments(p)
+        p.set_defaults(handler=cmd)
+    return parser
+
+
+def run(commands: Sequence[Command], argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv``, run the command, and map what it raises to an exit code (README, "Exit codes")."""
+    args = build_parser(commands).parse_args(argv)
+    try:
+        with warnings.catch_warnings():
+            # Trace warnings reach the user through the accounting lines printed after loading.
+            warnings.simplefilter("ignore", errors.TraceWarning)
+            code = int(args.handler.run(args))
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+        return code
+    except errors.NeurontraceError as exc:
+        if args.traceback:
+            raise
+        note(f"neurontrace {args.command}: error: {exc}")
+        return exc.exit_code
+    except BrokenPipeError:
+        # The reader left (`... | head`): stop quietly. Python would report the failed flush of stdout
+        # at exit, so stdout is pointed at the null device first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return errors.EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        note(f"neurontrace {args.command}: interrupted")
+        return errors.EXIT_INTERRUPTED

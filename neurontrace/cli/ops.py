@@ -1,0 +1,46 @@
+"""``neurontrace ops``: per op name and kernel class, FLOPs, bytes, achieved throughput and the roofline bound."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from neurontrace import errors
+from neurontrace.cli import _common as common
+from neurontrace.cli.diagnose import _window
+
+
+class OpsCommand(common.Command):
+    """show per-op efficiency: FLOPs, bytes, achieved TFLOP/s and TB/s, share of the device's peak
+
+    One row per device, op name and kernel class: kernels, device time, FLOPs and bytes from the ops'
+    recorded shapes (profile with record_shapes=True), achieved TFLOP/s and TB/s, arithmetic intensity,
+    percent of the device's roofline bound and whether that bound is compute or memory (docs/ops.md). Over
+    the whole trace unless --window is given; a trace without device kernels shows its CPU ops.
+    """
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        common.add_input(parser, nargs="+")
+        parser.add_argument("--json", action="store_true", help="print the neurontrace.ops/1 JSON document")
+        parser.add_argument("--window", metavar="START_NS:END_NS", type=_window,
+                            help="only kernels starting in this window (trace clock, ns)")
+        parser.add_argument("--device", metavar="D", help="only this device (cuda:0, rocm:1, neuron:nc0, cpu)")
+        parser.add_argument("--top", type=common.positive_int, default=30,
+                            help="rows per device in the text report (default 30; --json has all)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from neurontrace.analysis.ops import op_table
+
+        trace, _ = common.load_traces(args.path, args)
+        if args.device is not None:
+            known = {d for d in trace.device_events["device"].cast("string").to_pylist() if d} or {"cpu"}
+            if args.device not in known:
+                raise errors.UsageError(f"no device {args.device!r} in the trace; it has {', '.join(sorted(known))}")
+        report = op_table(trace, window=args.window, device=args.device)
+        if args.json:
+            common.out(json.dumps(report.as_dict(), indent=2))
+        else:
+            from neurontrace.render.ops_report import render
+
+            render(report, common.console(), top=args.top)
+        return errors.EXIT_OK

@@ -1,0 +1,71 @@
+"""Human units, scaled per value: how every text report shows times, sizes and rates.
+
+Neuron executions are microseconds long and GPU steps milliseconds, so one fixed unit prints either
+"0.000 ms" or a wall of digits. Each value here picks its own unit (ns, µs, ms, s; B, KiB, MiB, GiB)
+and keeps three significant digits::
+
+    >>> duration(850), duration(20_080), duration(1_500_000), duration(2_350_000_000)
+    ('850 ns', '20.1 µs', '1.50 ms', '2.35 s')
+    >>> duration(0), duration(None), duration(-4_200), duration(1_200_000, "+")
+    ('0 ns', '-', '-4.20 µs', '+1.20 ms')
+    >>> size(1024), size(655_360), size(3.2e9)
+    ('1.00 KiB', '640 KiB', '2.98 GiB')
+"""
+
+from __future__ import annotations
+
+_TIME = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"))
+_SIZE = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+
+
+def _digits(v: float, sign: str = "") -> str:
+    a = abs(v)
+    return f"{v:{sign},.2f}" if a < 10 else f"{v:{sign},.1f}" if a < 100 else f"{v:{sign},.0f}"
+
+
+def duration(ns: float | None, sign: str = "") -> str:
+    """A duration in nanoseconds, in the largest unit in which it is at least 1 (``-`` for None).
+
+    ``sign="+"`` writes the sign of positive values too (deltas: ``+1.20 ms``).
+    """
+    if ns is None:
+        return "-"
+    for scale, unit in _TIME:
+        if abs(ns) >= scale * 0.9995:  # 999.96 µs prints as 1.00 ms, not 1000 µs
+            return f"{_digits(ns / scale, sign)} {unit}"
+    return f"{ns:{sign}.0f} ns" if float(ns).is_integer() else f"{_digits(ns, sign)} ns"
+
+
+def seconds(s: float | None) -> str:
+    """A duration in seconds (Neuron summaries' unit), scaled like :func:`duration`."""
+    return "-" if s is None else duration(s * 1e9)
+
+
+def size(n: float | None) -> str:
+    """A byte count in binary units (``-`` for None)."""
+    if n is None:
+        return "-"
+    for scale, unit in _SIZE:
+        if abs(n) >= scale * 0.9995:
+            return f"{_digits(n / scale)} {unit}"
+    return f"{n:.0f} B"
+
+
+def rate(bytes_per_s: float | None) -> str:
+    """A bandwidth, bytes per second, in decimal units (GB/s as hardware specs quote them)."""
+    if bytes_per_s is None:
+        return "-"
+    for scale, unit in ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")):
+        if abs(bytes_per_s) >= scale * 0.9995:
+            return f"{_digits(bytes_per_s / scale)} {unit}"
+    return f"{bytes_per_s:.0f} B/s"
+
+
+def share(fraction: float | None) -> str:
+    """A fraction 0..1 as a percentage; small non-zero shares keep a significant digit."""
+    if fraction is None:
+        return "-"
+    pct = 100 * fraction
+    if pct and abs(pct) < 0.1:
+        return f"{pct:.2g}%"
+    return f"{pct:.1f}%"
