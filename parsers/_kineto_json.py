@@ -44,6 +44,8 @@ from neurontrace.progress import Progress, no_progress
 from . import _kineto_native
 
 CHUNK_BYTES = 16 << 20
+BATCH_EVENTS = 1 << 15  # events decoded into Python objects at a time (see _decode_chunk) ...
+BATCH_BYTES = 4 << 20  # ... or this much of their text
 Document = Data  # the whole content: bytes, a bytearray or a file snapshot
 EXACT_FLOAT_US = 2.0**43  # below this, float µs with 3 decimals round-trip to exact ns
 _NULL = msgspec.Raw(b"null")
@@ -190,9 +192,9 @@ def _decode(data: Document, *, complete: bool, device_categories: list[str], pro
     tables = []
     done_events = done_bytes = partial = 0
     for chunk, last in _chunks(array):
-        table, partial = _decode_chunk(chunk, first_index=done_events, final=last and truncated_at is not None)
-        tables.append(table)
-        done_events += table.num_rows
+        batches, partial = _decode_chunk(chunk, first_index=done_events, final=last and truncated_at is not None)
+        tables += batches
+        done_events += sum(t.num_rows for t in batches)
         done_bytes += len(chunk)
         progress("decode events", done_bytes, len(array))
     events = pa.concat_tables(tables) if tables else _empty_events()
@@ -328,42 +330,64 @@ def _chunks(buf: memoryview) -> Iterator[tuple[memoryview, bool]]:
         pos = cut.start()
 
 
-def _decode_chunk(chunk: memoryview, *, first_index: int, final: bool) -> tuple[pa.Table, int]:
-    """One chunk's events as columns, and how many events were cut in half (truncation only)."""
-    doc = b"[" + _trimmed(chunk) + b"]"
+def _decode_chunk(chunk: memoryview, *, first_index: int, final: bool) -> tuple[list[pa.Table], int]:
+    """One chunk's events as columns, and how many events were cut in half (truncation only).
+
+    The chunk is split into its events' raw texts first (a small object per event, pointing into
+    the chunk) and decoded BATCH_EVENTS at a time, so the Python objects alive at once are bounded
+    however the chunk is laid out (a minified trace is one chunk of any size).
+    """
+    doc = _bracketed(chunk)
+    partial = 0
+    try:
+        raws = msgspec.json.decode(doc, type=list[msgspec.Raw])
+    except msgspec.DecodeError as exc:
+        if not final:
+            raise MalformedTraceError(f"the traceEvents list is not valid JSON: {exc}") from exc
+        raws, partial = _salvage_events(bytes(doc))
+    # Batches end after BATCH_EVENTS events or BATCH_BYTES of text, whichever comes first.
+    ends = np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
+    tables, i = [], 0
+    while i < len(raws):
+        j = min(i + BATCH_EVENTS, max(int(np.searchsorted(ends, ends[i] + BATCH_BYTES)), i + 1), len(raws))
+        tables.append(_batch(raws[i:j], first_index + i))
+        i = j
+    return tables or [_empty_events()], partial
+
+
+def _batch(raws: list[msgspec.Raw], first_index: int) -> pa.Table:
+    doc = b"[" + b",".join(raws) + b"]"
     try:
         events = msgspec.json.decode(doc, type=list[_Event])
     except msgspec.ValidationError as exc:
         raise MalformedTraceError(f"an event has an unexpected field type: {exc}") from exc
-    except msgspec.DecodeError as exc:
-        if not final:
-            raise MalformedTraceError(f"the traceEvents list is not valid JSON: {exc}") from exc
-        doc, events, partial = _salvage_events(doc)
-        return _columns(events, first_index, doc), partial
-    return _columns(events, first_index, doc), 0
+    return _columns(events, first_index, doc)
 
 
-def _trimmed(chunk: memoryview) -> bytes:
-    """The chunk without surrounding whitespace and trailing comma, copied once."""
+def _bracketed(chunk: memoryview) -> bytearray:
+    """``[`` + the chunk without surrounding whitespace and trailing comma + ``]``, copied once."""
     lo, hi = 0, len(chunk)
     while lo < hi and chunk[lo] in b" \t\r\n":
         lo += 1
     while hi > lo and chunk[hi - 1] in b" \t\r\n,":
         hi -= 1
-    return bytes(chunk[lo:hi])
+    doc = bytearray(hi - lo + 2)
+    doc[0], doc[-1] = ord("["), ord("]")
+    doc[1:-1] = chunk[lo:hi]
+    return doc
 
 
-def _salvage_events(doc: bytes) -> tuple[bytes, list[_Event], int]:
-    """The longest prefix of complete events of a cut-off event list."""
+def _salvage_events(doc: bytes) -> tuple[list[msgspec.Raw], int]:
+    """The raw texts of the longest prefix of complete events of a cut-off event list."""
     end = len(doc)
     while (end := doc.rfind(b"}", 0, end)) > 0:
         prefix = doc[: end + 1] + b"]"
         try:
-            events = msgspec.json.decode(prefix, type=list[_Event])
+            raws = msgspec.json.decode(prefix, type=list[msgspec.Raw])
         except msgspec.DecodeError:
             continue
-        return prefix, events, int(b"{" in doc[end + 1:])
-    return b"[]", [], int(b"{" in doc)
+        return raws, int(b"{" in doc[end + 1:])
+    return [], int(b"{" in doc)
 
 
 def _columns(events: list[_Event], first_index: int, doc: bytes) -> pa.Table:
@@ -420,7 +444,7 @@ def _arg_columns(args_raw: list[msgspec.Raw], kind: np.ndarray) -> dict[str, pa.
             if name in mine and _ARG_KEYS[name] in doc:
                 parts[name].append(_array(list(map(attrgetter(name), typed)), typ))
             else:
-                parts[name].append(pa.nulls(len(rows), typ))
+                parts[name].append(_kineto_native.null_array(typ, len(rows)))
     if not order:
         return {name: pa.nulls(0, typ) for name, typ in _ARG_COLUMNS.items()}
     if len(order) == 1:
@@ -432,7 +456,7 @@ def _arg_columns(args_raw: list[msgspec.Raw], kind: np.ndarray) -> dict[str, pa.
 
 
 def _nulls(n: int) -> pa.Array:
-    return pa.nulls(n, pa.string())
+    return _kineto_native.null_array(pa.string(), n)
 
 
 def _typed_args(doc: bytes, struct: type[msgspec.Struct]) -> list[Any]:
@@ -473,7 +497,7 @@ def _id_strings(values: list[Any]) -> pa.Array:
     if arr.type == pa.string():
         return arr
     if arr.type == pa.null():
-        return pa.nulls(len(values), pa.string())
+        return _nulls(len(values))
     if pa.types.is_integer(arr.type):
         return arr.cast(pa.string())
     return pa.array(list(map(_text_or_none, values)), pa.string())
@@ -538,7 +562,7 @@ def _times(values: list[int | float | None]) -> pa.Array | None:
     except (pa.ArrowInvalid, OverflowError):
         return None
     if arr.type == pa.null():
-        return pa.nulls(len(values), pa.int64())
+        return _kineto_native.null_array(pa.int64(), len(values))
     if pa.types.is_integer(arr.type):
         try:
             return pc.multiply_checked(arr, 1000)

@@ -19,6 +19,7 @@ directories: renamed, dropped, retyped or nulled columns, part files of mixed sc
 from __future__ import annotations
 
 import copy
+import functools
 import gzip
 import json
 import os
@@ -148,16 +149,17 @@ def _brief(o: Outcome) -> str:
 # -- Kineto: real traces, cut to small windows --------------------------------------------------------
 
 
-def kineto_sources() -> list[Path]:
+def kineto_sources(max_bytes: int = 100_000) -> list[Path]:
     """The shipped samples and the small files of the real corpus (beside the checkout, if present)."""
     files = sorted((ROOT / "sample_traces").rglob("*.pt.trace.json.gz"))
     corpus = ROOT.parent / "shared" / "corpus" / "kineto"
     if corpus.is_dir():
         files += sorted(p for p in corpus.rglob("*") if p.name.endswith((".json", ".json.gz"))
-                        and p.stat().st_size < 400_000)
+                        and p.stat().st_size < max_bytes)
     return files
 
 
+@functools.cache
 def read_doc(path: Path) -> Doc:
     raw = path.read_bytes()
     doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
@@ -256,9 +258,9 @@ def kineto_mutation(doc: Doc, rng: random.Random) -> tuple[str, bytes]:
     elif kind == "bom":
         data = b"\xef\xbb\xbf" + data
     if gz:
-        data = gzip.compress(data, compresslevel=rng.choice([1, 6, 9]))
+        data = gzip.compress(data, compresslevel=rng.choice([1, 6, 9]), mtime=0)
         if kind == "gzip_trailing":
-            data += rng.choice([b"\0" * rng.randint(1, 600), os.urandom(rng.randint(1, 50)), b"\x1f"])
+            data += rng.choice([b"\0" * rng.randint(1, 600), rng.randbytes(rng.randint(1, 50)), b"\x1f"])
         else:
             b = bytearray(data)
             how = rng.choice(["flip", "cut"])
@@ -270,14 +272,13 @@ def kineto_mutation(doc: Doc, rng: random.Random) -> tuple[str, bytes]:
     return kind, data
 
 
-def kineto_cases(seed: int, count: int) -> Iterator[tuple[str, str, bytes]]:
+def kineto_cases(seed: int, count: int, max_bytes: int = 100_000) -> Iterator[tuple[str, str, bytes]]:
     """(source name, mutation class, bytes) for ``count`` mutations of windows of the real traces."""
     rng = random.Random(seed)
-    sources = kineto_sources()
-    docs = {p: read_doc(p) for p in sources}
+    sources = kineto_sources(max_bytes)
     for _ in range(count):
         src = rng.choice(sources)
-        kind, data = kineto_mutation(window(docs[src], rng), rng)
+        kind, data = kineto_mutation(window(read_doc(src), rng), rng)
         yield src.name, kind, data
 
 

@@ -21,8 +21,8 @@ from tests import fuzz_inputs as fz
 
 SEED = 12
 GZIP = b"\x1f\x8b"
-KINETO_CASES = 1200
-NEURON_CASES = 100
+KINETO_CASES = 900
+NEURON_CASES = 50
 JSON_CASES = 400
 OUTPUT_CASES = 40
 
@@ -57,7 +57,7 @@ def test_mutated_neuron_directories_load_or_fail_by_name(tmp_path: Path) -> None
             outcomes[fz.outcome(tmp_path / "d").kind] += 1
         except Exception as exc:
             raise AssertionError(f"case {i} ({kind} of {src.name}): {type(exc).__name__}: {exc}") from exc
-    assert outcomes["ok"] > 10 and outcomes["error"] > 5, outcomes
+    assert outcomes["ok"] > 5 and outcomes["error"] > 3, outcomes
 
 
 def test_mutated_legacy_neuron_json_loads_or_fails_by_name(tmp_path: Path) -> None:
@@ -93,7 +93,6 @@ def test_damaged_convert_outputs_load_or_fail_by_name(tmp_path: Path) -> None:
     assert outcomes["error"] > 20, outcomes
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_mutations_are_reproducible(seed: int) -> None:
-    first = [(k, d) for _, k, d in fz.kineto_cases(seed, 20)]
-    assert first == [(k, d) for _, k, d in fz.kineto_cases(seed, 20)]
+def test_mutations_are_reproducible() -> None:
+    first = [(k, d) for _, k, d in fz.kineto_cases(SEED, 40)]
+    assert first == [(k, d) for _, k, d in fz.kineto_cases(SEED, 40)]

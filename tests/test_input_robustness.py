@@ -391,7 +391,7 @@ def test_an_undocumented_list_column_is_left_out_with_a_warning(tmp_path: Path) 
 def test_a_flipped_byte_in_a_page_is_named_or_harmless(tmp_path: Path) -> None:
     d = copy_neuron(tmp_path)
     raw = (d / "Instruction.parquet").read_bytes()
-    for at in range(4, len(raw) - 8, max(len(raw) // 40, 1)):
+    for at in range(4, len(raw) - 8, max(len(raw) // 20, 1)):
         b = bytearray(raw)
         b[at] ^= 0x10
         (d / "Instruction.parquet").write_bytes(bytes(b))
@@ -448,9 +448,9 @@ CONVERT_CHILD = "import sys, neurontrace; neurontrace.load(sys.argv[1]).to_parqu
 def test_concurrent_converts_into_one_output_each_land_whole(tmp_path: Path) -> None:
     out = tmp_path / "out"
     writers = [subprocess.Popen([sys.executable, "-W", "ignore", "-c", CONVERT_CHILD, str(SAMPLE), str(out)],
-                                stderr=subprocess.PIPE, text=True) for _ in range(3)]
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
     errors = [w.communicate(timeout=300)[1] for w in writers]
-    assert [w.returncode for w in writers] == [0] * 3, errors
+    assert [w.returncode for w in writers] == [0] * 2, errors
     assert quiet_load(out).equals(quiet_load(SAMPLE))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary directory left behind
 
