@@ -440,7 +440,11 @@ def _text(v: dict[str, Any]) -> list[str]:
     parts = [f"{c['op_class']} {100 * c['share']:.1f}% of kernel time"
              + (f" at {c['pct_of_peak']:.1f}% of peak" if c["pct_of_peak"] is not None else "")
              for c in v["classes"][:6]]
-    return [head, "; ".join(parts)]
+    out = [head, "; ".join(parts)]
+    if v["skipped"].get("no shapes"):
+        out.append(f"{v['skipped']['no shapes']} ops have a FLOP formula but no recorded shapes: profile with "
+                   "record_shapes=True to count their FLOPs")
+    return out
 
 
 def low_efficiency(ctx: Context) -> list[Finding]:
