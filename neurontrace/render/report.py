@@ -8,6 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from neurontrace import units
 from neurontrace.analysis import registry
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.diagnose import Diagnosis
@@ -18,7 +19,7 @@ BAR_WIDTH = 60
 
 
 def _ms(ns: int | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+    return units.duration(ns)  # scaled per value: µs-long Neuron executions never read "0.000 ms"
 
 
 def cause_bar(d: DeviceAttribution, width: int = BAR_WIDTH) -> Text:
@@ -47,7 +48,7 @@ def _device_panel(d: DeviceAttribution) -> Panel:
     stalls = Text("top stalls\n", style="bold")
     for s in d.top_stalls[:5]:
         stalls.append(f"  {_ms(s.dur_ns):>12}  {s.cause}.{s.detail}", style=COLORS[s.cause])
-        stalls.append(f" at +{(s.start_ns - d.window[0]) / 1e6:,.3f} ms: {s.evidence[0] if s.evidence else '-'}")
+        stalls.append(f" at +{_ms(s.start_ns - d.window[0])}: {s.evidence[0] if s.evidence else '-'}")
         stalls.append(f"\n{'':16}source: {s.source or '-'}\n")
     head = Text(f"window {_ms(d.window_ns)} ({d.window_source})")
     for section in registry.DEVICE_SECTIONS:
