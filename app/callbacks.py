@@ -12,10 +12,14 @@ Data flow::
 
 from __future__ import annotations
 
+import math
+import re
 import time
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 import dash
+import numpy as np
 from dash import ALL, MATCH, Input, Output, State, html, no_update
 
 from neurontrace.app import figures, layout
@@ -28,20 +32,61 @@ if TYPE_CHECKING:
 SIDE_PANEL_PX = 430 + 60  # the details column and page padding, beside the timeline
 ZOOM_PAD = 0.25  # a table row zooms to its interval plus this share of it on each side
 BIN_CLICK_ZOOM = 8  # clicking a binned pixel zooms in this many times around it
+FOCUS_PAD = 0.01  # the analysis window is shown with this share of it as margin on each side
+TIMELINE_SHARE = 0.68  # of the browser window's height, offered to the timeline
+MAX_NS = 2**62  # no time the page sends is trusted beyond this (JSON allows NaN, Infinity, 1e400)
+MAX_HITS = 50  # search results listed
 
 
-# -- plain functions -----------------------------------------------------------------------------
+# -- input checks: every value from the page is untrusted (NaN, Infinity, strings, huge numbers) --
+
+
+def as_int(value: Any, lo: int = -MAX_NS, hi: int = MAX_NS) -> int | None:
+    """``value`` as an int when it is a finite number within [lo, hi] (not a bool, not text)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value) or not lo <= value <= hi:
+        return None
+    return int(value)
+
+
+def view_of(view: Any) -> tuple[int, int, int] | None:
+    """(t0, t1, origin) of the page's view store, or None when it is not a valid one."""
+    if not isinstance(view, dict):
+        return None
+    t0, t1, origin = (as_int(view.get(k, 0 if k == "origin" else None)) for k in ("t0", "t1", "origin"))
+    if t0 is None or t1 is None or origin is None:
+        return None
+    return t0, t1, origin
+
+
+def highlight_of(value: Any) -> tuple[str, int | None, str] | None:
+    """(device, rank, cause) of the page's highlight store, or None when it is not a valid one."""
+    if not isinstance(value, dict) or not isinstance(value.get("device"), str) or value.get("cause") not in CAUSES:
+        return None
+    rank = value.get("rank")
+    if rank is not None and as_int(rank) is None:
+        return None
+    return value["device"], as_int(rank), str(value["cause"])
 
 
 def n_bins_for(viewport: Any) -> int:
-    """Pixel columns of the plot area for a browser window ``viewport`` pixels wide."""
-    if not isinstance(viewport, (int, float)) or viewport <= 0:
+    """Pixel columns of the plot area for a browser window ``viewport`` ({"w", "h"}) pixels wide."""
+    width = as_int(viewport.get("w") if isinstance(viewport, dict) else viewport, 1, 100_000)
+    if width is None:
         return 1200
-    return int(max(200, min(2400, viewport - SIDE_PANEL_PX - figures.LEFT_PX - 40)))
+    return int(max(200, min(2400, width - SIDE_PANEL_PX - figures.LEFT_PX - 40)))
 
 
-def parse_relayout(relayout: Any, span_ns: int) -> tuple[int, int] | None:
-    """The x window a plotly relayout event asks for (None when it is not about the x axis)."""
+def height_for(viewport: Any) -> int:
+    """Pixels offered to the timeline plot in a browser window ``viewport`` pixels high (0: unknown)."""
+    height = as_int(viewport.get("h") if isinstance(viewport, dict) else None, 200, 20_000)
+    return int(height * TIMELINE_SHARE) if height else 0
+
+
+def parse_relayout(relayout: Any, span_ns: int, origin: int = 0) -> tuple[int, int] | None:
+    """The x window (ns after the first event) a plotly relayout event asks for; None when it is not
+    about the x axis or not valid. Its x values are ms from ``origin``, as the figure draws them."""
     if not isinstance(relayout, dict):
         return None
     if relayout.get("xaxis.autorange"):
@@ -52,10 +97,10 @@ def parse_relayout(relayout: Any, span_ns: int) -> tuple[int, int] | None:
         a, b = relayout["xaxis.range"]
     else:
         return None
-    try:
-        return int(float(a) * 1e6), int(float(b) * 1e6)
-    except (TypeError, ValueError):
+    lo, hi = as_int(a, -MAX_NS // 10**6, MAX_NS // 10**6), as_int(b, -MAX_NS // 10**6, MAX_NS // 10**6)
+    if lo is None or hi is None:
         return None
+    return int(float(a) * 1e6) + origin, int(float(b) * 1e6) + origin
 
 
 def clamp(model: ViewModel, t0: int, t1: int) -> tuple[int, int]:
@@ -68,32 +113,67 @@ def clamp(model: ViewModel, t0: int, t1: int) -> tuple[int, int]:
 
 
 def request(model: ViewModel, view: tuple[int, int], *, expanded: Any = None, depth: Any = None,
-            highlight: Any = None, selected: Any = None, viewport: Any = None) -> figures.Request:
-    hl = (str(highlight["device"]), highlight.get("rank"), str(highlight["cause"])) \
-        if isinstance(highlight, dict) else None
+            python: Any = None, highlight: Any = None, selected: Any = None, viewport: Any = None,
+            origin: int | None = None) -> figures.Request:
+    hl = highlight_of(highlight)
+    groups = expanded if isinstance(expanded, list) and all(isinstance(g, str) for g in expanded) else None
     return figures.Request(
         t0=view[0], t1=view[1], n_bins=n_bins_for(viewport),
-        expanded=frozenset(expanded if isinstance(expanded, list) else layout.default_expanded(model)),
-        max_depth=int(depth) if isinstance(depth, int) else layout.DEFAULT_DEPTH,
-        highlight=hl, selected=int(selected) if isinstance(selected, int) else None,
+        expanded=frozenset(groups if groups is not None else layout.default_expanded(model)),
+        max_depth=as_int(depth, 1, 1000) or layout.DEFAULT_DEPTH,
+        python=isinstance(python, list) and "python" in python,
+        highlight=hl, selected=as_int(selected), height_px=height_for(viewport),
+        origin=model.time_origin if origin is None else origin,
     )
+
+
+def focus_view(model: ViewModel) -> tuple[int, int] | None:
+    """The busiest device's analysis window with a small margin (where the page opens)."""
+    focus = model.focus()
+    if focus is None:
+        return None
+    t0, t1 = focus[1]
+    pad = int((t1 - t0) * FOCUS_PAD)
+    return clamp(model, t0 - pad, t1 + pad)
+
+
+def url_query(model: ViewModel, view: tuple[int, int], selected: Any) -> str:
+    """The page URL's query for a view: the window in the trace's own ns clock, and the selection."""
+    query = f"?start_ns={model.absolute(view[0])}&end_ns={model.absolute(view[1])}"
+    event = as_int(selected)
+    return query + (f"&event={event}" if event is not None and model.index.position(event) is not None else "")
 
 
 def on_timeline(model: ViewModel, trigger: str | None, relayout: Any, goto: Any, view: Any,
                 **req: Any) -> tuple[Any, Any, Any]:
     """(figure, new view, status) for one timeline update; no_update where nothing changes."""
-    current = (int(view["t0"]), int(view["t1"])) if isinstance(view, dict) else (0, model.index.span_ns)
+    stored = view_of(view)
+    current = (stored[0], stored[1]) if stored else (0, model.index.span_ns)
+    auto = not isinstance(view, dict) or bool(view.get("auto", True))
+    # A goto not yet drawn wins whatever fired: a redraw racing it (the window resized, the analysis
+    # finished) read the view from before it, and would otherwise undo it.
+    nonce = goto.get("nonce") if isinstance(goto, dict) else None
+    if nonce is not None and (not isinstance(view, dict) or view.get("goto") != nonce) and trigger != "nt-timeline":
+        trigger = "nt-goto"
     if trigger == "nt-timeline":
-        asked = parse_relayout(relayout, model.index.span_ns)
+        asked = parse_relayout(relayout, model.index.span_ns, stored[2] if stored else 0)
         if asked is None:
             return no_update, no_update, no_update
-        current = clamp(model, *asked)
+        current, auto = clamp(model, *asked), False
     elif trigger == "nt-goto" and isinstance(goto, dict):
-        current = clamp(model, int(goto["t0"]), int(goto["t1"]))
+        t0, t1 = as_int(goto.get("t0")), as_int(goto.get("t1"))
+        if t0 is None or t1 is None:
+            return no_update, no_update, no_update
+        current, auto = clamp(model, t0, t1), False
     elif trigger == "nt-reset":
-        current = (0, model.index.span_ns)
-    drawn = figures.timeline(model, request(model, current, **req))
-    return drawn.figure, {"t0": current[0], "t1": current[1]}, drawn.status
+        current, auto = (0, model.index.span_ns), False
+    elif trigger == "nt-focus" or (auto and trigger == "nt-analysis-ready"):
+        current = focus_view(model) or current
+    r = request(model, current, **req)
+    drawn = figures.timeline(model, r)
+    new_view = {"t0": current[0], "t1": current[1], "origin": r.origin, "auto": auto,
+                "query": url_query(model, current, req.get("selected")), "goto": nonce}
+    return drawn.figure, new_view, drawn.status
 
 
 def goto_around(t0: int, t1: int, pad: float = ZOOM_PAD) -> dict[str, Any]:
@@ -103,19 +183,24 @@ def goto_around(t0: int, t1: int, pad: float = ZOOM_PAD) -> dict[str, Any]:
 
 
 def on_navigate(model: ViewModel, trigger: Any, click: Any, view: Any) -> tuple[Any, Any]:
-    """(selected event id, window to go to) after a click on the timeline, a table row or a flow link."""
+    """(selected event id, window to go to) after a click on the timeline, a table row, a flow link or
+    a search result."""
     analysis = model.analysis
-    if trigger == "nt-timeline" and isinstance(click, dict) and click.get("points"):
+    if trigger == "nt-timeline" and isinstance(click, dict) and isinstance(click.get("points"), list) \
+            and click["points"] and isinstance(click["points"][0], dict):
         point = click["points"][0]
         data = _as_list(point.get("customdata"))
-        if isinstance(data, list) and data and data[0] is not None and data[0] >= 0:
-            return int(data[0]), no_update
+        first = as_int(data[0]) if isinstance(data, list) and data else None
+        if first is not None and first >= 0 and model.index.position(first) is not None:
+            return first, no_update
         if isinstance(data, list) and len(data) >= 4:  # a run of the attribution row
-            return no_update, goto_around(int(data[2]), int(data[3]), 0.1)
-        x = point.get("x")
-        if isinstance(x, (int, float)) and isinstance(view, dict):  # a binned pixel: zoom in around it
-            width = (int(view["t1"]) - int(view["t0"])) / BIN_CLICK_ZOOM
-            centre = float(x) * 1e6
+            a, b = as_int(data[2]), as_int(data[3])
+            return (no_update, goto_around(a, b, 0.1)) if a is not None and b is not None else (no_update, no_update)
+        stored = view_of(view)
+        x = as_int(point.get("x"), -MAX_NS // 10**6, MAX_NS // 10**6)
+        if x is not None and stored:  # a binned pixel: zoom in around it
+            width = (stored[1] - stored[0]) / BIN_CLICK_ZOOM
+            centre = float(point["x"]) * 1e6 + stored[2]
             return no_update, {"t0": int(centre - width / 2), "t1": int(centre + width / 2),
                                "nonce": time.monotonic_ns()}
         return no_update, no_update
@@ -124,8 +209,8 @@ def on_navigate(model: ViewModel, trigger: Any, click: Any, view: Any) -> tuple[
     if trigger.get("type") == "nt-row" and analysis is not None:
         rows = {"stalls": analysis.stalls, "ops": analysis.top_ops, "fallback": analysis.fallback}.get(
             str(trigger.get("table")), [])
-        index = trigger.get("index")
-        if not isinstance(index, int) or not 0 <= index < len(rows):
+        index = as_int(trigger.get("index"), 0, len(rows) - 1)
+        if index is None:
             return no_update, no_update
         row = rows[index]
         if trigger.get("table") == "stalls":
@@ -134,12 +219,93 @@ def on_navigate(model: ViewModel, trigger: Any, click: Any, view: Any) -> tuple[
         if event_id is None:
             return no_update, no_update
         return int(event_id), _goto_event(model, int(event_id), view)
-    if trigger.get("type") == "nt-flow":
-        event_id = int(trigger["event"])
-        if event_id < 0:
+    if trigger.get("type") in ("nt-flow", "nt-hit"):
+        event_id = as_int(trigger.get("event"))
+        if event_id is None or event_id < 0 or model.index.position(event_id) is None:
             return no_update, no_update
         return event_id, _goto_event(model, event_id, view)
     return no_update, no_update
+
+
+def on_url(model: ViewModel, search: Any) -> tuple[Any, Any]:
+    """(selected event, window to go to) of a page URL ``?start_ns=…&end_ns=…&event=…`` (the
+    window in the trace's own ns clock); no_update for what the URL does not say (or says wrongly)."""
+    if not isinstance(search, str) or len(search) > 2000:
+        return no_update, no_update
+    query = urllib.parse.parse_qs(search.lstrip("?"))
+
+    def number(key: str) -> int | None:
+        values = query.get(key) or [""]
+        return int(values[0]) if re.fullmatch(r"-?\d{1,20}", values[0]) else None
+
+    start, end, event = number("start_ns"), number("end_ns"), number("event")
+    goto: Any = no_update
+    if start is not None and end is not None and end > start:
+        o = model.index.origin_ns
+        t0, t1 = as_int(start - o), as_int(end - o)
+        if t0 is not None and t1 is not None:
+            goto = {"t0": t0, "t1": t1, "nonce": time.monotonic_ns()}
+    selected = event if event is not None and model.index.position(event) is not None else no_update
+    return selected, goto
+
+
+def search(model: ViewModel, text: Any) -> tuple[np.ndarray, str]:
+    """Positions (in start order) of the events whose name matches ``text``: a case-insensitive
+    substring, or a regular expression written ``/like this/``; and a line saying what was found."""
+    if not isinstance(text, str) or not text.strip() or len(text) > 500:
+        return np.zeros(0, dtype=np.int64), ""
+    needle = text.strip()
+    names = model.index.names
+    if len(needle) > 2 and needle.startswith("/") and needle.endswith("/"):
+        try:
+            pattern = re.compile(needle[1:-1], re.IGNORECASE)
+        except re.error as exc:
+            return np.zeros(0, dtype=np.int64), f"not a valid regular expression: {exc}"
+        hit_names = [i for i, n in enumerate(names.tolist()) if pattern.search(str(n))]
+    else:
+        low = needle.lower()
+        hit_names = [i for i, n in enumerate(names.tolist()) if low in str(n).lower()]
+    pos = np.flatnonzero(np.isin(model.index.name, hit_names)) if hit_names else np.zeros(0, dtype=np.int64)
+    pos = pos[np.argsort(model.index.start[pos], kind="stable")]
+    return pos, f"{len(pos):,} event{'s' if len(pos) != 1 else ''} match"
+
+
+def on_search(model: ViewModel, text: Any, submitted: bool, selected: Any, view: Any) -> tuple[Any, Any, Any]:
+    """(results list, selected, goto) for the search box: typing lists matches; Enter selects the
+    next match after the selected event (or after the view's start) and zooms to it."""
+    pos, note = search(model, text)
+    ix = model.index
+    origin = model.time_origin
+    hits = [(int(ix.event_id[p]), str(ix.names[ix.name[p]]), int(ix.start[p]) - origin, int(ix.end[p] - ix.start[p]))
+            for p in pos[:MAX_HITS].tolist()]
+    results = layout.search_results(hits, note, len(pos))
+    if not submitted or not len(pos):
+        return results, no_update, no_update
+    here = None
+    sel = as_int(selected)
+    if sel is not None and (p := ix.position(sel)) is not None:
+        here = int(ix.start[p]), int(ix.event_id[p])
+    stored = view_of(view)
+    after = here[0] if here else (stored[0] - 1 if stored else -1)
+    starts = ix.start[pos]
+    k = int(np.searchsorted(starts, after, side="right" if here else "left"))
+    if here:  # several matches can start together: step past the selected one among them
+        same = np.flatnonzero(starts == here[0])
+        ids = ix.event_id[pos[same]].tolist()
+        if here[1] in ids and ids.index(here[1]) + 1 < len(ids):
+            k = int(same[ids.index(here[1]) + 1])
+    nxt = int(pos[k % len(pos)])  # past the last match: wrap around to the first
+    event_id = int(ix.event_id[nxt])
+    return results, event_id, _goto_event(model, event_id, view)
+
+
+def on_fit(model: ViewModel, selected: Any) -> Any:
+    """The window showing the selected event whole (key F)."""
+    event_id = as_int(selected)
+    pos = model.index.position(event_id) if event_id is not None else None
+    if pos is None:
+        return no_update
+    return goto_around(int(model.index.start[pos]), int(model.index.end[pos]), 0.1)
 
 
 def _as_list(data: Any) -> Any:
@@ -155,7 +321,8 @@ def _goto_event(model: ViewModel, event_id: int, view: Any) -> Any:
     if pos is None:
         return no_update
     s, e = int(model.index.start[pos]), int(model.index.end[pos])
-    width = int(view["t1"]) - int(view["t0"]) if isinstance(view, dict) else model.index.span_ns
+    stored = view_of(view)
+    width = max(stored[1] - stored[0], 1) if stored else model.index.span_ns
     if e - s > width * 0.8 or width > 400 * max(e - s, 1000):
         return goto_around(s, e, 0.5)
     centre = (s + e) // 2
@@ -164,7 +331,8 @@ def _goto_event(model: ViewModel, event_id: int, view: Any) -> Any:
 
 def on_details(model: ViewModel, reader: Any, selected: Any) -> tuple[Any, Any]:
     """(details panel, source panel) for the selected event."""
-    if not isinstance(selected, int):
+    selected = as_int(selected)
+    if selected is None:
         return no_update, no_update
     event = model.event(selected)
     if event is None:
@@ -182,7 +350,8 @@ def on_details(model: ViewModel, reader: Any, selected: Any) -> tuple[Any, Any]:
 
 
 def on_frame(model: ViewModel, reader: Any, frame_id: Any) -> list[Any]:
-    if not isinstance(frame_id, int):
+    frame_id = as_int(frame_id)
+    if frame_id is None:
         return []
     stack = model.stack(frame_id)
     if not stack:
@@ -196,20 +365,23 @@ def on_frame(model: ViewModel, reader: Any, frame_id: Any) -> list[Any]:
 
 def on_summary(model: ViewModel, trigger: Any, click: Any, highlight: Any) -> tuple[Any, Any]:
     """(summary figure, highlight) after a click on the summary strip or "clear highlight"."""
-    new = highlight
-    if trigger == "nt-summary" and isinstance(click, dict) and click.get("points") and model.analysis:
-        point = click["points"][0]
+    new = highlight if highlight_of(highlight) else None
+    points = click.get("points") if isinstance(click, dict) else None
+    if trigger == "nt-summary" and isinstance(points, list) and points and isinstance(points[0], dict) \
+            and model.analysis:
+        point = points[0]
         curve = point.get("curveNumber")
         data = _as_list(point.get("customdata"))
         devices = model.analysis.diagnosis.devices
-        if isinstance(curve, int) and 0 <= curve < len(CAUSES) and isinstance(data, list) and len(data) >= 2:
-            d = devices[int(data[1])]
-            picked = {"device": d.device, "rank": d.rank, "cause": CAUSES[curve]}
+        which = as_int(data[1], 0, len(devices) - 1) if isinstance(data, list) and len(data) >= 2 else None
+        k = as_int(curve, 0, len(CAUSES) - 1)
+        if k is not None and which is not None:
+            d = devices[which]
+            picked = {"device": d.device, "rank": d.rank, "cause": CAUSES[k]}
             new = None if picked == highlight else picked
     elif trigger == "nt-clear-highlight":
         new = None
-    hl = (new["device"], new.get("rank"), new["cause"]) if isinstance(new, dict) else None
-    return figures.summary(model, hl), new
+    return figures.summary(model, highlight_of(new)), new
 
 
 def analysis_note(model: ViewModel) -> str:
@@ -278,27 +450,48 @@ def register(app: dash.Dash, state: ViewerState) -> None:
 
     @app.callback(Output("nt-selected", "data"), Output("nt-goto", "data"),
                   Input("nt-timeline", "clickData"), Input({"type": "nt-row", "table": ALL, "index": ALL}, "n_clicks"),
-                  Input({"type": "nt-flow", "event": ALL}, "n_clicks"), State("nt-view", "data"),
+                  Input({"type": "nt-flow", "event": ALL}, "n_clicks"),
+                  Input({"type": "nt-hit", "event": ALL}, "n_clicks"), State("nt-view", "data"),
                   prevent_initial_call=True)
-    def _navigate(click: Any, _rows: Any, _flows: Any, view: Any) -> tuple[Any, Any]:
+    def _navigate(click: Any, _rows: Any, _flows: Any, _hits: Any, view: Any) -> tuple[Any, Any]:
         trigger = dash.ctx.triggered_id
         if isinstance(trigger, dict) and not (dash.ctx.triggered and dash.ctx.triggered[0].get("value")):
             return no_update, no_update  # rows or buttons just drawn, not clicked
         return on_navigate(state.require(), trigger, click, view)
 
+    @app.callback(Output("nt-selected", "data", allow_duplicate=True), Output("nt-goto", "data", allow_duplicate=True),
+                  Input("nt-url", "search"), prevent_initial_call="initial_duplicate")
+    def _url(search: Any) -> tuple[Any, Any]:
+        return on_url(state.require(), search)
+
+    @app.callback(Output("nt-search-results", "children"), Output("nt-selected", "data", allow_duplicate=True),
+                  Output("nt-goto", "data", allow_duplicate=True),
+                  Input("nt-search", "value"), Input("nt-search", "n_submit"),
+                  State("nt-selected", "data"), State("nt-view", "data"), prevent_initial_call=True)
+    def _search(text: Any, _submit: Any, selected: Any, view: Any) -> tuple[Any, Any, Any]:
+        submitted = "nt-search.n_submit" in dash.ctx.triggered_prop_ids
+        return on_search(state.require(), text, submitted, selected, view)
+
+    @app.callback(Output("nt-goto", "data", allow_duplicate=True), Input("nt-fit", "n_clicks"),
+                  State("nt-selected", "data"), prevent_initial_call=True)
+    def _fit(_n: Any, selected: Any) -> Any:
+        return on_fit(state.require(), selected)
+
     @app.callback(Output("nt-timeline", "figure"), Output("nt-view", "data"),
                   Output("nt-timeline-status", "children"),
                   Input("nt-timeline", "relayoutData"), Input("nt-goto", "data"), Input("nt-reset", "n_clicks"),
-                  Input("nt-groups", "value"), Input("nt-depth", "value"), Input("nt-highlight", "data"),
-                  Input("nt-selected", "data"), Input("nt-analysis-ready", "data"),
-                  State("nt-view", "data"), State("nt-viewport", "data"), prevent_initial_call=True)
-    def _timeline(relayout: Any, goto: Any, _reset: Any, groups: Any, depth: Any, highlight: Any,
-                  selected: Any, _ready: Any, view: Any, viewport: Any) -> tuple[Any, Any, Any]:
+                  Input("nt-focus", "n_clicks"), Input("nt-groups", "value"), Input("nt-depth", "value"),
+                  Input("nt-python", "value"), Input("nt-highlight", "data"),
+                  Input("nt-selected", "data"), Input("nt-analysis-ready", "data"), Input("nt-viewport", "data"),
+                  State("nt-view", "data"), prevent_initial_call=True)
+    def _timeline(relayout: Any, goto: Any, _reset: Any, _focus: Any, groups: Any, depth: Any, python: Any,
+                  highlight: Any, selected: Any, _ready: Any, viewport: Any, view: Any) -> tuple[Any, Any, Any]:
         fired = {str(key).split(".", 1)[0] for key in dash.ctx.triggered_prop_ids}
         # A table row sets the selection and the window at once: the window wins over "redraw".
-        trigger = next((t for t in ("nt-timeline", "nt-goto", "nt-reset") if t in fired), dash.ctx.triggered_id)
+        trigger = next((t for t in ("nt-timeline", "nt-goto", "nt-reset", "nt-focus") if t in fired),
+                       dash.ctx.triggered_id)
         return on_timeline(state.require(), trigger, relayout, goto, view, expanded=groups, depth=depth,
-                           highlight=highlight, selected=selected, viewport=viewport)
+                           python=python, highlight=highlight, selected=selected, viewport=viewport)
 
     @app.callback(Output("nt-details", "children"), Output("nt-source", "children"),
                   Input("nt-selected", "data"), prevent_initial_call=True)
@@ -312,15 +505,74 @@ def register(app: dash.Dash, state: ViewerState) -> None:
         if not isinstance(trigger, dict) or not (dash.ctx.triggered and dash.ctx.triggered[0].get("value")):
             raise dash.exceptions.PreventUpdate
         model = state.require()
-        chosen = int(trigger["frame"])
+        chosen = as_int(trigger.get("frame"))
+        if chosen is None:
+            raise dash.exceptions.PreventUpdate
         classes = []
         for item in dash.ctx.outputs_list[1]:
-            fid = int(item["id"]["frame"])
+            fid = as_int(item["id"]["frame"])
             frame = model.stack(fid)
             classes.append(layout.frame_class(fid == chosen, bool(frame and frame[0].is_user)))
         return on_frame(model, state.reader, chosen), classes
 
     app.clientside_callback(  # type: ignore[no-untyped-call]
-        "function(_) { return window.innerWidth; }",
-        Output("nt-viewport", "data"), Input("nt-timeline", "id"),
+        VIEWPORT_JS, Output("nt-viewport", "data"), Input("nt-timeline", "id"),
     )
+    app.clientside_callback(  # type: ignore[no-untyped-call]
+        URL_JS, Output("nt-link", "value"), Input("nt-view", "data"),
+    )
+    app.clientside_callback(  # type: ignore[no-untyped-call]
+        COPY_JS, Output("nt-copy", "children"), Input("nt-copy", "n_clicks"), prevent_initial_call=True,
+    )
+    app.clientside_callback(  # type: ignore[no-untyped-call]
+        PANEL_JS, Output("nt-side", "className"), Output("nt-panels", "children"),
+        Input("nt-panels", "n_clicks"), prevent_initial_call=True,
+    )
+
+
+# -- in the browser ------------------------------------------------------------------------------
+
+# The window size, and again (debounced) whenever it changes: the timeline refits its width and height.
+VIEWPORT_JS = """
+function(_) {
+  const size = () => ({w: window.innerWidth, h: window.innerHeight});
+  if (!window.ntResize) {
+    window.ntResize = true;
+    let timer = null;
+    window.addEventListener('resize', () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => dash_clientside.set_props('nt-viewport', {data: size()}), 250);
+    });
+    document.addEventListener('keydown', ntKey);
+  }
+  return size();
+}
+"""
+
+# The page URL follows the view (history.replaceState: no reload, no history entry per zoom).
+URL_JS = """
+function(view) {
+  if (!view || !view.query) return window.dash_clientside.no_update;
+  window.history.replaceState(null, '', window.location.pathname + view.query);
+  return window.location.href;
+}
+"""
+
+COPY_JS = """
+function(_) {
+  const link = window.location.href;
+  const box = document.getElementById('nt-link');
+  if (box) { box.value = link; box.select(); }
+  try { navigator.clipboard.writeText(link); } catch (e) {}
+  try { document.execCommand('copy'); } catch (e) {}
+  return 'Link copied';
+}
+"""
+
+PANEL_JS = """
+function(n) {
+  const hidden = n % 2 === 1;
+  setTimeout(() => window.dispatchEvent(new Event('resize')), 50);
+  return [hidden ? 'nt-col-side nt-hidden' : 'nt-col-side', hidden ? 'Show details ◀' : 'Hide details ▶'];
+}
+"""

@@ -6,8 +6,11 @@ The timeline's y axis is one row per lane (a track at one nesting depth) plus on
 heatmap; rows sent as events are horizontal bars (one trace per category, clickable). Numeric arrays
 travel as plotly.js typed arrays (base64), which keeps a callback's payload small.
 
-x is milliseconds since the trace's first event; the server always sets the x range itself, so a
-zoom, a pan or a click on a table row are all "draw this window".
+x is milliseconds from the page's *time origin* (``Request.origin``, ns after the trace's first
+event): the start of the analysis window once the analysis is done (docs/viewer.md, "Time origin"),
+so the axis, the hover texts and the tables read like ``diagnose``. The server always sets the x
+range and the ticks itself (labels in ns, µs, ms or s, whichever the zoom needs), so a zoom, a pan or
+a click on a table row are all "draw this window".
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from neurontrace.app.palette import (
     binned_colorscale,
     rgba,
 )
-from neurontrace.app.tracks import DEVICE
+from neurontrace.app.tracks import DEVICE, MARKERS, PYTHON
 from neurontrace.causes import CAUSES
 
 ROW_PX = 20
@@ -70,6 +73,7 @@ class Row:
     group: int | None
     lane: int | None = None
     device: DeviceKey | None = None  # (device, rank) of a cause row
+    thin: bool = False  # a markers lane (device steps, annotations): thin bars
 
 
 @dataclass(frozen=True)
@@ -80,9 +84,12 @@ class Request:
     t1: int
     n_bins: int = 1200
     expanded: frozenset[str] = frozenset()
-    max_depth: int = 10
+    max_depth: int = 10  # Python frame levels drawn, innermost first
+    python: bool = False  # draw the threads' Python frame layers
     highlight: tuple[str, int | None, str] | None = None  # (device, rank, cause)
     selected: int | None = None  # event id
+    origin: int = 0  # ns after the trace's first event that the axis calls 0
+    height_px: int = 0  # the height the page offers the timeline (0: just fit the rows)
 
 
 @dataclass
@@ -95,14 +102,22 @@ class Drawn:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def rows(model: ViewModel, expanded: Collection[str], max_depth: int) -> tuple[list[Row], int]:
+def rows(model: ViewModel, expanded: Collection[str], max_depth: int, python: bool = False
+         ) -> tuple[list[Row], int]:
     """The timeline's rows, top to bottom: host groups, then devices (each header, then its lanes);
-    and how many lane rows were left out to stay within ``MAX_ROWS``."""
+    and how many lane rows were left out to stay within ``MAX_ROWS``.
+
+    A thread's Python layer is drawn only with ``python``, and then only its ``max_depth`` innermost
+    levels (the outermost frames are threading / runpy / profiler wrappers); a track holding only
+    instants is not drawn at all."""
     ix = model.index
     causes = model.analysis.causes if model.analysis else {}
     out: list[Row] = []
     with_group: set[DeviceKey] = set()
     for g in ix.groups:
+        drawn = [ix.tracks[i] for i in g.tracks if not ix.tracks[i].empty and (python or ix.tracks[i].layer != PYTHON)]
+        if not drawn and (str(g.device), g.rank) not in causes:
+            continue  # nothing of this process to draw (only instants, or only Python frames now hidden)
         is_open = g.key in expanded
         arrow = "▾" if is_open else "▸"
         key = (str(g.device), g.rank)
@@ -112,9 +127,11 @@ def rows(model: ViewModel, expanded: Collection[str], max_depth: int) -> tuple[l
         else:
             out.append(Row("group", f"{arrow} {g.label}", g.index))
         if is_open:
-            for t in (ix.tracks[i] for i in g.tracks):
-                for d in range(min(t.depth, max_depth)):
-                    out.append(Row("lane", t.label if d == 0 else "", g.index, lane=t.first_lane + d))
+            for t in drawn:
+                depths = range(max(0, t.depth - max_depth), t.depth) if t.layer == PYTHON else range(t.depth)
+                for n, d in enumerate(depths):
+                    out.append(Row("lane", t.label if n == 0 else "", g.index, lane=t.first_lane + d,
+                                   thin=t.layer == MARKERS))
     ranks = {rank for _device, rank in causes}
     for key in causes:  # a trace without a device: the CPU was analysed as the device
         if key not in with_group:
@@ -132,7 +149,7 @@ def rows(model: ViewModel, expanded: Collection[str], max_depth: int) -> tuple[l
 def timeline(model: ViewModel, req: Request) -> Drawn:
     """The timeline figure for one window (see the module docstring)."""
     ix = model.index
-    table_rows, hidden = rows(model, req.expanded, req.max_depth)
+    table_rows, hidden = rows(model, req.expanded, req.max_depth, req.python)
     n_rows = max(1, len(table_rows))
     width = max(req.t1 - req.t0, lod.MIN_WIDTH_NS)
     margin = int(width * PAN_MARGIN)
@@ -192,7 +209,7 @@ def timeline(model: ViewModel, req: Request) -> Drawn:
             a, b = int(block[0]), int(block[-1]) + 1
             cells: dict[str, Any] = {
                 "type": "heatmap", "name": "binned", "z": typed(z[a:b]),
-                "x0": (w.t0 + w.bin_ns / 2) / 1e6, "dx": bin_ms, "y0": a, "dy": 1,
+                "x0": (w.t0 - req.origin + w.bin_ns / 2) / 1e6, "dx": bin_ms, "y0": a, "dy": 1,
                 "coloraxis": "coloraxis", "zsmooth": False, "hoverongaps": False, "xgap": 0, "ygap": 1,
                 "hovertemplate": "%{x:.4f} ms · busy %{customdata}%<extra></extra>",
             }
@@ -201,25 +218,30 @@ def timeline(model: ViewModel, req: Request) -> Drawn:
             else:
                 cells["hovertemplate"] = "%{x:.4f} ms<extra></extra>"
             traces.append(cells)
-    n_events = _event_traces(model, view, lane_y, bin_ms, traces)
+    thin = np.array([r.thin for r in table_rows] or [False])
+    n_events = _event_traces(model, view, lane_y, bin_ms, traces, req.origin, thin)
     for y, device, span in cause_bars:
-        _cause_traces(model, device, span, y, bin_ms, traces)
+        _cause_traces(model, device, span, y, bin_ms, traces, req.origin)
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     _group_bands(table_rows, shapes)
-    _step_marks(model, w, shapes, annotations)
+    _step_marks(model, w, shapes, annotations, req.origin)
     if req.highlight:
-        _highlight(model, req.highlight, w, n_rows, traces)
+        _highlight(model, req.highlight, w, n_rows, traces, req.origin)
     if req.selected is not None:
-        _selection(model, req.selected, lane_y, group_y, bin_ms, shapes, traces)
+        _selection(model, req.selected, lane_y, group_y, bin_ms, shapes, traces, req.origin)
+    # Few rows: they stretch to the height the page offers; many: ROW_PX each, and the page scrolls.
+    height = max(req.height_px, TOP_PX + BOTTOM_PX + ROW_PX * n_rows)
+    tick_vals, tick_text = x_ticks(req.t0 - req.origin, req.t0 + width - req.origin, view_bins)
 
     ticks = [(y, r) for y, r in enumerate(table_rows) if r.label]
     layout = {
-        "height": TOP_PX + BOTTOM_PX + ROW_PX * n_rows,
+        "height": height,
         "margin": {"l": LEFT_PX, "r": 12, "t": TOP_PX, "b": BOTTOM_PX, "pad": 4},
         "font": {"family": FONT, "size": 11, "color": "#263238"},
-        "xaxis": {"range": [req.t0 / 1e6, (req.t0 + width) / 1e6], "side": "top", "showgrid": True,
-                  "gridcolor": "#eceff1", "zeroline": False, "ticksuffix": " ms", "showline": True,
+        "xaxis": {"range": [(req.t0 - req.origin) / 1e6, (req.t0 + width - req.origin) / 1e6], "side": "top",
+                  "showgrid": True, "tickmode": "array", "tickvals": tick_vals, "ticktext": tick_text,
+                  "gridcolor": "#eceff1", "zeroline": False, "showline": True,
                   "linecolor": "#b0bec5", "ticks": "outside", "tickcolor": "#b0bec5", "automargin": False},
         "yaxis": {"range": [n_rows - 0.5, -0.5], "tickmode": "array", "tickvals": [y for y, _ in ticks],
                   "ticktext": [_tick(r) for _, r in ticks], "fixedrange": True, "showgrid": False,
@@ -240,6 +262,30 @@ def timeline(model: ViewModel, req: Request) -> Drawn:
 # -- pieces --------------------------------------------------------------------------------------
 
 
+TICK_PX = 120  # about one x tick per this many pixels
+UNITS = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
+
+
+def x_ticks(lo_ns: float, hi_ns: float, n_px: int) -> tuple[list[float], list[str]]:
+    """x ticks (in ms, the axis unit) for a window of ``lo_ns..hi_ns`` from the origin, at round steps
+    (1, 2, 5 times 10^k ns), labelled in the largest unit the values reach (ns, µs, ms, s) with as many
+    decimals as the step needs."""
+    span = max(hi_ns - lo_ns, 1.0)
+    raw = span / max(1, n_px // TICK_PX)
+    power = 10 ** np.floor(np.log10(raw))
+    step = float(next(m * power for m in (1, 2, 5, 10) if m * power >= raw))
+    step = max(step, 1.0)
+    reach = max(abs(lo_ns), abs(hi_ns))
+    scale, unit = next(((s, u) for s, u in UNITS if reach >= s), UNITS[-1])
+    decimals = min(9, max(0, int(-np.floor(np.log10(step / scale) + 1e-9))))
+    first = np.ceil(lo_ns / step) * step
+    vals = np.arange(first, hi_ns + step / 2, step)
+    vals = vals[vals <= hi_ns]
+    text = [f"{v / scale:,.{decimals}f} {unit}".replace("-0 ", "0 ") if abs(v) >= step / 2 else "0"
+            for v in vals.tolist()]
+    return (vals / 1e6).tolist(), text
+
+
 def _tick(row: Row) -> str:
     text = row.label if len(row.label) <= LABEL_CHARS else row.label[:LABEL_CHARS - 1] + "…"
     if row.kind == "lane":
@@ -256,7 +302,7 @@ def _duration(ns: float) -> str:
 
 
 def _event_traces(model: ViewModel, view: lod.LaneView, lane_y: np.ndarray, bin_ms: float,
-                  traces: list[dict[str, Any]]) -> int:
+                  traces: list[dict[str, Any]], origin: int, thin: np.ndarray) -> int:
     ix = model.index
     pos = view.event_pos
     if not len(pos):
@@ -265,7 +311,7 @@ def _event_traces(model: ViewModel, view: lod.LaneView, lane_y: np.ndarray, bin_
     y = lane_y[lanes]
     keep = y >= 0
     pos, y = pos[keep], y[keep]
-    start_ms = ix.start[pos] / 1e6
+    start_ms = (ix.start[pos] - origin) / 1e6
     dur_ns = ix.end[pos] - ix.start[pos]
     width_ms = np.maximum(dur_ns / 1e6, bin_ms)
     cats = ix.cat[pos]
@@ -278,7 +324,7 @@ def _event_traces(model: ViewModel, view: lod.LaneView, lane_y: np.ndarray, bin_
         traces.append({
             "type": "bar", "orientation": "h", "name": cat, "base": typed(start_ms[m]), "x": typed(width_ms[m]),
             "y": typed(y[m].astype(np.int32)), "customdata": custom,
-            "text": ix.names[ix.name[pos[m]]].tolist(), "width": 0.86,
+            "text": ix.names[ix.name[pos[m]]].tolist(), "width": typed(np.where(thin[y[m]], 0.3, 0.86)),
             "marker": {"color": CATEGORY_COLORS[cat], "line": {"width": 0.5, "color": "#ffffff"}},
             "textposition": "inside", "insidetextanchor": "start", "textangle": 0, "cliponaxis": True,
             "textfont": {"color": "#ffffff", "size": 9}, "constraintext": "inside",
@@ -289,7 +335,7 @@ def _event_traces(model: ViewModel, view: lod.LaneView, lane_y: np.ndarray, bin_
 
 
 def _cause_traces(model: ViewModel, device: DeviceKey, span: tuple[int, int], y: int, bin_ms: float,
-                  traces: list[dict[str, Any]]) -> None:
+                  traces: list[dict[str, Any]], origin: int) -> None:
     assert model.analysis is not None
     runs = model.analysis.causes[device]
     origin = model.index.origin_ns
@@ -304,7 +350,7 @@ def _cause_traces(model: ViewModel, device: DeviceKey, span: tuple[int, int], y:
         custom = [[-1, d, a, b] for d, a, b in zip(np.round((end[m] - start[m]) / 1e3, 3).tolist(),
                                                    start[m].tolist(), end[m].tolist(), strict=True)]
         traces.append({
-            "type": "bar", "orientation": "h", "name": f"cause:{name}", "base": typed(start[m] / 1e6),
+            "type": "bar", "orientation": "h", "name": f"cause:{name}", "base": typed((start[m] - origin) / 1e6),
             "x": typed(np.maximum((end[m] - start[m]) / 1e6, bin_ms)), "y": typed(np.full(int(m.sum()), y, np.int32)),
             "customdata": custom, "text": [runs.details[int(d)] for d in detail[m].tolist()], "width": 0.86,
             "marker": {"color": CAUSE_COLORS[name], "line": {"width": 0}}, "textposition": "none",
@@ -324,7 +370,7 @@ def _group_bands(table_rows: list[Row], shapes: list[dict[str, Any]]) -> None:
 
 
 def _step_marks(model: ViewModel, w: lod.Window, shapes: list[dict[str, Any]],
-                annotations: list[dict[str, Any]]) -> None:
+                annotations: list[dict[str, Any]], origin: int) -> None:
     starts, ends, names = model.steps
     if not len(starts):
         return
@@ -336,17 +382,19 @@ def _step_marks(model: ViewModel, w: lod.Window, shapes: list[dict[str, Any]],
     label = len(idx) <= MAX_STEP_LABELS
     last_px = -1e9
     for i in idx.tolist():
-        x = float(starts[i]) / 1e6
+        x = float(starts[i] - origin) / 1e6
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
                        "line": {"color": "#455a64", "width": 1, "dash": "dot"}, "layer": "above"})
         px = (float(starts[i]) - w.t0) / w.bin_ns
         if label and px - last_px >= STEP_LABEL_PX:  # labels closer than this would overlap
             last_px = px
-            annotations.append({"x": x, "y": 1, "xref": "x", "yref": "paper", "yanchor": "bottom",
+            # Inside the plot's top edge, not among the x tick labels above it (they would overlap).
+            annotations.append({"x": x, "y": 1, "xref": "x", "yref": "paper", "yanchor": "top",
                                 "xanchor": "left", "text": _short_step(names[i], i), "showarrow": False,
-                                "font": {"size": 10, "color": "#455a64"}, "yshift": 14})
+                                "font": {"size": 10, "color": "#37474f"}, "bgcolor": "rgba(255,255,255,0.85)",
+                                "borderpad": 1, "xshift": 2})
     if len(ends) and w.t0 <= ends[-1] <= w.t1:
-        x = float(ends[-1]) / 1e6
+        x = float(ends[-1] - origin) / 1e6
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0, "y1": 1,
                        "line": {"color": "#455a64", "width": 1, "dash": "dot"}, "layer": "above"})
 
@@ -358,7 +406,7 @@ def _short_step(name: str, index: int) -> str:
 
 
 def _highlight(model: ViewModel, highlight: tuple[str, int | None, str], w: lod.Window, n_rows: int,
-               traces: list[dict[str, Any]]) -> None:
+               traces: list[dict[str, Any]], shift: int) -> None:
     """Bands over the whole timeline where ``cause`` held on the device (merged per pixel when many)."""
     device = (highlight[0], highlight[1])
     cause = highlight[2]
@@ -383,7 +431,7 @@ def _highlight(model: ViewModel, highlight: tuple[str, int | None, str], w: lod.
         e = w.t0 + edges[1::2] * w.bin_ns
     xs: list[float | None] = []
     ys: list[float | None] = []
-    for a, b in zip((s / 1e6).tolist(), (e / 1e6).tolist(), strict=True):
+    for a, b in zip(((s - shift) / 1e6).tolist(), ((e - shift) / 1e6).tolist(), strict=True):
         xs += [a, a, b, b, a, None]
         ys += [-0.5, n_rows - 0.5, n_rows - 0.5, -0.5, -0.5, None]
     color = CAUSE_COLORS[cause]
@@ -393,7 +441,7 @@ def _highlight(model: ViewModel, highlight: tuple[str, int | None, str], w: lod.
 
 
 def _selection(model: ViewModel, event_id: int, lane_y: np.ndarray, group_y: dict[int, int], bin_ms: float,
-               shapes: list[dict[str, Any]], traces: list[dict[str, Any]]) -> None:
+               shapes: list[dict[str, Any]], traces: list[dict[str, Any]], origin: int) -> None:
     ix = model.index
 
     def place(eid: int) -> tuple[float, float, float] | None:
@@ -406,7 +454,7 @@ def _selection(model: ViewModel, event_id: int, lane_y: np.ndarray, group_y: dic
             y = group_y.get(ix.tracks[int(ix.lane_track[lane])].group, -1)
         if y < 0:
             return None
-        return float(ix.start[pos]) / 1e6, float(ix.end[pos]) / 1e6, float(y)
+        return float(ix.start[pos] - origin) / 1e6, float(ix.end[pos] - origin) / 1e6, float(y)
 
     me = place(event_id)
     if me is None:

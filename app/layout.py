@@ -14,6 +14,7 @@ from neurontrace.app import figures
 from neurontrace.app.model import ViewModel
 from neurontrace.app.palette import CATEGORY_COLORS, CAUSE_COLORS, CAUSE_LABELS
 from neurontrace.app.source import OK, REFUSED, Snippet
+from neurontrace.app.tracks import PYTHON
 
 DEFAULT_DEPTH = 10
 DEPTHS = (2, 4, 6, 10, 16, 32, 1000)
@@ -32,7 +33,7 @@ body { margin: 0; background: var(--nt-bg); color: var(--nt-ink);
 .nt-badge { display: inline-block; padding: 2px 8px; border-radius: 10px; font-size: 11px; font-weight: 600;
             background: #263645; color: #cfd8dc; margin-left: 6px; }
 .nt-badge.warn { background: #ffb300; color: #1f2d3d; }
-.nt-main { padding: 12px 16px 24px; display: flex; flex-direction: column; gap: 12px; }
+.nt-main { padding: 8px 12px 24px; display: flex; flex-direction: column; gap: 8px; }
 .nt-card { background: #fff; border: 1px solid var(--nt-border); border-radius: 8px; padding: 10px 12px; }
 .nt-card h3 { margin: 0 0 6px; font-size: 12px; font-weight: 700; text-transform: uppercase; letter-spacing: .6px;
               color: var(--nt-muted); }
@@ -50,7 +51,19 @@ body { margin: 0; background: var(--nt-bg); color: var(--nt-ink);
 .nt-legend { display: flex; flex-wrap: wrap; gap: 4px 12px; margin: 2px 0 4px; font-size: 11px; color: var(--nt-muted); }
 .nt-chip { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px;
            vertical-align: -1px; }
-.nt-scroll { max-height: 66vh; overflow-y: auto; overflow-x: hidden; }
+.nt-scroll { max-height: calc(100vh - 120px); overflow-y: auto; overflow-x: hidden; }
+.nt-hidden { display: none !important; }
+.nt-summary-card { padding: 6px 12px 2px; }
+.nt-summary-head { display: flex; align-items: baseline; gap: 14px; }
+.nt-legend-item { white-space: nowrap; }
+.nt-legend-head { font-weight: 600; margin-left: 8px; }
+.nt-search { width: 230px; margin: 0; }
+.nt-link { width: 1px; opacity: 0; border: 0; padding: 0; }
+.nt-hits { max-height: 120px; overflow-y: auto; border: 1px solid var(--nt-border); border-radius: 6px; margin: 4px 0; }
+.nt-hit { all: unset; box-sizing: border-box; display: block; width: 100%; padding: 1px 8px; cursor: pointer;
+          font-family: 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 11px; white-space: nowrap;
+          overflow: hidden; text-overflow: ellipsis; }
+.nt-hit:hover { background: #eef3f8; }
 .nt-kv { display: grid; grid-template-columns: 110px 1fr; gap: 3px 10px; font-size: 12px; }
 .nt-kv div:nth-child(odd) { color: var(--nt-muted); }
 .nt-kv div { overflow-wrap: anywhere; }
@@ -61,7 +74,8 @@ body { margin: 0; background: var(--nt-bg); color: var(--nt-ink);
           overflow: auto; margin: 6px 0 0; white-space: pre-wrap; }
 .nt-code { font-family: 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 11.5px; background: #fbfcfd;
            border: 1px solid var(--nt-border); border-radius: 6px; padding: 4px 0; overflow-x: auto; }
-.nt-code-line { white-space: pre; padding: 0 8px; line-height: 17px; }
+.nt-code-line { white-space: pre-wrap; overflow-wrap: anywhere; padding: 0 8px 0 62px; text-indent: -54px;
+                line-height: 17px; }
 .nt-code-line .nt-ln { display: inline-block; width: 44px; color: #90a4ae; text-align: right; margin-right: 10px;
                        user-select: none; }
 .nt-code-line.nt-hl { background: #fff3c4; border-left: 3px solid #f9a825; padding-left: 5px; }
@@ -111,6 +125,33 @@ body { margin: 0; background: var(--nt-bg); color: var(--nt-ink);
 .nt-tr:nth-child(even):hover td { background: #e8f1fb; }
 """
 
+# Keys as in Perfetto and chrome://tracing: W/S zoom in/out around the centre, A/D pan by a fifth of
+# the view, F fits the selected event, / focuses the search box. Not while typing in a field.
+KEYS_JS = """
+<script>
+function ntKey(e) {
+  const t = e.target;
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
+  const key = e.key.toLowerCase();
+  if (key === 'f') { const b = document.getElementById('nt-fit'); if (b) b.click(); return; }
+  if (key === '/') { const s = document.getElementById('nt-search'); if (s) { s.focus(); e.preventDefault(); } return; }
+  if (!'wasd'.includes(key) || key.length !== 1) return;
+  const gd = document.querySelector('#nt-timeline .js-plotly-plot');
+  if (!gd || !gd._fullLayout || !gd._fullLayout.xaxis) return;
+  const [a, b] = gd._fullLayout.xaxis.range.map(Number);
+  const w = b - a, c = (a + b) / 2;
+  let lo = a, hi = b;
+  if (key === 'w') { lo = c - w * 0.3; hi = c + w * 0.3; }
+  if (key === 's') { lo = c - w; hi = c + w; }
+  if (key === 'a') { lo = a - w * 0.2; hi = b - w * 0.2; }
+  if (key === 'd') { lo = a + w * 0.2; hi = b + w * 0.2; }
+  e.preventDefault();
+  Plotly.relayout(gd, {'xaxis.range[0]': lo, 'xaxis.range[1]': hi});
+}
+</script>
+"""
+
 INDEX = """<!DOCTYPE html>
 <html lang="en">
     <head>
@@ -119,6 +160,7 @@ INDEX = """<!DOCTYPE html>
         {%favicon%}
         {%css%}
         <style>""" + CSS + """</style>
+        """ + KEYS_JS + """
     </head>
     <body>
         {%app_entry%}
@@ -188,54 +230,90 @@ def default_expanded(model: ViewModel) -> list[str]:
     return out
 
 
-def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roots: list[str]) -> html.Div:
+def legend(model: ViewModel) -> list[Any]:
+    """One chip per colour: the event categories present, then the stall causes not already listed
+    (the compute cause and the compute category are one colour and one entry)."""
+    entries: dict[str, list[str]] = {}
+    for c in model.index.categories:
+        entries.setdefault(CATEGORY_COLORS[c], []).append(c)
+    causes: dict[str, list[str]] = {}
+    for c in CAUSE_COLORS:
+        label = CAUSE_LABELS[c]
+        if CAUSE_COLORS[c] in entries or label.rstrip("s") in model.index.categories:
+            continue
+        causes.setdefault(CAUSE_COLORS[c], []).append(label)
+
+    def chips(group: dict[str, list[str]]) -> list[Any]:
+        return [html.Span([html.Span(className="nt-chip", style={"background": color}), " / ".join(names)],
+                          className="nt-legend-item") for color, names in group.items()]
+
+    return [*chips(entries), *([html.Span("stall causes:", className="nt-legend-head"), *chips(causes)]
+                               if causes else [])]
+
+
+def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roots: list[str],
+         view: dict[str, Any]) -> html.Div:
     ix = model.index
     badges = [(model.trace.meta("format", "trace") or "trace", False), (f"{ix.n_events:,} events", False)]
     if model.synthetic:
         badges.append(("SYNTHETIC", True))
-    legend = [html.Span([html.Span(className="nt-chip", style={"background": CATEGORY_COLORS[c]}), c])
-              for c in ix.categories]
-    legend += [html.Span("·")] + [html.Span([html.Span(className="nt-chip", style={"background": CAUSE_COLORS[c]}),
-                                             CAUSE_LABELS[c]]) for c in CAUSE_COLORS]
     synthetic = [html.Div("SYNTHETIC profile: generated from a scenario to the documented format, not measured on "
                           "hardware.", className="nt-synthetic")] if model.synthetic else []
-    return html.Div([
+    has_python = any(t.layer == PYTHON and not t.empty for t in ix.tracks)
+    return html.Div(className="nt-app", children=[
         header(model.title, badges),
+        dcc.Location(id="nt-url", refresh=False),
         html.Div(className="nt-main", children=[
             *synthetic,
-            html.Div(className="nt-card", children=[
-                html.Div(className="nt-toolbar", children=[
+            html.Div(className="nt-card nt-summary-card", children=[
+                html.Div(className="nt-summary-head", children=[
                     html.H3("Stall attribution per device", style={"margin": 0}),
                     html.Span("click a cause to highlight where it holds", className="nt-status"),
+                    html.Div(id="nt-analysis-status", className="nt-src-note"),
                 ]),
                 dcc.Graph(id="nt-summary", figure=figures.summary(model), config={"displayModeBar": False},
                           style={"height": "auto"}),
-                html.Div(id="nt-analysis-status", className="nt-src-note"),
             ]),
             html.Div(className="nt-row", children=[
                 html.Div(className="nt-col-main", children=[html.Div(className="nt-card", children=[
                     html.Div(className="nt-toolbar", children=[
                         html.H3("Timeline", style={"margin": 0}),
-                        html.Button("Reset zoom", id="nt-reset", className="nt-btn"),
+                        html.Button("Analysis window", id="nt-focus", className="nt-btn",
+                                    title="zoom to the busiest device's analysis window (where the page opens)"),
+                        html.Button("Whole trace", id="nt-reset", className="nt-btn"),
                         html.Button("Clear highlight", id="nt-clear-highlight", className="nt-btn"),
-                        html.Label("stack depth"),
+                        dcc.Checklist(id="nt-python", options=[{"label": " Python frames", "value": "python",
+                                                                "disabled": not has_python}],
+                                      value=[], inline=True, className="nt-groups"),
+                        html.Label("levels", title="Python frame levels drawn, innermost first"),
                         dcc.Dropdown(id="nt-depth", options=[{"label": "all" if d >= 1000 else str(d), "value": d}
                                                              for d in DEPTHS],
                                      value=DEFAULT_DEPTH, clearable=False, searchable=False,
-                                     style={"width": "80px", "fontSize": "12px"}),
-                        html.Span(first.status, id="nt-timeline-status", className="nt-status"),
+                                     style={"width": "70px", "fontSize": "12px"}),
+                        dcc.Input(id="nt-search", type="search", debounce=False, placeholder="search events (text or /regex/)",
+                                  className="nt-filter nt-search", n_submit=0),
+                        html.Button("Copy link", id="nt-copy", className="nt-btn",
+                                    title="copy a link to this view (window and selected event)"),
+                        dcc.Input(id="nt-link", type="text", readOnly=True, className="nt-link", value=""),
+                        html.Button("Hide details ▶", id="nt-panels", className="nt-btn", n_clicks=0),
                     ]),
                     html.Div(className="nt-toolbar", children=[
                         html.Label("groups"),
                         dcc.Checklist(id="nt-groups", className="nt-groups",
-                                      options=[{"label": g.label, "value": g.key} for g in ix.groups],
+                                      options=[{"label": g.label, "value": g.key} for g in ix.groups
+                                               if any(not ix.tracks[t].empty for t in g.tracks)],
                                       value=expanded, inline=True),
+                        html.Span(first.status, id="nt-timeline-status", className="nt-status"),
                     ]),
-                    html.Div(legend, className="nt-legend"),
+                    html.Div(legend(model), className="nt-legend", id="nt-legend"),
+                    html.Div(id="nt-search-results"),
                     html.Div(className="nt-scroll", children=dcc.Graph(
                         id="nt-timeline", figure=first.figure, config=GRAPH_CONFIG, clear_on_unhover=True)),
+                    html.Div(className="nt-src-note", children=(
+                        "Keys: W/S zoom, A/D pan, F fit the selected event, / search. Times are from the "
+                        "analysis window start; an event's details also give the trace's own ns.")),
                 ])]),
-                html.Div(className="nt-col-side", children=[
+                html.Div(id="nt-side", className="nt-col-side", children=[
                     html.Div(className="nt-card", children=[
                         html.H3("Event"),
                         html.Div(id="nt-details", children=html.Div(
@@ -258,7 +336,8 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
                 ]),
             ]),
         ]),
-        dcc.Store(id="nt-view", data={"t0": 0, "t1": ix.span_ns}),
+        html.Button(id="nt-fit", style={"display": "none"}),
+        dcc.Store(id="nt-view", data=view),
         dcc.Store(id="nt-selected", data=None),
         dcc.Store(id="nt-highlight", data=None),
         dcc.Store(id="nt-goto", data=None),
@@ -266,6 +345,20 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
         dcc.Store(id="nt-analysis-ready", data=model.analysis is not None),
         dcc.Interval(id="nt-analysis-poll", interval=500, disabled=model.analysis is not None),
     ])
+
+
+def search_results(hits: list[tuple[int, str, int, int]], note: str, total: int) -> list[Any]:
+    """The search box's results: (event id, name, start from the time origin, duration), in time order."""
+    if not note:
+        return []
+    more = f" (first {len(hits)} listed; Enter steps through all)" if total > len(hits) else \
+        (" (Enter steps through them)" if hits else "")
+    return [html.Div(note + more, className="nt-src-note", id="nt-search-note"),
+            html.Div(className="nt-hits", children=[
+                html.Button(f"{_fmt_ns(start)}  {name}  ({_fmt_ns(dur)})", title=name, n_clicks=0,
+                            id={"type": "nt-hit", "event": eid}, className="nt-hit")
+                for eid, name, start, dur in hits])] if hits or total else \
+        [html.Div(note, className="nt-src-note", id="nt-search-note")]
 
 
 STALL_COLUMNS = [("device", "device"), ("cause", "cause"), ("detail", "detail"), ("start_ms", "start (ms)"),

@@ -26,8 +26,10 @@ from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
 
 DeviceKey = tuple[str, "int | None"]  # (device, rank): one attribution block each
-MAX_LINKS = 40
-MARKER_CATEGORIES = ("step", "annotation")  # mark regions; left out of a group's summary row  # flows listed and drawn for one selected event
+MAX_LINKS = 40  # flows listed and drawn for one selected event
+# Left out of a group's summary row: markers of regions, and Python frames, which wrap everything
+# (the row shows what the ops, runtime calls and kernels did).
+MARKER_CATEGORIES = ("step", "annotation", "python")
 MAX_STACK = 64  # frames listed for one event
 
 
@@ -120,6 +122,28 @@ class ViewModel:
             findings=tables.finding_rows(diag), seconds=time.perf_counter() - t0, cause_error=error,
         )
         return self.analysis
+
+    # -- where the page opens, and its time origin ---------------------------------------------
+
+    def focus(self) -> tuple[DeviceKey, tuple[int, int]] | None:
+        """The busiest device (most non-idle time) and its analysis window, in ns after the trace's
+        first event; None until the analysis is done (or without devices)."""
+        if self.analysis is None or not self.analysis.diagnosis.devices:
+            return None
+        d = max(self.analysis.diagnosis.devices, key=lambda d: d.window_ns - d.causes_ns.get("idle", 0))
+        o = self.index.origin_ns
+        return (d.device, d.rank), (d.window[0] - o, d.window[1] - o)
+
+    @property
+    def time_origin(self) -> int:
+        """What the page calls time 0, in ns after the trace's first event: the start of the busiest
+        device's analysis window (as ``diagnose`` measures), the first event until it is known."""
+        focus = self.focus()
+        return focus[1][0] if focus else 0
+
+    def absolute(self, rel_ns: int) -> int:
+        """A time in ns after the trace's first event, on the trace's own clock."""
+        return self.index.origin_ns + rel_ns
 
     # -- look-ups -------------------------------------------------------------------------------
 

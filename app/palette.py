@@ -7,12 +7,13 @@ as saturated and markers (annotations, steps) as muted greys.
 
 from __future__ import annotations
 
-from neurontrace import schema
+from neurontrace import causes, schema
 
 CATEGORY_COLORS: dict[str, str] = {
-    "compute": "#2e7d32",
-    "collective": "#7b1fa2",
-    "memcpy": "#1565c0",
+    # Device work in the colour of the cause it is attributed to (one legend entry for both).
+    "compute": causes.COLORS["compute"],
+    "collective": causes.COLORS["collectives"],
+    "memcpy": causes.COLORS["data_movement"],
     "memset": "#0277bd",
     "dma": "#1e88e5",
     "sync_wait": "#c2185b",
@@ -38,23 +39,9 @@ if set(CATEGORIES) != set(CATEGORY_COLORS):  # a new schema category needs a col
     missing = sorted(set(CATEGORIES) ^ set(CATEGORY_COLORS))
     raise RuntimeError(f"app.palette: categories without a colour (or unknown): {missing}")
 
-CAUSE_COLORS: dict[str, str] = {
-    "compute": "#2e7d32",
-    "collectives": "#7b1fa2",
-    "data_movement": "#1565c0",
-    "host_fallback": "#d32f2f",
-    "host_overhead": "#f9a825",
-    "idle": "#cfd8dc",
-}
-
-CAUSE_LABELS: dict[str, str] = {
-    "compute": "compute",
-    "collectives": "collectives",
-    "data_movement": "data movement",
-    "host_fallback": "host fallback",
-    "host_overhead": "host overhead",
-    "idle": "idle",
-}
+# The causes' colours and labels are the vocabulary's (neurontrace.causes), as in the text report and plots.
+CAUSE_COLORS: dict[str, str] = dict(causes.COLORS)
+CAUSE_LABELS: dict[str, str] = dict(causes.LABELS)
 
 #: how many busy levels a binned cell is drawn with (tints from light to the full colour)
 LEVELS = 8

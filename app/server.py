@@ -12,11 +12,13 @@ import sys
 import threading
 import time
 import traceback
+import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import dash
+import flask
 import pandas as pd  # noqa: F401  (see below)
 from dash import dcc, html
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
@@ -122,23 +124,35 @@ class ViewerState:
             raise dash.exceptions.PreventUpdate
         return self.model
 
-    def page(self) -> Any:
-        """The page body for the current status (the main view is built once per analysis stage)."""
+    def page(self, url_query: str = "") -> Any:
+        """The page body for the current status (the main view is built once per analysis stage; a
+        page URL naming a window, ``?start_ns=…&end_ns=…``, is drawn at that window instead)."""
         if self.status == FAILED:
             return layout.error(self.path, self.error or "unknown error")
         if self.status == LOADING or self.model is None:
             return layout.loading(self.path, self.stage, self.fraction)
+        if "start_ns=" in url_query:
+            return main_page(self.model, self.source_roots, url_query)
         with self._lock:
             if self._page_cache is None:
                 self._page_cache = (time.perf_counter(), main_page(self.model, self.source_roots))
             return self._page_cache[1]
 
 
-def main_page(model: ViewModel, source_roots: list[str]) -> Any:
+def main_page(model: ViewModel, source_roots: list[str], url_query: str = "") -> Any:
     """Layout and first figure of the main view: what "first render" measures."""
     expanded = layout.default_expanded(model)
-    first = figures.timeline(model, callbacks.request(model, (0, model.index.span_ns), expanded=expanded))
-    return layout.main(model, first, expanded, source_roots)
+    focus = callbacks.focus_view(model)  # the analysis window once known, else the whole trace
+    window = focus or (0, model.index.span_ns)
+    _selected, goto = callbacks.on_url(model, url_query)
+    auto = focus is None  # jump to the analysis window when it is known
+    if isinstance(goto, dict):  # the page URL names a window: open there, and stay
+        window, auto = callbacks.clamp(model, goto["t0"], goto["t1"]), False
+    req = callbacks.request(model, window, expanded=expanded)
+    first = figures.timeline(model, req)
+    view = {"t0": window[0], "t1": window[1], "origin": req.origin, "auto": auto,
+            "query": callbacks.url_query(model, window, None)}
+    return layout.main(model, first, expanded, source_roots, view)
 
 
 def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:
@@ -152,8 +166,10 @@ def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:
 
     def root() -> Any:
         ready = state.status != LOADING
+        # Dash fetches the layout with a request of its own (/_dash-layout): the page's URL is its referrer.
+        query = urllib.parse.urlsplit(flask.request.referrer or "").query if flask.has_request_context() else ""
         return html.Div([
-            html.Div(state.page(), id="nt-page"),
+            html.Div(state.page(query[:2000]), id="nt-page"),
             dcc.Interval(id="nt-load-poll", interval=300, disabled=ready),
         ])
 

@@ -13,6 +13,14 @@ event ends is kept too, so the events of a lane overlapping ``[t0, t1)`` are the
 ``searchsorted(cummax_end, t0, "right") : searchsorted(start, t1)``, with no scan, even when events
 of one lane overlap each other. Building the index costs two sorts; nothing loops per event.
 
+Each thread is split into *layers* so that what a reader looks for first is not buried under what
+wraps it: Python frames get a layer of their own (the viewer shows it on request, innermost levels
+first), so the thread's own layer starts with its framework ops and runtime calls; on a device,
+step and annotation ranges (a GPU-side ``ProfilerStep#N`` spanning every kernel) go to a *markers*
+layer drawn as thin bars above the device's streams instead of a lane pushing the kernels down.
+A track is one (thread or stream, layer) pair. Tracks holding only zero-length events (a lone
+"Record Window End" instant) are kept in the index but marked ``empty``; the timeline hides them.
+
 Times are nanoseconds relative to ``origin_ns`` (the earliest event), so they fit a JavaScript
 number exactly for traces of up to about 104 days.
 """
@@ -34,6 +42,9 @@ SYSTEM_TABLE, DEVICE_TABLE = 0, 1
 # Device tracks are ordered by what mostly runs on them: whole executions, compute engines and
 # streams, collectives, data movement, waits, the rest.
 _DEVICE_TRACK_ORDER = ("execution", "compute", "collective", "memcpy", "dma", "memset", "sync_wait")
+WORK, PYTHON, MARKERS = "work", "python", "markers"  # a track's layer
+_LAYER_ORDER = (MARKERS, PYTHON, None)  # top to bottom within a thread (None: the work layer)
+MARKER_LAYER_CATEGORIES = ("step", "annotation")  # device-side ranges drawn as thin markers
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,8 @@ class Track:
     n_events: int
     depth: int  # number of lanes (deepest nesting level + 1)
     first_lane: int  # lane id of depth 0; depth d is first_lane + d
+    layer: str = WORK  # WORK, PYTHON (a thread's Python frames) or MARKERS (device steps, annotations)
+    empty: bool = False  # only zero-length events: not drawn
 
 
 @dataclass(frozen=True)
@@ -142,6 +155,7 @@ def build(trace: Trace) -> TrackIndex:
     cat_sorted = cols["cat"][order]
     dominant: dict[int, int] = {}
     counts: dict[int, int] = {}
+    longest: dict[int, int] = {}
     for a, b in zip(track_bounds[:-1].tolist(), track_bounds[1:].tolist(), strict=True):  # per track
         s, e = start[a:b], end[a:b]
         # Open events at each start: those begun before it (in order) minus those already ended.
@@ -152,8 +166,9 @@ def build(trace: Trace) -> TrackIndex:
         max_depth[key] = int(d.max()) + 1
         dominant[key] = int(np.bincount(cat_sorted[a:b]).argmax())
         counts[key] = b - a
+        longest[key] = int((e - s).max())
 
-    tracks, groups, lane_base = _layout(track_info, max_depth, dominant, counts, process_names)
+    tracks, groups, lane_base = _layout(track_info, max_depth, dominant, counts, longest, process_names)
     lane_of_event = lane_base[track_key] + depth
     order2 = np.argsort(lane_of_event, kind="stable")  # start order is kept within each lane
     final = order[order2]
@@ -203,10 +218,16 @@ def _columns(table: pa.Table, which: int) -> dict[str, Any]:
     cat_map = np.array([CATEGORIES.index(c) if c in CATEGORIES else CATEGORIES.index("other")
                         for c in cat_values] + [CATEGORIES.index("other")], dtype=np.int16)
     name_idx, name_values = codes(table["name"])
+    # Host: Python frames, and ProfilerStep#N (the step lines mark it already); device: steps and
+    # annotations. Host annotations (record_function ranges) stay: they nest ops like callers do.
+    layer_values: list[object] = [PYTHON, MARKERS]
+    layer_of = {"python": 0, "step": 1} if which == SYSTEM_TABLE else dict.fromkeys(MARKER_LAYER_CATEGORIES, 1)
+    lookup = np.array([layer_of.get(str(c), -1) for c in cat_values] + [-1], dtype=np.int64)
+    layer = (lookup[cat_idx], layer_values)
     if which == SYSTEM_TABLE:
-        keys = [codes(table[c]) for c in ("host", "pid", "tid", "track")]
+        keys = [codes(table[c]) for c in ("host", "pid", "tid", "track")] + [layer]
     else:
-        keys = [codes(table["rank"].cast(pa.string())), codes(table["device"]), codes(table["track"])]
+        keys = [codes(table["rank"].cast(pa.string())), codes(table["device"]), codes(table["track"]), layer]
     combined = np.zeros(n, dtype=np.int64)
     for idx, values in keys:
         combined = combined * (len(values) + 1) + (idx + 1)
@@ -231,16 +252,17 @@ def _columns(table: pa.Table, which: int) -> dict[str, Any]:
 # -- groups and lanes ----------------------------------------------------------------------------
 
 
-def _layout(track_info: list[tuple[int, tuple[Any, ...]]], max_depth: dict[int, int],
-            dominant: dict[int, int], counts: dict[int, int], process_names: dict[str, str]) -> tuple[list[Track], list[Group], np.ndarray]:
+def _layout(track_info: list[tuple[int, tuple[Any, ...]]], max_depth: dict[int, int], dominant: dict[int, int],
+            counts: dict[int, int], longest: dict[int, int], process_names: dict[str, str]
+            ) -> tuple[list[Track], list[Group], np.ndarray]:
     """Groups (processes, devices) and tracks in display order; the first lane of each track key."""
     members: dict[tuple[object, ...], list[int]] = {}
     for key, (which, parts) in enumerate(track_info):
         if which == SYSTEM_TABLE:
-            host, pid, _tid, _track = parts
+            host, pid, _tid, _track, _layer = parts
             gkey: tuple[object, ...] = (HOST, host, pid)
         else:
-            rank_, device_, _track = parts
+            rank_, device_, _track, _layer = parts
             gkey = (DEVICE, rank_, device_)
         members.setdefault(gkey, []).append(key)
     ranks = {g[1] for g in members if g[0] == DEVICE and g[1] is not None}
@@ -257,7 +279,9 @@ def _layout(track_info: list[tuple[int, tuple[Any, ...]]], max_depth: dict[int, 
         side = str(gkey[0])
         keys = members[gkey]
         if side == HOST:
-            keys.sort(key=lambda k: (_natural(track_info[k][1][2]), str(track_info[k][1][3])))
+            # Per thread: its steps, its Python frames (callers), then its ops and runtime calls.
+            keys.sort(key=lambda k: (_natural(track_info[k][1][2]), str(track_info[k][1][3]),
+                                     _LAYER_ORDER.index(track_info[k][1][4])))
             host, pid = gkey[1], gkey[2]
             label = f"process {pid}" if pid not in (None, "") else "process ?"
             if str(pid) in process_names:
@@ -268,7 +292,9 @@ def _layout(track_info: list[tuple[int, tuple[Any, ...]]], max_depth: dict[int, 
             device: str | None = None
             rank: int | None = None
         else:
-            keys.sort(key=lambda k: (_device_rank(dominant.get(k, 0)), _natural(track_info[k][1][2])))
+            # Markers (steps, annotations) first, then streams by what mostly runs on them.
+            keys.sort(key=lambda k: (track_info[k][1][3] is None, _device_rank(dominant.get(k, 0)),
+                                     _natural(track_info[k][1][2])))
             rank = int(str(gkey[1])) if gkey[1] is not None else None
             device = str(gkey[2])
             label = device if len(ranks) < 2 else f"rank {rank} · {device}"
@@ -277,9 +303,15 @@ def _layout(track_info: list[tuple[int, tuple[Any, ...]]], max_depth: dict[int, 
         track_ids = []
         for k in keys:
             parts = track_info[k][1]
+            t_layer = str(parts[-1] or WORK)
             t_label = str(parts[3] or f"thread {parts[2]}") if side == HOST else str(parts[2])
+            if t_layer == PYTHON:
+                t_label += " · Python"
+            elif t_layer == MARKERS:
+                t_label = "steps & annotations" if side == DEVICE else f"{t_label} · steps"
             depth = max_depth.get(k, 1)
-            t = Track(len(tracks), side, g_index, t_label, counts.get(k, 0), depth, lane)
+            t = Track(len(tracks), side, g_index, t_label, counts.get(k, 0), depth, lane, t_layer,
+                      longest.get(k, 0) <= 0)
             lane_base[k] = lane
             lane += depth
             tracks.append(t)

@@ -64,11 +64,16 @@ def test_track_index_lanes_depth_and_groups() -> None:
     ix = tracks.build(tiny_trace())
     assert ix.origin_ns == T0
     assert [g.label for g in ix.groups] == ["box · process 1", "cuda:0"]  # host above device
-    thread1 = ix.tracks[ix.groups[0].tracks[0]]
-    assert thread1.label == "thread 1" and thread1.depth == 4  # step ⊃ python frame ⊃ op ⊃ launch
+    # Thread 1 in three layers: its step, its Python frame, then its op ⊃ launch.
+    steps, frames, work = (ix.tracks[t] for t in ix.groups[0].tracks[:3])
+    assert [t.label for t in (steps, frames, work)] == ["thread 1 · steps", "thread 1 · Python", "thread 1"]
+    assert [t.layer for t in (steps, frames, work)] == [tracks.MARKERS, tracks.PYTHON, tracks.WORK]
+    assert (steps.depth, frames.depth, work.depth) == (1, 1, 2)
     by_id = {int(e): i for i, e in enumerate(ix.event_id)}
     depth = {eid: int(ix.lane_depth[ix.lane_of(pos)]) for eid, pos in by_id.items()}
-    assert depth[0] == 0 and depth[1] == 1 and depth[2] == 2 and depth[3] == 3 and depth[10] == 0
+    track = {eid: int(ix.lane_track[ix.lane_of(pos)]) for eid, pos in by_id.items()}
+    assert depth[0] == 0 and depth[1] == 0 and depth[2] == 0 and depth[3] == 1 and depth[10] == 0
+    assert track[0] == steps.index and track[1] == frames.index and track[2] == track[3] == work.index
     for lane in range(ix.n_lanes):  # sorted by start within each lane
         a, b = ix.lane_offsets[lane], ix.lane_offsets[lane + 1]
         assert np.all(np.diff(ix.start[a:b]) >= 0)

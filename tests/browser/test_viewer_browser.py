@@ -80,7 +80,8 @@ def test_timeline_and_summary_strip_render(browser: Any, serve: Callable[..., An
     server, _state = serve(SAMPLE, source_roots=[SAMPLES, ROOT])
     _open(browser, server.url)
     names = wait_for(browser, TRACE_NAMES)
-    assert "python" in names and "framework_op" in names and "binned" in names  # events and LOD bins
+    # Ops and runtime calls by default; Python frames are a layer shown on request.
+    assert "framework_op" in names and "python" not in names
     ticks = browser.execute_script(f"return Array.from({PLOT}.querySelectorAll('.ytick text')).map(t => t.textContent);")
     import neurontrace
 
@@ -121,7 +122,8 @@ def test_clicking_a_top_stall_zooms_the_timeline_to_it(browser: Any, serve: Call
     while after == before and time.monotonic() < deadline:
         time.sleep(0.1)
         after = browser.execute_script(X_RANGE)
-    start_ms, end_ms = stall["t0_ns"] / 1e6, stall["t1_ns"] / 1e6
+    origin = state.model.time_origin  # the axis counts from the analysis window start
+    start_ms, end_ms = (stall["t0_ns"] - origin) / 1e6, (stall["t1_ns"] - origin) / 1e6
     assert after != before
     assert after[0] <= start_ms and after[1] >= end_ms  # the stall is on screen ...
     assert after[1] - after[0] < 0.2 * (before[1] - before[0])  # ... and the view zoomed in on it
@@ -133,8 +135,9 @@ def test_clicking_an_event_fills_the_details_and_shows_its_source_line(
     # The frames name make_samples.py (relative to sample_traces/): both roots are tried in turn.
     server, state = serve(Path(os.path.relpath(SAMPLE)), source_roots=[ROOT, SAMPLES])
     _open(browser, server.url)
-    bar = wait_for(browser, FIND_BAR, "make_samples.py(49): train_step")
-    _click(browser, bar)
+    _click(browser, browser.find_element("css selector", "#nt-python input"))  # show the Python layer
+    # train_step is an outer frame (the layer starts at the innermost levels): find it by search.
+    browser.find_element("id", "nt-search").send_keys("make_samples.py(49): train_step\n")
     wait_for(browser, "return document.querySelector('#nt-src-hl') !== null;")
     assert "train_step" in _text(browser, "#nt-event-name")
     event_id = int(next(line for line in _text(browser, "#nt-details").splitlines()
@@ -227,3 +230,183 @@ def test_a_trace_that_fails_to_load_shows_the_error_not_a_traceback(
     message = wait_for(browser, "const e = document.querySelector('#nt-load-error'); return e && e.innerText;")
     assert "could not be loaded" in message and "expected one of" in message
     assert "Traceback" not in browser.execute_script("return document.body.innerText;")
+
+
+# -- issue #18: where the page opens, how much of the screen it fills, search, keys, shareable URLs --
+
+H100 = Path("TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+VIEWPORT = "return [window.innerWidth, window.innerHeight];"
+PLOT_BOX = f"const r = {PLOT}.getBoundingClientRect(); return [r.width, r.height];"
+
+
+def _inner_1600x1000(browser: Any) -> None:
+    """Make the page itself 1600 x 1000 (the window's frame takes some of the window size)."""
+    inner = browser.execute_script(VIEWPORT)
+    browser.set_window_size(1600 + 1600 - inner[0], 1000 + 1000 - inner[1])
+
+
+def _range_after(browser: Any, before: Any, timeout: float = 15) -> Any:
+    deadline = time.monotonic() + timeout
+    after = browser.execute_script(X_RANGE)
+    while after == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+        after = browser.execute_script(X_RANGE)
+    return after
+
+
+def _h100(corpus: Path) -> Path:
+    path = corpus / H100
+    if not path.exists():
+        pytest.skip(f"{H100} is not in the corpus")
+    return path
+
+
+@pytest.mark.corpus
+def test_a_real_gpu_trace_opens_on_its_analysis_window_filling_the_screen(
+        browser: Any, serve: Callable[..., Any], corpus: Path, tmp_path: Path) -> None:
+    server, state = serve(_h100(corpus), source_roots=[tmp_path])
+    try:
+        _inner_1600x1000(browser)
+        _open(browser, server.url)
+        model = state.model
+        (device, _rank), (w0, w1) = model.focus()
+        assert device == "cuda:0" and model.time_origin == w0
+        # Opens on the analysis window (x is ms from its start), not the whole trace.
+        x = wait_for(browser, X_RANGE)
+        width_ms = (w1 - w0) / 1e6
+        assert x[0] == pytest.approx(-0.01 * width_ms, abs=0.02 * width_ms)
+        assert x[1] == pytest.approx(1.01 * width_ms, abs=0.02 * width_ms)
+        # Ops and launches are on screen by default; no Python frame is; the GPU-side step is a thin marker.
+        names = wait_for(browser, TRACE_NAMES)
+        assert "python" not in names and {"framework_op", "runtime", "compute"} & set(names)
+        ticks = browser.execute_script(f"return Array.from({PLOT}.querySelectorAll('.ytick text')).map(t => t.textContent);")
+        assert "steps & annotations" in ticks and "stream 7" in ticks
+        assert not any(t.startswith("thread ") and t.endswith("Python") for t in ticks)
+        assert "process ?" not in " ".join(ticks)  # a group holding one instant is not drawn
+        # Fills the screen: the timeline is at least 60% of a 1600 x 1000 page.
+        assert browser.execute_script(VIEWPORT) == [1600, 1000]
+        _w, h = wait_for(browser, PLOT_BOX.replace("return [", "const b = [").replace(
+            "];", "]; return b[1] >= 600 ? b : null;"), timeout=30)
+        assert h >= 600
+        # x labels carry their unit; step labels are inside the plot, never on the tick labels.
+        xticks = browser.execute_script(f"return Array.from({PLOT}.querySelectorAll('.xtick text')).map(t => t.textContent);")
+        assert xticks[0] == "0" and all(t.endswith(" ms") for t in xticks[1:])
+        # The legend lists each colour once (the compute category and the compute cause are one entry).
+        legend = [t.strip() for t in _text(browser, "#nt-legend").split("\n") if t.strip()]
+        assert len(legend) == len(set(legend)) and sum(t == "compute" for t in legend) == 1
+        # The Python layer on request, innermost levels.
+        _click(browser, browser.find_element("css selector", "#nt-python input"))
+        wait_for(browser, TRACE_NAMES.replace("t.name)", "t.name).includes('python')"))
+        _screenshot(browser, tmp_path, "viewer-h100.png")
+        if os.environ.get("NEURONTRACE_UPDATE_SCREENSHOT"):
+            _click(browser, browser.find_element("css selector", "#nt-python input"))
+            wait_for(browser, TRACE_NAMES.replace("t.name)", "!t.name).includes('python')"))
+            shutil.copyfile(_screenshot(browser, tmp_path, "viewer-h100-default.png"), ROOT / "docs" / "viewer.png")
+        # "Whole trace" shows everything.
+        before = browser.execute_script(X_RANGE)
+        _click(browser, browser.find_element("id", "nt-reset"))
+        after = _range_after(browser, before)
+        assert after[1] - after[0] > x[1] - x[0]
+    finally:
+        browser.set_window_size(1600, 1000)
+
+
+def test_search_lists_matches_and_enter_zooms_to_the_next(browser: Any, serve: Callable[..., Any]) -> None:
+    server, state = serve(SAMPLE, source_roots=[SAMPLES])
+    _open(browser, server.url)
+    box = browser.find_element("id", "nt-search")
+    box.send_keys("aten::add_")
+    note = wait_for(browser, "const e = document.querySelector('#nt-search-note'); return e && e.innerText;")
+    count = int(note.split()[0].replace(",", ""))
+    ix = state.model.index
+    expected = sum(1 for p in range(ix.n_events) if "aten::add_" in str(ix.names[ix.name[p]]).lower())
+    assert count == expected > 1
+    hits = browser.find_elements("css selector", ".nt-hit")
+    assert hits and all("aten::add_" in h.text for h in hits)
+    box.send_keys("\n")  # Enter: the first match after the view's start is selected and shown
+    first = wait_for(browser, "const e = document.querySelector('#nt-event-name'); return e && e.innerText;")
+    assert "aten::add_" in first
+    id1 = wait_for(browser, "return new URLSearchParams(window.location.search).get('event');")
+    box.send_keys("\n")  # Enter again: the next one
+    id2 = wait_for(browser, "const e = new URLSearchParams(window.location.search).get('event');"
+                            "return e !== arguments[0] ? e : null;", id1)
+    p1, p2 = ix.position(int(id1)), ix.position(int(id2))
+    assert ix.start[p2] >= ix.start[p1]
+    # A regular expression, written /like this/.
+    from selenium.webdriver.common.keys import Keys
+
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.DELETE)  # (clear() does not reach React's onChange)
+    box.send_keys("/^aten::(add_|view)$/")
+    note = wait_for(browser, "const e = document.querySelector('#nt-search-note');"
+                             "return e && !e.innerText.startsWith(arguments[0]) && !e.innerText.startsWith('0 ')"
+                             " ? e.innerText : null;", note)
+    assert int(note.split()[0].replace(",", "")) >= count
+
+
+def test_keys_zoom_and_pan_and_f_fits_the_selection(browser: Any, serve: Callable[..., Any]) -> None:
+    server, _state = serve(SAMPLE, source_roots=[SAMPLES])
+    _open(browser, server.url)
+    body = browser.find_element("css selector", "body")
+    before = wait_for(browser, X_RANGE)
+    body.send_keys("w")  # zoom in
+    zoomed = _range_after(browser, before)
+    assert zoomed[1] - zoomed[0] < 0.7 * (before[1] - before[0])
+    body.send_keys("d")  # pan right
+    panned = _range_after(browser, zoomed)
+    assert panned[0] > zoomed[0] and panned[1] - panned[0] == pytest.approx(zoomed[1] - zoomed[0], rel=0.01)
+    body.send_keys("s")  # zoom out
+    out = _range_after(browser, panned)
+    assert out[1] - out[0] > panned[1] - panned[0]
+    # F: fit the selected event (selected through the search box).
+    box = browser.find_element("id", "nt-search")
+    box.send_keys("aten::add_\n")
+    wait_for(browser, "const e = document.querySelector('#nt-event-name'); return e && e.innerText;")
+    time.sleep(0.5)
+    before = browser.execute_script(X_RANGE)
+    body.send_keys("f")
+    fitted = _range_after(browser, before)
+    assert fitted[1] - fitted[0] < before[1] - before[0]
+
+
+def test_the_url_follows_the_view_and_restores_it(browser: Any, serve: Callable[..., Any]) -> None:
+    server, state = serve(SAMPLE, source_roots=[SAMPLES])
+    _open(browser, server.url)
+    ix = state.model.index
+    p = next(i for i in range(ix.n_events) if str(ix.names[ix.name[i]]) == "aten::add_")
+    event = int(ix.event_id[p])
+    start, end = ix.origin_ns + int(ix.start[p]) - 50_000, ix.origin_ns + int(ix.end[p]) + 50_000
+    browser.get(f"{server.url}?start_ns={start}&end_ns={end}&event={event}")
+    wait_for(browser, "const e = document.querySelector('#nt-event-name'); return e && e.innerText === 'aten::add_';")
+    origin = state.model.time_origin
+    x = wait_for(browser, X_RANGE + "", timeout=15)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and abs(x[0] - (start - ix.origin_ns - origin) / 1e6) > 1e-3:
+        time.sleep(0.1)
+        x = browser.execute_script(X_RANGE)
+    assert x[0] == pytest.approx((start - ix.origin_ns - origin) / 1e6, abs=1e-3)
+    assert x[1] == pytest.approx((end - ix.origin_ns - origin) / 1e6, abs=1e-3)
+    query = browser.execute_script("return window.location.search;")
+    assert f"start_ns={start}" in query and f"end_ns={end}" in query
+    # A new view rewrites the URL; "Copy link" hands out that URL.
+    _click(browser, browser.find_element("id", "nt-reset"))
+    changed = wait_for(browser, "return window.location.search !== arguments[0] ? window.location.search : null;",
+                       query)
+    assert "start_ns=" in changed and changed != query
+    _click(browser, browser.find_element("id", "nt-copy"))
+    link = wait_for(browser, "const e = document.getElementById('nt-link'); return e && e.value;")
+    assert link.endswith(changed)
+    # Garbage in the URL is ignored, not an error.
+    browser.get(f"{server.url}?start_ns=NaN&end_ns=1e400&event=x")
+    _open(browser, server.url + "?start_ns=NaN&end_ns=1e400&event=x")
+    assert "Traceback" not in browser.execute_script("return document.body.innerText;")
+
+
+def test_the_details_panel_collapses_and_the_timeline_widens(browser: Any, serve: Callable[..., Any]) -> None:
+    server, _state = serve(SAMPLE, source_roots=[SAMPLES])
+    _open(browser, server.url)
+    w0, _h = wait_for(browser, PLOT_BOX)
+    _click(browser, browser.find_element("id", "nt-panels"))
+    wait_for(browser, "return document.getElementById('nt-side').className.includes('nt-hidden');")
+    w1 = wait_for(browser, PLOT_BOX.replace("return [", "const w = [").replace("];", "]; return w[0] > arguments[0] + 200 ? w : null;"), w0)
+    assert w1[0] > w0 + 200
