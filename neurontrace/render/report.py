@@ -68,10 +68,12 @@ def render(diag: Diagnosis, console: Console) -> None:
         console.print(_device_panel(d))
     if diag.fallback_ops:
         t = Table(title="host fallback", title_justify="left", header_style="bold")
-        for col in ("op", "calls", "host", "device idle", "found by", "source"):
+        for col in ("op", "calls", "host", "device idle", "found by", "evidence", "source"):
             t.add_column(col)
         for op in diag.fallback_ops[:10]:
-            t.add_row(op.name, str(op.calls), _ms(op.host_ns), _ms(op.device_idle_ns), op.found_by, op.source or "-")
+            t.add_row(op.name, str(op.calls), _ms(op.host_ns), _ms(op.device_idle_ns), op.found_by,
+                      op.evidence + (" (also ran on the device)" if op.also_executed_on_device else ""),
+                      op.source or "-")
         console.print(t)
     for section in registry.SECTIONS:  # each registered section's own lines (analysis/contract.py)
         lines = section.text(diag.sections[section.key]) if section.key in diag.sections else []
