@@ -34,7 +34,6 @@ at other times: a fallback after an execution error, or for some inputs only).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,14 +48,8 @@ from neurontrace.analysis._columns import matches, select
 from neurontrace.analysis.intervals import union
 from neurontrace.trace import Trace
 
-# Host ops that accompany any device<->host round trip without being computation themselves.
-NOT_SUSPECT = re.compile(
-    r"^aten::(to|_to_copy|copy_|item|_local_scalar_dense|empty.*|detach.*|view.*|as_strided|resolve_.*|lift.*"
-    r"|alias|t|transpose|permute|contiguous|clone|numpy_T|size|stride|is_nonzero|select|slice|unsqueeze"
-    r"|squeeze|reshape|expand|result_type|set_|record_stream)$"
-)
+NOT_SUSPECT = names.NOT_FALLBACK_SUSPECT  # data-movement and view ops are never suspects (names.py)
 MAX_DEVICE_BUSY_FRACTION = 0.1  # a suspect op may overlap device work for at most this share of its time
-HOST_SCALAR_READ = re.compile(r"^(aten::)?(item|_local_scalar_dense)$")
 EVIDENCE = ("confirmed", "host_scalar_read", "signature_only", "named_not_seen")
 
 
@@ -141,7 +134,7 @@ def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, 
         for op in out:
             op.named_by = sorted({w for n, ws in named_by.items() if _short(n) == _short(op.name) for w in ws})
             if not op.evidence:
-                op.evidence = "host_scalar_read" if HOST_SCALAR_READ.match(op.name) else "confirmed"
+                op.evidence = "host_scalar_read" if names.HOST_SCALAR_READ.match(op.name) else "confirmed"
     seen = {i for op in out for i in op.event_ids}
     suspects = [i for i in _signature_rows(trace, ops, busy_s, busy_e)
                 if int(ops["event_id"][int(i)].as_py()) not in seen]
