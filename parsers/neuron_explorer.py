@@ -134,7 +134,6 @@ def parse(
     _account_rest(ctx, tables, prof.facts)
     prof.facts.update(_neuron_schema.check(prof.schema_version, prof.major, tables, acct, src))
     progress("neuron tables", 4, steps)
-    acct.check()
     facts: dict[str, Any] = {
         "format": FORMAT,
         "backend": "neuron",
