@@ -22,6 +22,7 @@ from neurontrace.analysis.attribution import TOP_STALLS, DeviceAttribution, Stal
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
 from neurontrace.analysis.fallback import FallbackOp, find_fallback, recorded_ops
 from neurontrace.analysis.findings import worst
+from neurontrace.analysis.malformed import sanitize
 from neurontrace.analysis.phases import Phases
 from neurontrace.trace import Trace
 
@@ -160,13 +161,15 @@ def _null_rank(trace: Trace) -> Trace:
 def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
     """The map step: attribution, fallback and every section's per-rank value for one rank's trace."""
     options = options or Options()
+    trace, checks = sanitize(trace)  # malformed events: one rule each, counted (analysis/malformed.py)
     frames = frame_sources(trace)
     named = set(options.fallback_ops) | set(recorded_ops(trace)[0])
     fallback = find_fallback(trace, options.fallback_ops, frames)  # adds run.json's get_fallback_ops() itself
     fallback_ids = [i for op in fallback if op.charged for i in op.event_ids]
     devices = attribute(trace, window=options.window, fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64),
                         top=options.top)
-    ctx = Context(trace, devices, fallback, frames, Options(options.window, tuple(sorted(named)), options.top))
+    ctx = Context(trace, devices, fallback, frames, Options(options.window, tuple(sorted(named)), options.top),
+                  {"event_checks": checks})
     for d in devices:
         for ds in registry.DEVICE_SECTIONS:
             value = ds.compute(ctx, d)

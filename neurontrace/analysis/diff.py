@@ -138,6 +138,7 @@ class Diff:
     findings: dict[str, list[dict[str, Any]]]
     ops: pa.Table | None = None
     notes: list[str] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # each side's load warnings, with "side"
 
     @property
     def synthetic(self) -> bool:
@@ -180,6 +181,7 @@ class Diff:
             "change": self.change,
             "thresholds": self.thresholds.as_dict(),
             "notes": self.notes,
+            "warnings": self.warnings,
             "devices": [d.as_dict() for d in self.devices],
             "unmatched_devices": self.unmatched_devices,
             "regression": {
@@ -290,6 +292,8 @@ def _compare_diagnoses(baseline: Mapping[str, Any], new: Mapping[str, Any], thre
         baseline=side_a, change=side_b, thresholds=thresholds, devices=devices,
         unmatched_devices=unmatched, fallback=_fallback(baseline, new), phases=_phases(baseline, new),
         steps=_step_stats(steps_a, steps_b), findings=_findings(baseline, new, device_map), notes=notes,
+        warnings=[{"side": side, **w} for side, d in (("baseline", baseline), ("change", new))
+                  for w in d.get("warnings") or []],
     )
 
 

@@ -12,17 +12,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from neurontrace import units
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import matches, select
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, FindingFamily
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.analysis.phases import Phases
-from neurontrace.trace import Trace
 
 __all__ = ["SEVERITIES", "Finding", "worst"]
 
@@ -191,15 +186,7 @@ def collective_groups(cross_rank: Any) -> dict[str, list[int]]:
 
 # The finding families of this module (registered in analysis/registry.py).
 def _devices(ctx: Context) -> list[Finding]:
-    graphs = replays_graphs(ctx.trace)
-    return [f for d in ctx.devices for f in device_findings(d, d.rank in graphs or None in graphs)]
-
-
-def replays_graphs(trace: Trace) -> set[int | None]:
-    """The ranks whose host launches CUDA/HIP graphs (names.GRAPH_LAUNCH)."""
-    runtime = select(trace.system_events, "category", "runtime", "driver")
-    hit = runtime.filter(pa.array(matches(runtime["name"], names.GRAPH_LAUNCH)))
-    return set(pc.unique(hit["rank"]).to_pylist())
+    return [f for d in ctx.devices for f in device_findings(d, bool(d.sections.get("graph_launches")))]
 
 
 DEVICE = FindingFamily("device causes", _devices)

@@ -98,6 +98,8 @@ def render(diff: Diff, console: Console, *, top: int = TOP_OPS, fail_on_regressi
                   f"±{th.absolute_ns / 1e3:g} µs of its time")
     for note in diff.notes:
         console.print(f"[yellow]note[/]: {escape(note)}")
+    for w in diff.warnings:  # what loading either side warned about: truncation, skipped or malformed events
+        console.print(f"[yellow]warning[/] ({w['side']}): {escape(str(w['message']))}")
     for d in diff.devices:
         console.print(_device_panel(d))
     console.print(_ops_table(diff, top))
