@@ -175,7 +175,6 @@ def normalize(
             msg += f". Why: {decoded.damage}"
         acct.warnings.append(msg)
         warnings.warn(msg, TruncatedTraceWarning, stacklevel=3)
-    acct.check()
     facts: dict[str, Any] = {
         "format": FORMAT,
         "clock": "unix_epoch_ns" if _absolute_clock(base, sys_table, dev_table) else "trace_relative_ns",

@@ -44,6 +44,7 @@ from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
 
+from . import _neuron_schema
 from ._neuron_align import align
 from ._neuron_common import warn
 from ._neuron_device import SPECS, first_present, load_device_tables
@@ -134,8 +135,8 @@ def parse(
     progress("neuron tables", 3, steps)
     scales = load_counters(ctx, tables)
     _account_rest(ctx, tables, prof.facts)
+    prof.facts.update(_neuron_schema.check(prof.schema_version, prof.major, tables, acct, src))
     progress("neuron tables", 4, steps)
-    acct.check()
     facts: dict[str, Any] = {
         "format": FORMAT,
         "backend": "neuron",
