@@ -77,7 +77,13 @@ def _fields(*classes: type) -> set[tuple[str, str]]:
 @pytest.fixture(scope="module")
 def diagnoses(tmp_path_factory: pytest.TempPathFactory) -> list[Diagnosis]:
     a, b = write_pair(tmp_path_factory.mktemp("pair"))
+    # A TorchNeuron-style run record beside a copy of b: fallback names and executed ops from run.json.
+    recorded = tmp_path_factory.mktemp("recorded")
+    (recorded / b.name).write_bytes(b.read_bytes())
+    (recorded / "run.json").write_text(json.dumps({"schema": "neurontrace.run/1", "fallback_ops": ["aten::nonzero"],
+                                                   "neuron": {"executed_ops": ["aten::nonzero"]}}))
     return [
+        diagnose(_load(recorded / b.name)),  # fallback evidence, named_by, also_executed_on_device
         diagnose(_load(a)), diagnose(_load(b), fallback_ops=["aten::nonzero"]),
         diagnose(_load(SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet")),  # engine waits, synthetic
         diagnose(_load(SAMPLES / "gloo_8rank")),  # ranks: cross-rank sections

@@ -420,8 +420,9 @@ def _device_delta(a: Mapping[str, Any], b: Mapping[str, Any], how: str, steps_a:
 
 
 def _fallback(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    fa = {op["name"]: op for op in a.get("fallback_ops") or []}
-    fb = {op["name"]: op for op in b.get("fallback_ops") or []}
+    # An op named as a fallback but not seen running (evidence named_not_seen) did not happen in that run.
+    fa = {op["name"]: op for op in a.get("fallback_ops") or [] if op.get("evidence") != "named_not_seen"}
+    fb = {op["name"]: op for op in b.get("fallback_ops") or [] if op.get("evidence") != "named_not_seen"}
     persisted = []
     for name in sorted(set(fa) & set(fb)):
         x, y = fa[name], fb[name]
