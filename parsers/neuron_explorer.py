@@ -132,7 +132,6 @@ def parse(
     scales = load_counters(ctx, tables)
     _account_rest(ctx, tables, prof.facts)
     progress("neuron tables", 4, steps)
-    acct.check()
     facts: dict[str, Any] = {
         "format": FORMAT,
         "backend": "neuron",
