@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from neurontrace import units
 from neurontrace.analysis import names
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, FindingFamily
@@ -114,7 +115,7 @@ def fallback_findings(ops: Iterable[FallbackOp]) -> list[Finding]:
             out.append(Finding(
                 "fallback_suspect", "info", f"{op.name} may be running on the CPU",
                 f"{op.calls} call(s) between a device→host and a host→device copy while the device idled "
-                f"{op.device_idle_ns / 1e6:.3f} ms",
+                f"{units.duration(op.device_idle_ns)}",
                 "Check whether this op is supported on the device; pass --fallback-ops or --fallback-log "
                 "to confirm.", None))
     return out
@@ -126,14 +127,14 @@ def phase_findings(p: Phases) -> list[Finding]:
     if (p.compile_ns + p.load_ns) / span > COMPILE_DOMINATES:
         out.append(Finding(
             "compile_dominates", "warning", "Compilation and loading dominate the profiled time",
-            f"compile {p.compile_ns / 1e6:.1f} ms + load {p.load_ns / 1e6:.1f} ms of {span / 1e6:.1f} ms",
+            f"compile {units.duration(p.compile_ns)} + load {units.duration(p.load_ns)} of {units.duration(span)}",
             "Profile steady-state steps (a schedule with warmup), cache compiled graphs (Neuron persistent "
             "cache, torch.compile cache), and avoid shape changes that trigger recompiles.", None))
     first, steady = p.first_step_ns, p.steady_median_ns
     if first and steady and first > FIRST_STEP_SLOW * steady:
         out.append(Finding(
             "slow_first_step", "info", "The first step is much slower than the steady state",
-            f"first step {first / 1e6:.2f} ms vs median {steady / 1e6:.2f} ms of the following steps",
+            f"first step {units.duration(first)} vs median {units.duration(steady)} of the following steps",
             "Expected with compilation or warm-up; exclude it from throughput numbers.", None))
     return out
 
@@ -168,7 +169,7 @@ def collective_outliers(groups: dict[str, list[int]]) -> list[Finding]:
             out.append(Finding(
                 "collective_outliers", "info", f"Some {key} collectives are much slower than their peers",
                 f"{len(slow)} of {len(durs)} took more than {COLLECTIVE_OUTLIER}x the median "
-                f"({med / 1e3:.1f} µs); slowest {max(slow) / 1e3:.1f} µs",
+                f"({units.duration(med)}); slowest {units.duration(max(slow))}",
                 "Look for stragglers: rank skew, a slow link, or a rank arriving late (see cross-rank skew).",
                 None))
     return out
