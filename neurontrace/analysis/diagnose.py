@@ -20,8 +20,9 @@ import pyarrow.compute as pc
 from neurontrace.analysis import registry
 from neurontrace.analysis.attribution import TOP_STALLS, DeviceAttribution, Stall, attribute, frame_sources
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
-from neurontrace.analysis.fallback import FallbackOp, find_fallback
+from neurontrace.analysis.fallback import FallbackOp, find_fallback, recorded_ops
 from neurontrace.analysis.findings import worst
+from neurontrace.analysis.malformed import sanitize
 from neurontrace.analysis.phases import Phases
 from neurontrace.trace import Trace
 
@@ -79,8 +80,7 @@ class Diagnosis:
                 device_lag_ns=(int(lag["start"]), int(lag["end"])) if (lag := d.get("device_lag_ns")) else None)
             dev.sections = {s.key: s.from_json(d[s.key]) for s in registry.DEVICE_SECTIONS if d.get(s.key) is not None}
             devices.append(dev)
-        fallback = [FallbackOp(op["name"], op["calls"], op["host_ns"], op["device_idle_ns"], op["found_by"],
-                               op.get("source"), []) for op in doc.get("fallback_ops") or []]
+        fallback = [FallbackOp.from_dict(op) for op in doc.get("fallback_ops") or []]
         sections = {s.key: s.from_json(doc[s.key]) for s in registry.SECTIONS if doc.get(s.key) is not None}
         return cls(inputs=list(doc.get("inputs") or []), devices=devices, fallback_ops=fallback,
                    findings=[Finding.from_dict(f) for f in doc.get("findings") or []], sections=sections,
@@ -132,42 +132,93 @@ class RankResult:
 
 
 def split_ranks(trace: Trace) -> list[Trace]:
-    """One Trace per rank (events, flows, counters and metadata of that rank; frames shared), in rank
-    order; the trace itself when it holds one rank."""
+    """One Trace per rank, in rank order (no rank last); the trace itself when it holds one rank.
+
+    Each part holds that rank's events, counters and metadata, the flows between its events, and the
+    frames its events name (with their callers). One sort per table, then slices: the cost grows with
+    the events, not with events x ranks.
+    """
     ranks = sorted(set(trace.system_events["rank"].to_pylist()) | set(trace.device_events["rank"].to_pylist()),
                    key=lambda r: (r is None, r or 0))
     if len(ranks) <= 1:
         return [trace]
+    parts: dict[str, list[pa.Table]] = {
+        name: _slices(trace.tables[name], _rank_key(trace.tables[name]["rank"]), ranks)
+        for name in ("system_events", "device_events", "counters", "metadata")}
+    parts["flows"] = _slices(trace.flows, _flow_rank_key(trace), ranks)
     out = []
-    for r in ranks:
-        part = trace.filter(rank=r) if r is not None else _null_rank(trace)
-        meta = trace.metadata
-        meta = meta.filter(pc.is_null(meta["rank"]) if r is None else pc.fill_null(pc.equal(meta["rank"], r), False))
-        out.append(Trace(**{**part.tables, "metadata": meta}))
+    for i in range(len(ranks)):
+        tables = {name: parts[name][i] for name in parts}
+        ids = np.concatenate([_ids(tables[n]["frame_id"]) for n in ("system_events", "device_events")])
+        out.append(Trace(**tables, frames=_frames_for(trace.frames, ids)))
     return out
 
 
-def _null_rank(trace: Trace) -> Trace:
-    tables = dict(trace.tables)
-    for name in ("system_events", "device_events", "counters"):
-        tables[name] = tables[name].filter(pc.is_null(tables[name]["rank"]))
-    ids = pa.concat_arrays([tables[n]["event_id"].combine_chunks() for n in ("system_events", "device_events")])
-    fl = tables["flows"]
-    tables["flows"] = fl.filter(pc.or_(pc.fill_null(pc.is_in(fl["src_event_id"], ids), False),
-                                       pc.fill_null(pc.is_in(fl["dst_event_id"], ids), False)))
-    return Trace(**tables)
+_NO_RANK = np.iinfo(np.int64).max  # sorts after every rank, as None does in split_ranks
+
+
+def _rank_key(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(col.cast(pa.int64()), _NO_RANK).to_numpy())
+
+
+def _flow_rank_key(trace: Trace) -> np.ndarray:
+    """Each flow's rank: that of the event it starts at (else ends at), so flows stay with their events."""
+    ids = [trace.tables[n]["event_id"].to_numpy() for n in ("system_events", "device_events")]
+    keys = [_rank_key(trace.tables[n]["rank"]) for n in ("system_events", "device_events")]
+    top = max((int(i.max()) for i in ids if len(i)), default=-1)
+    rank_of = np.full(top + 2, _NO_RANK, dtype=np.int64)  # the last slot answers ids that are null or unknown
+    for i, k in zip(ids, keys, strict=True):
+        rank_of[i] = k
+    fl = trace.flows
+
+    def at(col: str) -> np.ndarray:
+        e = np.asarray(pc.fill_null(fl[col], -1).to_numpy())
+        return np.asarray(rank_of[np.where((e >= 0) & (e <= top), e, top + 1)])
+
+    src = at("src_event_id")
+    return np.where(src != _NO_RANK, src, at("dst_event_id"))
+
+
+def _slices(table: pa.Table, key: np.ndarray, ranks: list[int | None]) -> list[pa.Table]:
+    order = np.argsort(key, kind="stable")
+    ordered, sorted_key = table.take(pa.array(order)), key[order]
+    out = []
+    for r in ranks:
+        k = _NO_RANK if r is None else r
+        lo, hi = np.searchsorted(sorted_key, k, side="left"), np.searchsorted(sorted_key, k, side="right")
+        out.append(ordered.slice(int(lo), int(hi - lo)))
+    return out
+
+
+def _ids(col: pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(col.drop_null().to_numpy(), dtype=np.int64)
+
+
+def _frames_for(frames: pa.Table, ids: np.ndarray) -> pa.Table:
+    """The frames named by ``ids`` and all their callers."""
+    fid = np.asarray(frames["frame_id"].to_numpy(), dtype=np.int64)
+    parent = np.asarray(pc.fill_null(frames["parent_id"], -1).to_numpy(), dtype=np.int64)
+    keep = np.zeros(len(fid), dtype=bool)
+    todo = np.unique(ids)
+    while len(todo):  # one pass per stack level
+        hit = np.isin(fid, todo) & ~keep
+        keep |= hit
+        todo = np.unique(parent[hit][parent[hit] >= 0])
+    return frames.filter(pa.array(keep))
 
 
 def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
     """The map step: attribution, fallback and every section's per-rank value for one rank's trace."""
     options = options or Options()
+    trace, checks = sanitize(trace)  # malformed events: one rule each, counted (analysis/malformed.py)
     frames = frame_sources(trace)
-    named = set(options.fallback_ops) | set(_recorded_fallback_ops(trace))
-    fallback = find_fallback(trace, named, frames)
-    fallback_ids = [i for op in fallback for i in op.event_ids]
+    named = set(options.fallback_ops) | set(recorded_ops(trace)[0])
+    fallback = find_fallback(trace, options.fallback_ops, frames)  # adds run.json's get_fallback_ops() itself
+    fallback_ids = [i for op in fallback if op.charged for i in op.event_ids]
     devices = attribute(trace, window=options.window, fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64),
                         top=options.top)
-    ctx = Context(trace, devices, fallback, frames, Options(options.window, tuple(sorted(named)), options.top))
+    ctx = Context(trace, devices, fallback, frames, Options(options.window, tuple(sorted(named)), options.top),
+                  {"event_checks": checks})
     for d in devices:
         for ds in registry.DEVICE_SECTIONS:
             value = ds.compute(ctx, d)
@@ -211,7 +262,8 @@ def _merge_fallback(ops: list[FallbackOp]) -> list[FallbackOp]:
         cur = merged.get((op.name, op.found_by))
         if cur is None:
             merged[(op.name, op.found_by)] = FallbackOp(op.name, op.calls, op.host_ns, op.device_idle_ns,
-                                                        op.found_by, op.source, list(op.event_ids))
+                                                        op.found_by, op.source, list(op.event_ids), op.evidence,
+                                                        list(op.named_by), op.also_executed_on_device)
         else:
             cur.calls += op.calls
             cur.host_ns += op.host_ns
@@ -219,12 +271,3 @@ def _merge_fallback(ops: list[FallbackOp]) -> list[FallbackOp]:
             cur.source = cur.source or op.source
             cur.event_ids += op.event_ids
     return list(merged.values())
-
-
-def _recorded_fallback_ops(trace: Trace) -> list[str]:
-    """Fallback ops a neurontrace capture recorded in run.json (metadata key ``run``)."""
-    out = []
-    for run in trace.meta_all("run"):
-        if isinstance(run, dict):
-            out += [str(op) for op in run.get("fallback_ops") or []]
-    return out
