@@ -429,12 +429,17 @@ def register(app: dash.Dash, state: ViewerState) -> None:
     def _table(_ready: Any, _sorts: Any, text: Any, sort: Any) -> tuple[Any, Any]:
         model = state.model
         name = str(dash.ctx.outputs_list[0]["id"]["table"])
+        if name not in layout.TABLES:
+            raise dash.exceptions.PreventUpdate
         if model is None or model.analysis is None:
             return layout.table_rows(name, []), no_update
+        columns = [c for c, _ in layout.TABLES[name]]
+        if not (isinstance(sort, dict) and sort.get("column") in columns):
+            sort = None
         trigger = dash.ctx.triggered_id
-        if isinstance(trigger, dict) and trigger.get("type") == "nt-sort":
+        if isinstance(trigger, dict) and trigger.get("type") == "nt-sort" and trigger.get("column") in columns:
             column = trigger["column"]
-            desc = not (isinstance(sort, dict) and sort.get("column") == column and sort.get("desc"))
+            desc = not (sort is not None and sort.get("column") == column and sort.get("desc"))
             sort = {"column": column, "desc": desc}
         rows = {"stalls": model.analysis.stalls, "ops": model.analysis.top_ops,
                 "fallback": model.analysis.fallback}[name]

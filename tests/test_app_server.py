@@ -238,3 +238,93 @@ def test_the_timeline_draws_at_most_max_rows_and_says_how_many_it_left_out() -> 
     assert len(drawn.rows) == figures.MAX_ROWS
     assert f"{n + 2 - figures.MAX_ROWS} more rows not drawn" in drawn.status
     assert len(to_json_plotly(drawn.figure)) < MAX_PAYLOAD
+
+
+def test_debug_and_non_loopback_hosts_are_warned_about(capsys: pytest.CaptureFixture[str]) -> None:
+    from neurontrace.cli import view
+
+    view._warn_exposure("127.0.0.1", debug=False)
+    assert capsys.readouterr().err == ""
+    view._warn_exposure("127.0.0.1", debug=True)
+    err = capsys.readouterr().err
+    assert "warning: --debug" in err and "anyone" not in err
+    view._warn_exposure("0.0.0.0", debug=True)
+    err = capsys.readouterr().err
+    assert "anyone who can reach this machine" in err and "warning: --debug" in err and "0.0.0.0" in err
+
+
+BAD_VALUES: list[Any] = [float("nan"), float("inf"), -float("inf"), "x", "1e400", 1e300, -(2**70), True, None,
+                         [], [float("nan")], {}, {"t0": float("nan"), "t1": "y", "origin": float("inf")},
+                         {"points": [{"x": float("inf"), "customdata": [float("nan"), "a", None, 1e400]}]},
+                         {"device": 5, "cause": [], "rank": float("nan")}, {"xaxis.range[0]": float("nan"),
+                                                                             "xaxis.range[1]": float("inf")}]
+
+
+def _dash_post(url: str, body: dict[str, Any]) -> int:
+    # allow_nan: the page's JSON parser (Flask's) accepts NaN and Infinity, so a hostile page can send them.
+    data = json.dumps(body, allow_nan=True).encode()
+    req = urllib.request.Request(url + "_dash-update-component", data=data,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_every_callback_survives_nan_infinity_and_strings_over_http() -> None:
+    """Each callback of the page, called over HTTP as the browser calls it, with every input and state
+    replaced by hostile values: answered (200, or 204 "nothing to update"), never an HTTP 500."""
+    from neurontrace.app.server import serve_trace
+
+    server, state = serve_trace(tiny_trace(), port=0)
+    try:
+        deadline = time.monotonic() + 30
+        while (state.model is None or state.model.analysis is None) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with urllib.request.urlopen(server.url + "_dash-dependencies", timeout=30) as resp:
+            deps = json.loads(resp.read())
+        assert len(deps) >= 10
+        statuses: dict[int, int] = {}
+        for dep in deps:
+            if dep.get("clientside_function"):
+                continue  # runs in the browser, never reaches the server
+
+            def spec(item: dict[str, Any], value: Any) -> Any:
+                ident = item["id"]
+                if ident.startswith("{"):  # a pattern-matching id: ALL gives a list, MATCH one item
+                    concrete = json.loads(ident)
+                    for k, v in concrete.items():
+                        if isinstance(v, list):
+                            concrete[k] = 0 if k in ("index", "event", "frame") else "stalls"
+                    one = {"id": concrete, "property": item["property"], "value": value}
+                    return [one] if '["ALL"]' in ident else one
+                return {"id": ident, "property": item["property"], "value": value}
+
+            for value in BAD_VALUES:
+                inputs = [spec(i, value) for i in dep["inputs"]]
+                body = {"output": dep["output"], "outputs": _outputs(dep["output"]),
+                        "inputs": inputs, "state": [spec(s, value) for s in dep["state"]],
+                        "changedPropIds": [f"{i['id']}.{i['property']}" for i in dep["inputs"][:1]]}
+                code = _dash_post(server.url, body)
+                statuses[code] = statuses.get(code, 0) + 1
+                assert code in (200, 204), (dep["output"], value, code)
+        assert statuses.get(200, 0) > 0  # some hostile calls are answered with a page update, not refused
+    finally:
+        server.stop()
+
+
+def _outputs(output: str) -> Any:
+    """The "outputs" field Dash's renderer sends for an output spec such as "..a.b...c.d.." ."""
+    parts = output.strip(".").split("...") if output.startswith("..") else [output]
+    out = []
+    for part in parts:
+        ident, prop = part.rsplit(".", 1)
+        prop = prop.split("@", 1)[0]
+        if ident.startswith("{"):
+            concrete = json.loads(ident)
+            concrete = {k: ("stalls" if isinstance(v, list) else v) for k, v in concrete.items()}
+            out.append({"id": concrete, "property": prop})
+        else:
+            out.append({"id": ident, "property": prop})
+    return out if output.startswith("..") else out[0]

@@ -386,13 +386,13 @@ def test_the_url_follows_the_view_and_restores_it(browser: Any, serve: Callable[
         x = browser.execute_script(X_RANGE)
     assert x[0] == pytest.approx((start - ix.origin_ns - origin) / 1e6, abs=1e-3)
     assert x[1] == pytest.approx((end - ix.origin_ns - origin) / 1e6, abs=1e-3)
-    query = browser.execute_script("return window.location.search;")
-    assert f"start_ns={start}" in query and f"end_ns={end}" in query
+    query = wait_for(browser, "const q = window.location.search; return q.includes('event=') ? q : null;")
+    assert f"start_ns={start}" in query and f"end_ns={end}" in query and f"event={event}" in query
     # A new view rewrites the URL; "Copy link" hands out that URL.
     _click(browser, browser.find_element("id", "nt-reset"))
     changed = wait_for(browser, "return window.location.search !== arguments[0] ? window.location.search : null;",
                        query)
-    assert "start_ns=" in changed and changed != query
+    assert "start_ns=" in changed and changed != query and f"event={event}" in changed
     _click(browser, browser.find_element("id", "nt-copy"))
     link = wait_for(browser, "const e = document.getElementById('nt-link'); return e && e.value;")
     assert link.endswith(changed)
