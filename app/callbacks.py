@@ -153,7 +153,8 @@ def on_timeline(model: ViewModel, trigger: str | None, relayout: Any, goto: Any,
     # A goto not yet drawn wins whatever fired: a redraw racing it (the window resized, the analysis
     # finished) read the view from before it, and would otherwise undo it.
     nonce = goto.get("nonce") if isinstance(goto, dict) else None
-    if nonce is not None and (not isinstance(view, dict) or view.get("goto") != nonce) and trigger != "nt-timeline":
+    if nonce is not None and (not isinstance(view, dict) or view.get("goto") != nonce) and \
+            trigger in ("nt-viewport", "nt-analysis-ready", "nt-selected"):
         trigger = "nt-goto"
     if trigger == "nt-timeline":
         asked = parse_relayout(relayout, model.index.span_ns, stored[2] if stored else 0)

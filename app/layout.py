@@ -252,7 +252,7 @@ def legend(model: ViewModel) -> list[Any]:
 
 
 def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roots: list[str],
-         view: dict[str, Any]) -> html.Div:
+         view: dict[str, Any], selected: int | None = None) -> html.Div:
     ix = model.index
     badges = [(model.trace.meta("format", "trace") or "trace", False), (f"{ix.n_events:,} events", False)]
     if model.synthetic:
@@ -338,7 +338,7 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
         ]),
         html.Button(id="nt-fit", style={"display": "none"}),
         dcc.Store(id="nt-view", data=view),
-        dcc.Store(id="nt-selected", data=None),
+        dcc.Store(id="nt-selected", data=selected),
         dcc.Store(id="nt-highlight", data=None),
         dcc.Store(id="nt-goto", data=None),
         dcc.Store(id="nt-viewport", data=None),
