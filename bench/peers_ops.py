@@ -7,7 +7,8 @@ HTA runs in its own virtual environment (it pins its own pandas), e.g.
 calls that interpreter with a small driver and reads its JSON. Per trace it prints:
 
 - neurontrace's op-efficiency classes (time share, % of the roofline bound) and the top GEMM/attention rows;
-- communication hidden by compute: neurontrace over the whole trace vs HTA's ``get_comm_comp_overlap``;
+- communication hidden by compute: neurontrace over the whole trace, and over the span HTA analyses (it drops
+  the last ProfilerStep by default), vs HTA's ``get_comm_comp_overlap``;
 - launch delay: neurontrace's (kernel start - call start), the same ops measured HTA's way (kernel start -
   call end, clipped at 0), and HTA's ``get_cuda_kernel_launch_stats``;
 - queue depth: neurontrace's (launched, not finished) vs HTA's ``get_queue_length_summary`` (launched, not started).
@@ -90,6 +91,9 @@ def ours(trace_path: Path) -> dict[str, Any]:
     whole = (int(ts.min()), int((ts + dev["dur_ns"].to_numpy()).max()))  # HTA looks at the whole trace
     out["device"] = devices[0]
     out["overlap"] = overlap(dev, whole)
+    # HTA drops the last ProfilerStep by default (include_last_profiler_step=False): the same span, for comparison.
+    steps = select(host, "category", "step")["ts_ns"].to_numpy()
+    out["overlap_hta_span"] = overlap(dev, (whole[0], int(steps.max()))) if len(steps) > 1 else None
     out["launch"] = launch_stats(host, t.flows, dev, whole)
     # The same ops, HTA's way: kernel start - call end, clipped at 0.
     dev = keep(dev, isin(dev["category"], LAUNCHED))
@@ -136,6 +140,10 @@ def main() -> None:
         print(f"  comm hidden by compute: neurontrace {ours_pct} of {_us(o.collectives_total_ns)}; "
               f"HTA {h.get('overlap_pct', h.get('overlap_error', h.get('error')))}"
               f"{'%' if 'overlap_pct' in h else ''}")
+        hs = n["overlap_hta_span"]
+        if hs is not None and hs.collectives_hidden is not None:
+            print(f"  comm hidden by compute, neurontrace over HTA's span (before the last step): "
+                  f"{100 * hs.collectives_hidden:.2f}% of {_us(hs.collectives_total_ns)}")
         lv = n["launch"]
         print(f"  launch delay (call start -> kernel start), neurontrace: n={lv.kernels} median "
               f"{_us(lv.delay_ns_median)} p90 {_us(lv.delay_ns_p90)} max {_us(lv.delay_ns_max)}; "

@@ -17,7 +17,8 @@ from neurontrace.load import FORMATS, detect, load, register
 from neurontrace.trace import ParseAccounting, Trace
 
 __all__ = [
-    "FORMATS", "NeurontraceError", "ParseAccounting", "Trace", "__version__", "capture", "detect", "load", "register",
+    "FORMATS", "NeurontraceError", "ParseAccounting", "Trace", "__version__", "capture", "detect", "load",
+    "open_dataset", "register",
 ]
 
 
@@ -26,4 +27,6 @@ def __getattr__(name: str) -> Any:
     # a capture starts, so `import neurontrace` stays light.
     if name == "capture":
         return importlib.import_module("neurontrace.capture")
+    if name == "open_dataset":  # a many-rank dataset (neurontrace/dataset.py), opened lazily
+        return importlib.import_module("neurontrace.dataset").open_dataset
     raise AttributeError(f"module 'neurontrace' has no attribute {name!r}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,7 +25,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from neurontrace.errors import EXIT_USAGE, InputNotFoundError, MalformedTraceError, NeurontraceError
+from neurontrace.errors import (
+    EXIT_MALFORMED,
+    EXIT_USAGE,
+    InputNotFoundError,
+    MalformedTraceError,
+    NeurontraceError,
+)
 from neurontrace.trace import Trace
 
 FILE_NAME = "runs.sqlite"
@@ -36,6 +43,7 @@ MAX_FACT_CHARS = 65_536  # metadata values larger than this (lookup tables) are 
 _SKIP_KEYS = ("neurontrace.accounting", "kineto.names", "neuron.table.", "neuron.execution_info",
               "neuron.derived_rows", "neuron.opcode_summary", "neuron.tensor_info")
 _BUSY_TIMEOUT_S = 30.0
+_TABLES = ("runs", "tags", "versions")
 
 _SCHEMA = """
 CREATE TABLE runs (
@@ -75,6 +83,16 @@ class CatalogUsageError(NeurontraceError):
     """A run reference, date or catalog directory that cannot be used as given."""
 
     exit_code = EXIT_USAGE
+
+
+class CatalogDamagedError(NeurontraceError):
+    """The catalog file, or one run in it, cannot be read: the message says which and what to do."""
+
+    exit_code = EXIT_MALFORMED
+
+
+class CatalogWarning(UserWarning):
+    """Runs of the catalog that could not be read were left out (the message names them)."""
 
 
 def default_directory() -> Path:
@@ -145,6 +163,7 @@ class RunCatalog:
     def __init__(self, directory: str | Path, *, create: bool = False) -> None:
         self.directory = Path(directory)
         self.path = self.directory / FILE_NAME
+        self.unreadable: dict[int, str] = {}  # run id -> why, for the rows reading left out
         if not self.path.is_file():
             if not create:
                 raise InputNotFoundError(f"{self.path}: no run catalog here; save a run first with "
@@ -175,6 +194,13 @@ class RunCatalog:
         if version > CATALOG_VERSION:
             raise MalformedTraceError(f"{self.path}: catalog version {version}, this neurontrace reads up to "
                                       f"{CATALOG_VERSION}; upgrade neurontrace")
+        present = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = [t for t in _TABLES if t not in present]
+        if missing:
+            raise CatalogDamagedError(
+                f"{self.path}: a run catalog (version {version}) without its table(s) {', '.join(missing)}: the file "
+                "is damaged. Move it aside (e.g. rename it to runs.sqlite.damaged) and save runs again, or restore "
+                "it from a copy")
 
     def _version(self) -> int:
         return int(self._db.execute("PRAGMA user_version").fetchone()[0])
@@ -225,11 +251,16 @@ class RunCatalog:
                            [(run_id, k, v) for k, v in sorted(versions.items())])
         return self.get(run_id)
 
-    def delete(self, ref: str | int) -> RunRecord:
-        record = self.get(ref)
+    def delete(self, ref: str | int) -> int:
+        """Remove one run (by id, ``latest``... as :meth:`get`); a run that cannot be read goes by its id."""
+        text = str(ref).strip()
+        if text.isdigit() and self._first("SELECT run_id FROM runs WHERE run_id = ?", [int(text)]) is not None:
+            run_id = int(text)
+        else:
+            run_id = self.get(ref).run_id
         with self._transaction() as db:
-            db.execute("DELETE FROM runs WHERE run_id = ?", (record.run_id,))
-        return record
+            db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+        return run_id
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -287,7 +318,7 @@ class RunCatalog:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(str(int(limit)))
-        return [self._record(row) for row in self._db.execute(sql, params).fetchall()]
+        return self._readable(self._query(sql, params))
 
     def get(self, ref: str | int) -> RunRecord:
         """A run by id, ``latest``, ``latest~N`` (N runs before the latest) or ``tag:NAME`` (the latest
@@ -295,22 +326,26 @@ class RunCatalog:
         text = str(ref).strip()
         row = None
         if text.isdigit():
-            row = self._db.execute("SELECT * FROM runs WHERE run_id = ?", (int(text),)).fetchone()
+            row = self._first("SELECT * FROM runs WHERE run_id = ?", [int(text)])
         elif text == "latest" or text.startswith("latest~"):
             back = text.partition("~")[2]
             if back and not back.isdigit():
                 raise CatalogUsageError(f"bad run reference {text!r}: expected latest~N with a whole number N")
-            row = self._db.execute("SELECT * FROM runs ORDER BY saved_at DESC, run_id DESC LIMIT 1 OFFSET ?",
-                                   (int(back or 0),)).fetchone()
+            row = self._first("SELECT * FROM runs ORDER BY saved_at DESC, run_id DESC LIMIT 1 OFFSET ?",
+                              [int(back or 0)])
         elif text.startswith("tag:"):
-            row = self._db.execute("SELECT * FROM runs WHERE run_id IN (SELECT run_id FROM tags WHERE tag = ?) "
-                                   "ORDER BY saved_at DESC, run_id DESC LIMIT 1", (text[4:],)).fetchone()
+            row = self._first("SELECT * FROM runs WHERE run_id IN (SELECT run_id FROM tags WHERE tag = ?) "
+                              "ORDER BY saved_at DESC, run_id DESC LIMIT 1", [text[4:]])
         else:
             raise CatalogUsageError(f"bad run reference {text!r}: expected a run id, latest, latest~N or tag:NAME")
         if row is None:
             raise InputNotFoundError(f"no run {text!r} in {self.path}; `neurontrace runs list --dir "
                                      f"{self.directory}` shows the saved runs")
-        return self._record(row)
+        try:
+            return self._record(row)
+        except _UnreadableRowError as exc:
+            raise CatalogDamagedError(f"{self.path}: run {exc.run_id} cannot be read ({exc.why}); remove it with "
+                                      f"`neurontrace runs delete {exc.run_id} --dir {self.directory}`") from None
 
     def previous(self, record: RunRecord) -> RunRecord | None:
         """The run saved just before ``record`` (of the same model, when it names one)."""
@@ -319,21 +354,54 @@ class RunCatalog:
         if record.model:
             sql += " AND model = ?"
             params.append(record.model)
-        row = self._db.execute(sql + " ORDER BY run_id DESC LIMIT 1", params).fetchone()
-        return None if row is None else self._record(row)
+        found = self._readable(self._query(sql + " ORDER BY run_id DESC", params), limit=1)
+        return found[0] if found else None
+
+    def _query(self, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+        try:
+            return list(self._db.execute(sql, params).fetchall())
+        except sqlite3.DatabaseError as exc:  # a damaged page, a table changed by hand
+            raise CatalogDamagedError(f"{self.path}: the run catalog cannot be read ({exc}); restore it from a "
+                                      "copy, or move it aside and save runs again") from exc
+
+    def _first(self, sql: str, params: Sequence[Any]) -> sqlite3.Row | None:
+        rows = self._query(sql, params)
+        return rows[0] if rows else None
+
+    def _readable(self, rows: list[sqlite3.Row], limit: int | None = None) -> list[RunRecord]:
+        """The records of ``rows``; one that cannot be read is left out with a :class:`CatalogWarning`."""
+        out: list[RunRecord] = []
+        bad: list[str] = []
+        for row in rows:
+            try:
+                out.append(self._record(row))
+            except _UnreadableRowError as exc:
+                self.unreadable[exc.run_id] = exc.why
+                bad.append(f"run {exc.run_id} ({exc.why})")
+            if limit is not None and len(out) >= limit:
+                break
+        if bad:
+            warnings.warn(f"{self.path}: left out {len(bad)} run(s) that cannot be read: {'; '.join(bad)}; "
+                          "`neurontrace runs delete ID` removes one", CatalogWarning, stacklevel=3)
+        return out
 
     def _record(self, row: sqlite3.Row) -> RunRecord:
-        run_id = int(row["run_id"])
-        tags = [r[0] for r in self._db.execute("SELECT tag FROM tags WHERE run_id = ? ORDER BY tag", (run_id,))]
-        versions = dict(self._db.execute("SELECT name, value FROM versions WHERE run_id = ? ORDER BY name",
-                                         (run_id,)).fetchall())
-        return RunRecord(
-            run_id=run_id, saved_at=row["saved_at"], run_time=row["run_time"], model=row["model"], note=row["note"],
-            tags=tags, paths=json.loads(row["paths"]), formats=json.loads(row["formats"]), backend=row["backend"],
-            device_type=row["device_type"], versions=versions, synthetic=bool(row["synthetic"]),
-            neurontrace_version=row["neurontrace_version"], facts=json.loads(row["facts"]),
-            diagnosis=json.loads(row["diagnosis"]),
-        )
+        run_id = row["run_id"]
+        try:
+            tags = [r[0] for r in self._query("SELECT tag FROM tags WHERE run_id = ? ORDER BY tag", [run_id])]
+            versions = {str(r[0]): str(r[1]) for r in
+                        self._query("SELECT name, value FROM versions WHERE run_id = ? ORDER BY name", [run_id])}
+            record = RunRecord(
+                run_id=int(run_id), saved_at=row["saved_at"], run_time=row["run_time"], model=row["model"],
+                note=row["note"], tags=tags, paths=json.loads(row["paths"]), formats=json.loads(row["formats"]),
+                backend=row["backend"], device_type=row["device_type"], versions=versions,
+                synthetic=bool(row["synthetic"]), neurontrace_version=row["neurontrace_version"],
+                facts=json.loads(row["facts"]), diagnosis=json.loads(row["diagnosis"]),
+            )
+            _check_record(record)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise _UnreadableRowError(run_id, f"{type(exc).__name__}: {exc}"[:200]) from None
+        return record
 
     # -- comparing -------------------------------------------------------------------------------
 
@@ -357,6 +425,26 @@ class RunCatalog:
             out.notes.append(f"trace files not found ({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}): "
                              "compared the stored diagnoses only")
         return out
+
+
+class _UnreadableRowError(Exception):
+    def __init__(self, run_id: Any, why: str) -> None:
+        super().__init__(why)
+        self.run_id, self.why = run_id, why
+
+
+_TEXT_FIELDS = ("saved_at", "run_time", "neurontrace_version")
+
+
+def _check_record(r: RunRecord) -> None:
+    """A record every reader can use: the JSON columns of the right kind, the times and version text."""
+    for name in _TEXT_FIELDS:
+        if not isinstance(getattr(r, name), str):
+            raise TypeError(f"{name} is {type(getattr(r, name)).__name__}, not text")
+    for name, kind in (("paths", list), ("formats", list), ("facts", dict), ("diagnosis", dict)):
+        if not isinstance(getattr(r, name), kind):
+            raise TypeError(f"{name} is {type(getattr(r, name)).__name__}, not {kind.__name__}")
+    r.summary()  # what every listing shows must compute
 
 
 def _label(r: RunRecord) -> str:

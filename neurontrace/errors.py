@@ -20,6 +20,7 @@ EXIT_RESERVED = 8  # formerly "not built yet"; kept so codes never change meanin
 EXIT_EXTERNAL_TOOL = 9
 EXIT_FINDINGS = 10
 EXIT_REGRESSION = 11
+EXIT_PARTIAL = 12
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`... | head`)
 
@@ -40,6 +41,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_FINDINGS, "`diagnose --fail-on`: a finding reached the given severity"),
     (EXIT_REGRESSION, ("`diff` / `runs compare --fail-on-regression PCT`: a device's time per step grew by more "
                        "than PCT%")),
+    (EXIT_PARTIAL, ("`diagnose` / `convert` of many ranks: some ranks could not be analysed (each is listed in the "
+                    "report's warnings); the others' results were printed")),
     (EXIT_INTERRUPTED, "interrupted (Ctrl+C)"),
     (EXIT_BROKEN_PIPE, "the reader of the output went away (output piped into `head`, say); nothing is printed"),
 )

@@ -75,6 +75,8 @@ def claiming(probe: Probe) -> Format | None:
     return next((f for f in FORMATS.values() if f.claims(probe)), None)
 
 
+register("neurontrace-dataset", "neurontrace.dataset",
+         "a hive-partitioned dataset of many ranks written by `neurontrace convert DIR -o DATASET`", reads="dir")
 register("neurontrace-parquet", "neurontrace.parsers.neurontrace_parquet",
          "a directory written by `neurontrace convert` / Trace.to_parquet", reads="dir")
 # Directory formats first (an Explorer directory, then a capture directory that may hold one).
@@ -179,6 +181,11 @@ def _load_collection(directory: Path, progress: Progress) -> Trace:
         traces.append(parse(child, progress=progress))
     progress("files", len(members), len(members))
     return Trace.concat(traces)
+
+
+def members(directory: Path) -> list[tuple[Path, Callable[..., Trace]]]:
+    """The traces a directory of traces holds (one per rank, usually), as ``load`` reads them."""
+    return _members(directory, MAX_COLLECTION_DEPTH)
 
 
 def _members(directory: Path, depth: int) -> list[tuple[Path, Callable[..., Trace]]]:

@@ -32,3 +32,4 @@ def corpus() -> Path:
     if root is None:
         pytest.skip("the real-trace corpus (../shared/corpus/kineto) is not beside this checkout")
     return root
+

@@ -178,7 +178,10 @@ def test_sweep_and_union_agree_with_brute_force() -> None:
 def test_phases_steps_and_compile(tmp_path: Path) -> None:
     p = phases(load(tmp_path, [
         step(0, 80, 1), step(80, 10, 2), step(90, 12, 3), step(102, 10, 4),
-        x("cpu_op", "Torch-Compiled Region", 1, 60),
+        x("python_function", "torch/_dynamo/convert_frame.py(1012): _compile", 1, 60),
+        # Running already-compiled code is not compiling (nor is asking whether one is compiling).
+        x("cpu_op", "Torch-Compiled Region: 0/0", 70, 5),
+        x("python_function", "transformers/utils/import_utils.py(707): is_torchdynamo_compiling", 76, 2),
         x("overhead", "Runtime Triggered Module Loading", 62, 5),
     ]))
     assert [s["step"] for s in p.steps] == [1, 2, 3, 4]

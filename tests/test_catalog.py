@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,7 +16,15 @@ import pytest
 import neurontrace
 from neurontrace import Trace, errors
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
-from neurontrace.catalog import FILE_NAME, CatalogUsageError, RunCatalog, parse_time, run_facts
+from neurontrace.catalog import (
+    FILE_NAME,
+    CatalogDamagedError,
+    CatalogUsageError,
+    CatalogWarning,
+    RunCatalog,
+    parse_time,
+    run_facts,
+)
 from neurontrace.cli.runs import add_save_run_arguments, save_run
 from neurontrace.trace import metadata_table
 from tests.diff_pairs import write_pair
@@ -101,7 +112,7 @@ def test_references_and_delete(catalog: RunCatalog) -> None:
         catalog.get(9)
     with pytest.raises(CatalogUsageError, match="bad run reference"):
         catalog.get("yesterday")
-    assert catalog.delete(3).run_id == 3
+    assert catalog.delete(3) == 3
     assert [r.run_id for r in catalog.runs(model="other")] == []
     db = sqlite3.connect(catalog.path)
     assert db.execute("SELECT count(*) FROM tags WHERE run_id = 3").fetchone()[0] == 0
@@ -202,3 +213,43 @@ def test_parse_time() -> None:
     assert parse_time("2026-01-31") == "2026-01-31T00:00:00Z"
     assert parse_time("2026-01-31", end=True) == "2026-02-01T00:00:00Z"
     assert parse_time("2026-01-31T12:30+02:00") == "2026-01-31T10:30:00Z"
+
+
+def _runs_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "neurontrace", "runs", *map(str, args)], capture_output=True,
+                          text=True, timeout=120, check=False, env={**os.environ, "COLUMNS": "200"})
+
+
+def test_a_run_that_cannot_be_read_is_left_out_with_a_warning_naming_it(catalog: RunCatalog) -> None:
+    db = sqlite3.connect(catalog.path)
+    with db:
+        db.execute("UPDATE runs SET diagnosis = '{\"devices\": [' WHERE run_id = 2")  # cut off
+        db.execute("UPDATE runs SET diagnosis = '{\"devices\": [{\"no window\": 1}]}' WHERE run_id = 3")
+    db.close()
+    with pytest.warns(CatalogWarning, match=r"left out 2 run\(s\).*run 3 \(KeyError.*run 2 \(JSONDecodeError"):
+        assert [r.run_id for r in catalog.runs()] == [1]
+    assert set(catalog.unreadable) == {2, 3}
+    with pytest.raises(CatalogDamagedError, match=r"run 2 cannot be read.*runs delete 2"):
+        catalog.get(2)
+    res = _runs_cli("list", "--dir", catalog.directory)
+    assert res.returncode == 0 and "runs in" in res.stdout
+    assert "warning: " in res.stderr and "run 2 (" in res.stderr and "run 3 (" in res.stderr
+    assert "Traceback" not in res.stderr
+    res = _runs_cli("show", "2", "--dir", catalog.directory)
+    assert res.returncode == errors.EXIT_MALFORMED and "cannot be read" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert _runs_cli("delete", "2", "--dir", catalog.directory).returncode == 0
+    assert _runs_cli("show", "1", "--dir", catalog.directory).returncode == 0
+
+
+def test_a_catalog_without_its_tables_says_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    db = sqlite3.connect(tmp_path / "runs" / FILE_NAME)
+    db.execute("PRAGMA user_version = 1")
+    db.close()
+    with pytest.raises(CatalogDamagedError, match="without its table"):
+        RunCatalog(tmp_path / "runs")
+    for args in (["list"], ["show", "latest"], ["compare", "1", "2"], ["delete", "1"]):
+        res = _runs_cli(*args, "--dir", tmp_path / "runs")
+        assert res.returncode == errors.EXIT_MALFORMED, (args, res.stderr)
+        assert "move it aside" in res.stderr.lower() and len(res.stderr.strip().splitlines()) == 1

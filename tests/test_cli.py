@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from neurontrace import Trace, errors
-from tests.conftest import SAMPLES
+from tests.conftest import ROOT, SAMPLES
 from tests.micro import write, x
 
 SAMPLE = SAMPLES / "cpu_train_loop.pt.trace.json.gz"
@@ -79,9 +80,49 @@ def test_usage_errors_use_argparse_code() -> None:
 def test_help_documents_exit_codes() -> None:
     res = run("--help")
     assert res.returncode == 0
-    for code in range(10):
-        assert f"\n  {code}  " in res.stdout
-    assert "\n  10 diagnose --fail-on" in res.stdout
+    assert errors.exit_codes_help() in res.stdout  # rendered from errors.EXIT_CODES, so every code is there
+    for code, _ in errors.EXIT_CODES:
+        assert f"\n  {code:<2} " in res.stdout
+    assert "\n  10 diagnose --fail-on" in res.stdout and "\n  11 diff / runs compare --fail-on-regression" in res.stdout
+    assert errors.exit_codes_help() in run("diff", "--help").stdout
+
+
+def test_readme_and_docs_agree_with_the_declared_exit_codes() -> None:
+    assert errors.exit_codes_markdown() in (ROOT / "README.md").read_text()
+    meanings = dict(errors.EXIT_CODES)
+    mentions = 0
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = page.read_text()
+        for m in re.finditer(r"[Ee]xit(?:s with)? code \**(\d+)\**", text):
+            code = int(m.group(1))
+            assert code in meanings, f"{page.name}: exit code {code} is not declared in errors.EXIT_CODES"
+            flag = re.search(r"--[a-z-]+", meanings[code])
+            near = text[max(0, m.start() - 300):m.end() + 300]
+            assert flag is None or flag.group(0) in near, f"{page.name}: code {code} is {meanings[code]!r}"
+            mentions += 1
+    assert mentions >= 2  # docs/diagnose.md (10) and docs/diff.md (11)
+
+
+def test_a_closed_stdout_ends_quietly() -> None:
+    with subprocess.Popen([sys.executable, "-m", "neurontrace", "diagnose", "--json", str(SAMPLE)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # the reader is gone before anything is written (`| head` that exited)
+        err = proc.stderr.read().decode()
+        code = proc.wait(timeout=120)
+    assert code == errors.EXIT_BROKEN_PIPE and err == ""
+
+
+def test_convert_refuses_outputs_it_cannot_write_before_loading(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = run("convert", SAMPLE, "-o", blocker / "sub")
+    assert res.returncode == errors.EXIT_OUTPUT_EXISTS and "is a file" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and blocker.read_text() == "x"
+    res = subprocess.run([sys.executable, "-m", "neurontrace", "convert", str(SAMPLE), "-o", ".", "--force"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == errors.EXIT_OUTPUT_EXISTS and "current directory" in res.stderr
+    assert blocker.read_text() == "x"  # --force deleted nothing
 
 
 def _write(path: Path, data: bytes) -> Path:

@@ -13,7 +13,7 @@ def test_import_and_load_do_not_import_torch_or_dash() -> None:
         "import sys, neurontrace; neurontrace.load;"
         f"neurontrace.load({str(SAMPLES / 'cpu_train_loop.pt.trace.json.gz')!r});"
         "import neurontrace.cli;"
-        "bad = [m for m in ('torch', 'dash', 'plotly') if m in sys.modules];"
+        "bad = [m for m in ('torch', 'dash', 'plotly', 'dask', 'distributed') if m in sys.modules];"
         "assert not bad, bad"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)

@@ -255,3 +255,33 @@ def test_ops_command_json_and_errors(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "no device 'cuda:3'" in capsys.readouterr().err
     assert main(["ops", str(path)]) == 0
     assert "does not name this device" in capsys.readouterr().out
+
+
+def test_low_efficiency_names_the_slow_class(tmp_path: Path) -> None:
+    """A 1024³ bf16 GEMM taking 1 ms on an H100 runs at 2.1 TFLOP/s: 0.2% of its bound, all the kernel time."""
+    from neurontrace.analysis.diagnose import diagnose
+
+    ev = [
+        x("user_annotation", "ProfilerStep#1", 0, 2000),
+        x("cpu_op", "aten::mm", 0, 100, **{"External id": 1, "Input Dims": [[1024, 1024], [1024, 1024]],
+                                          "Input type": [BF16] * 2}),
+        x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=11, **{"External id": 1}),
+        x("kernel", "sm90_gemm", 30, 1000, pid=0, tid=7, device=0, correlation=11),
+    ]
+    diag = diagnose(_h100(tmp_path, ev))
+    (f,) = [f for f in diag.findings if f.id == "low_efficiency"]
+    assert f.evidence.startswith("on cuda:0 (NVIDIA H100 SXM): gemm (100.0% of kernel time at 0.2%")
+    ops_block = diag.as_dict()["devices"][0]["ops"]
+    assert ops_block["classes"][0]["op_class"] == "gemm" and ops_block["top"][0]["flops"] == 2 * 1024**3
+
+
+def test_low_efficiency_stays_quiet_without_a_peak(tmp_path: Path) -> None:
+    from neurontrace.analysis.diagnose import diagnose
+
+    ev = [x("cpu_op", "aten::mm", 0, 100, **{"External id": 1, "Input Dims": [[1024, 1024], [1024, 1024]],
+                                            "Input type": [BF16] * 2}),
+          x("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=11, **{"External id": 1}),
+          x("kernel", "sm90_gemm", 30, 1000, pid=0, tid=7, device=0, correlation=11)]
+    diag = diagnose(load(tmp_path, ev))  # no deviceProperties: unknown device, no % of peak
+    assert "low_efficiency" not in [f.id for f in diag.findings]
+    assert diag.as_dict()["devices"][0]["ops"]["peak"] is None

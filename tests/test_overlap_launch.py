@@ -125,3 +125,35 @@ def test_queue_depth_and_short_kernels(tmp_path: Path) -> None:
     assert v.kernels == 3 and v.queue_depth_max == 3 and v.short_kernel_share == 1.0
     assert (v.delay_ns_median, v.delay_ns_max) == (10_000, 10_000)
     assert v.queue_depth_median == 2.0  # depths after each launch: 1, 2, 3
+
+
+def _serial_launches(n: int, kernel_us: float, call_us: float) -> list[dict[str, Any]]:
+    """A host that launches one op at a time, each op shorter (or longer) than its launch call."""
+    ev: list[dict[str, Any]] = [x("user_annotation", "ProfilerStep#1", 0, n * 10 + 10)]
+    for i in range(n):
+        ev.append(x("cuda_runtime", "cudaLaunchKernel", i * 10, call_us, correlation=i + 1))
+        ev.append(x("kernel", "vectorized_elementwise_kernel", i * 10 + call_us + 1, kernel_us, pid=0, tid=7,
+                    device=0, correlation=i + 1))
+    return ev
+
+
+def test_launch_bound_fires_on_short_serial_kernels(tmp_path: Path) -> None:
+    doc = diagnose(load(tmp_path, _serial_launches(150, kernel_us=1, call_us=5))).as_dict()
+    (f,) = [f for f in doc["findings"] if f["id"] == "launch_bound"]
+    assert f["device"] == "cuda:0" and "100.0% of 150 ops" in f["evidence"]
+    assert doc["devices"][0]["launch"]["short_kernel_share"] == 1.0
+
+
+@pytest.mark.parametrize(("n", "kernel_us"), [(50, 1), (150, 8)])  # too few launches; ops longer than calls
+def test_launch_bound_needs_its_evidence(tmp_path: Path, n: int, kernel_us: float) -> None:
+    doc = diagnose(load(tmp_path, _serial_launches(n, kernel_us=kernel_us, call_us=5))).as_dict()
+    assert "launch_bound" not in [f["id"] for f in doc["findings"]]
+
+
+@pytest.mark.corpus
+def test_corpus_launch_bound_on_the_nccl_trace_not_on_the_deep_queue(corpus: Path) -> None:
+    nccl = diagnose(neurontrace.load(corpus / NCCL)).as_dict()
+    assert "launch_bound" in [f["id"] for f in nccl["findings"]]
+    deep = diagnose(neurontrace.load(corpus / "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"))
+    assert deep.devices[0].sections["launch"].queue_depth_max > 100  # the host runs far ahead
+    assert "launch_bound" not in [f.id for f in deep.findings]

@@ -34,11 +34,12 @@ from neurontrace.trace import Trace
 DEVICE_WORK = {"compute": "compute", "collective": "collectives", "memcpy": "data_movement",
                "memset": "data_movement", "dma": "data_movement"}
 HOST_WORK = ("framework_op", "runtime", "driver", "compile", "load", "python", "transfer")
-HOST_DETAIL_ORDER = ("compile", "load", "startup", "sync", "input_pipeline", "launch", "runtime", "dispatch", "python")
+HOST_DETAIL_ORDER = ("compile", "load", "startup", "sync", "input_pipeline", "profiler", "launch", "runtime", "dispatch", "python")
 DATA_DETAIL_ORDER = ("h2d", "d2h", "d2d", "p2p", "h2h", "dma_weights", "dma_io", "spill", "memset", "other")
 CPU_DEVICE = "cpu"
 LINK_SAMPLE = 4096  # correlation ids sampled to find the processes driving a device
 MAX_GAPS_PER_STALL = 20  # how many compute gaps per requested stall the stall search examines at most
+MIN_STALL_NS = 1_000  # shorter stretches are the seams between back-to-back kernels, not stalls
 
 TOP_STALLS = 10  # the longest stalls each device reports unless asked for another number
 
@@ -410,8 +411,9 @@ def _host_labels(host: pa.Table, fallback: np.ndarray) -> list[_Label]:
     # Data-loader ranges are annotations, but what they mark is host work: the input pipeline.
     pipeline_np = isin(cat, ["annotation"]) & matches(name, names.INPUT_PIPELINE)
     start, end = _spans(host)
-    # Runtime/driver calls longer than names.STARTUP_CALL_NS are start-up unless they synchronize.
+    # CUDA/HIP calls longer than names.STARTUP_CALL_NS are start-up unless they synchronize.
     long_call = isin(cat, ["runtime", "driver"]) & (end - start > names.STARTUP_CALL_NS)
+    long_call &= matches(name, names.DEVICE_API) if long_call.any() else long_call
     long_col = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(long_call), np.int32), mask=~long_call),
                                               pa.array(["long"]))
     labels = [_Label("host_fallback", "ops", start[is_fallback], end[is_fallback], host,
@@ -571,7 +573,7 @@ def _top_stalls(trace: Trace, win: tuple[int, int], labels: list[_Label],
     for gi, found in _gap_runs(longest, gs, ge, labels, unions, top):
         if len(runs) >= top and ge[gi] - gs[gi] <= runs[top - 1][0]:
             break
-        runs += found
+        runs += [r for r in found if r[0] >= MIN_STALL_NS]
         runs.sort(key=lambda r: (-r[0], r[1]))
         del runs[top:]
     frames = frame_sources(trace)
@@ -657,6 +659,8 @@ def _evidence(trace: Trace, lb: _Label | None, lo: int, hi: int,
     picked = lb.table.select(["name", "frame_id"]).take(pa.array(lb.rows[best]))
     evidence = [f"{n} ({(e - s) / 1e3:.1f} µs)" for n, s, e in
                 zip(picked["name"].cast(pa.string()).to_pylist(), lb.starts[best], lb.ends[best], strict=True)]
+    if names.OWN_FRAME.search(evidence[0]):  # inside capture.step() / torch.profiler: not the user's line
+        return evidence, None
     source = next((frames[f] for f in picked["frame_id"].to_pylist() if f is not None and f in frames), None)
     return evidence, source
 

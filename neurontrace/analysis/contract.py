@@ -78,6 +78,7 @@ class Context:
     frames: dict[int, str]  # frame id -> "file:line function" of its user-code frame
     options: Options = field(default_factory=Options)
     sections: dict[str, Any] = field(default_factory=dict)  # key -> value of the sections computed so far
+    shared: dict[Any, Any] = field(default_factory=dict)  # intermediate results sections share (never in output)
 
 
 def ms(ns: int | None) -> str:

@@ -123,6 +123,7 @@ def diagnose(
 class RankResult:
     """One rank's compact result (what a distributed map task returns): no events, only results."""
 
+    rank: int | None
     inputs: list[dict[str, Any]]
     devices: list[DeviceAttribution]
     fallback_ops: list[FallbackOp]
@@ -176,7 +177,9 @@ def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
         value = s.compute(ctx)
         if value is not None:
             ctx.sections[s.key] = value
-    return RankResult([{"path": a.source, "format": a.format} for a in trace.accounting], devices, fallback,
+    ranks = {r for t in (trace.system_events, trace.device_events) for r in t["rank"].to_pylist()}
+    return RankResult(min((r for r in ranks if r is not None), default=None),
+                      [{"path": a.source, "format": a.format} for a in trace.accounting], devices, fallback,
                       ctx.sections, bool(trace.meta("synthetic", False)))
 
 

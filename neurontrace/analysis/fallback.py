@@ -13,7 +13,6 @@ Found two ways (DESIGN.md, "Host fallback"), and each reported op says which:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +27,7 @@ from neurontrace.analysis._columns import matches, select
 from neurontrace.analysis.intervals import union
 from neurontrace.trace import Trace
 
-# Host ops that accompany any device<->host round trip without being computation themselves.
-NOT_SUSPECT = re.compile(
-    r"^aten::(to|_to_copy|copy_|item|_local_scalar_dense|empty.*|detach.*|view.*|as_strided|resolve_.*|lift.*"
-    r"|alias|t|transpose|permute|contiguous|clone|numpy_T|size|stride|is_nonzero|select|slice|unsqueeze"
-    r"|squeeze|reshape|expand|result_type|set_|record_stream)$"
-)
+NOT_SUSPECT = names.NOT_FALLBACK_SUSPECT  # data-movement and view ops are never suspects (names.py)
 MAX_DEVICE_BUSY_FRACTION = 0.1  # a suspect op may overlap device work for at most this share of its time
 
 

@@ -12,10 +12,16 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neurontrace.analysis import names
+from neurontrace.analysis._columns import matches, select
 from neurontrace.analysis.attribution import DeviceAttribution
-from neurontrace.analysis.contract import SEVERITIES, Finding, FindingFamily
+from neurontrace.analysis.contract import SEVERITIES, Context, Finding, FindingFamily
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.analysis.phases import Phases
+from neurontrace.trace import Trace
 
 __all__ = ["SEVERITIES", "Finding", "worst"]
 
@@ -23,8 +29,12 @@ FALLBACK_WARN = 0.01  # host fallback above 1% of a device's window
 FALLBACK_ERROR = 0.10
 EXPOSED_COLLECTIVES = 0.15  # collectives not hidden behind compute
 EXPOSED_DATA_MOVEMENT = 0.15
-HOST_BOUND = 0.30  # host overhead share above which the device is starved by the host...
+HOST_BOUND = 0.30  # launch + dispatch + Python above this share of the window ...
 HOST_BOUND_COMPUTE = 0.50  # ... while compute is below this share
+STARTUP_SHARE = 0.10  # start-up (context creation, module loading) above this share of the window
+INPUT_BOUND = 0.10  # the device idle while the host waits on the input pipeline, above this share
+STEP_OUTLIER = 2.0  # a steady-state step longer than this multiple of the steady median ...
+STEP_OUTLIER_MIN_STEPS = 4  # ... among at least this many steady-state steps
 SYNC_SHARE = 0.10  # host synchronizations (.item(), cudaStreamSynchronize) stalling the device
 IDLE_SHARE = 0.30  # unexplained idle time
 COMPILE_DOMINATES = 0.50  # compile + load above half of the profiled time
@@ -37,7 +47,8 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def device_findings(a: DeviceAttribution) -> list[Finding]:
+def device_findings(a: DeviceAttribution, graphs: bool = False) -> list[Finding]:
+    """The rules over one device's causes; ``graphs``: the host replays CUDA/HIP graphs."""
     out = []
     f = a.fraction
     detail = a.detail_ns
@@ -62,14 +73,30 @@ def device_findings(a: DeviceAttribution) -> list[Finding]:
             f"{_pct(f('data_movement'))} of {a.device}'s window is copies/DMA with no compute ({top} largest)",
             "Use pinned memory and non_blocking copies, prefetch the next batch, keep tensors on the device; "
             "on Neuron, check DMA sizes and spills.", a.device))
-    launch = sum(v for k, v in detail.items() if k in (
-        "host_overhead.launch", "host_overhead.dispatch", "host_overhead.python", "host_overhead.runtime"))
-    if f("host_overhead") > HOST_BOUND and f("compute") < HOST_BOUND_COMPUTE and launch / win > HOST_BOUND / 2:
+    feeding = sum(detail.get(f"host_overhead.{k}", 0) for k in ("launch", "dispatch", "python"))
+    if feeding / win > HOST_BOUND and f("compute") < HOST_BOUND_COMPUTE:
+        advice = ("Batch more work per launch: torch.compile / CUDA graphs, larger batches, fewer small ops."
+                  if not graphs else "The trace already replays CUDA/HIP graphs: move the remaining per-step "
+                  "Python and op dispatch into the graph (or torch.compile), batch more work per step.")
         out.append(Finding(
             "host_bound", "warning", "The host cannot feed the device fast enough (launch/dispatch bound)",
-            f"{_pct(f('host_overhead'))} host overhead ({_pct(launch / win)} launch, dispatch and Python) "
-            f"against {_pct(f('compute'))} compute on {a.device}",
-            "Batch more work per launch: torch.compile / CUDA graphs, larger batches, fewer small ops.", a.device))
+            f"{_pct(feeding / win)} of {a.device}'s window is the host launching, dispatching ops or running "
+            f"Python while the device idles, against {_pct(f('compute'))} compute", advice, a.device))
+    startup = detail.get("host_overhead.startup", 0) + detail.get("host_overhead.load", 0)
+    if startup / win > STARTUP_SHARE:
+        out.append(Finding(
+            "startup_overhead", "warning", "Start-up (context creation, module loading) is inside the profile",
+            f"{_pct(startup / win)} of {a.device}'s window is start-up: runtime calls over "
+            f"{names.STARTUP_CALL_NS / 1e6:.0f} ms (the first CUDA/HIP call, first launches) and module/NEFF loading",
+            "Profile steady-state steps (torch.profiler schedule with wait/warmup), warm the device up before "
+            "profiling; it is not per-step cost.", a.device))
+    pipeline = detail.get("host_overhead.input_pipeline", 0)
+    if pipeline / win > INPUT_BOUND:
+        out.append(Finding(
+            "input_bound", "warning", "The device waits for input data",
+            f"{_pct(pipeline / win)} of {a.device}'s window is the host in the data loader while the device idles",
+            "Load data in the background: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, "
+            "prefetch_factor), move decoding/augmentation off the training loop or onto the device.", a.device))
     sync = detail.get("host_overhead.sync", 0)
     if sync / win > SYNC_SHARE:
         out.append(Finding(
@@ -116,6 +143,24 @@ def phase_findings(p: Phases) -> list[Finding]:
     return out
 
 
+def step_outliers(p: Phases) -> list[Finding]:
+    """Steady-state steps (after the first) longer than STEP_OUTLIER x their median."""
+    steady = p.steps[1:]
+    if len(steady) < STEP_OUTLIER_MIN_STEPS:
+        return []
+    med = p.steady_median_ns or 0
+    slow = [s for s in steady if med and s["dur_ns"] > STEP_OUTLIER * med]
+    if not slow:
+        return []
+    worst_step = max(slow, key=lambda s: s["dur_ns"])
+    return [Finding(
+        "step_outliers", "info", "Some steps take much longer than the others",
+        f"{len(slow)} of {len(steady)} steady-state steps took more than {STEP_OUTLIER:g}x the median "
+        f"({med / 1e6:.2f} ms); slowest: step {worst_step['step']} at {worst_step['dur_ns'] / 1e6:.2f} ms",
+        "Look at what that step did differently: a recompile, a checkpoint or evaluation, garbage collection, a "
+        "data-loader stall, or another process on the machine.", None)]
+
+
 def collective_outliers(groups: dict[str, list[int]]) -> list[Finding]:
     """Collectives slower than COLLECTIVE_OUTLIER x their group's median (same op and size)."""
     out = []
@@ -144,9 +189,22 @@ def collective_groups(cross_rank: Any) -> dict[str, list[int]]:
 
 
 # The finding families of this module (registered in analysis/registry.py).
-DEVICE = FindingFamily("device causes", lambda ctx: [f for d in ctx.devices for f in device_findings(d)])
+def _devices(ctx: Context) -> list[Finding]:
+    graphs = replays_graphs(ctx.trace)
+    return [f for d in ctx.devices for f in device_findings(d, d.rank in graphs or None in graphs)]
+
+
+def replays_graphs(trace: Trace) -> set[int | None]:
+    """The ranks whose host launches CUDA/HIP graphs (names.GRAPH_LAUNCH)."""
+    runtime = select(trace.system_events, "category", "runtime", "driver")
+    hit = runtime.filter(pa.array(matches(runtime["name"], names.GRAPH_LAUNCH)))
+    return set(pc.unique(hit["rank"]).to_pylist())
+
+
+DEVICE = FindingFamily("device causes", _devices)
 FALLBACK = FindingFamily("fallback suspects", lambda ctx: fallback_findings(ctx.fallback))
-PHASES = FindingFamily("phases", lambda ctx: phase_findings(ctx.sections["phases"]))
+PHASES = FindingFamily("phases", lambda ctx: phase_findings(ctx.sections["phases"])
+                       + step_outliers(ctx.sections["phases"]))
 COLLECTIVES = FindingFamily("collective outliers",
                             lambda ctx: collective_outliers(collective_groups(ctx.sections.get("cross_rank"))))
 

@@ -25,8 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis._columns import isin, keep
-from neurontrace.analysis.attribution import DeviceAttribution, device_rows, driving_host_events
+from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily, ms
+from neurontrace.analysis.overlap import device_and_host
 
 LAUNCHED = ("compute", "collective", "memcpy", "memset")
 
@@ -160,10 +161,10 @@ def _text(v: Launch) -> list[str]:
 
 
 def _compute(ctx: Context, d: DeviceAttribution) -> Launch | None:
-    dev = device_rows(ctx.trace, d.device, d.rank)
+    dev, host = device_and_host(ctx, d)
     if dev.num_rows == 0:
         return None
-    return launch_stats(driving_host_events(ctx.trace, dev), ctx.trace.flows, dev, d.window)
+    return launch_stats(host, ctx.trace.flows, dev, d.window)
 
 
 def launch_bound(ctx: Context) -> list[Finding]:

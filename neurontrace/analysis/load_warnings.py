@@ -21,4 +21,5 @@ def _text(warnings: list[dict[str, Any]]) -> list[str]:
     return [line for w in warnings for line in str(w["message"]).splitlines()]
 
 
-SECTION = Section("warnings", "load warnings", _compute, text=_text)
+SECTION = Section("warnings", "load warnings", _compute, text=_text,
+                  combine=lambda parts: [w for p in parts for w in p])  # every rank's, in rank order

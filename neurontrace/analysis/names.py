@@ -62,7 +62,8 @@ DIRECTION = re.compile(r"\b(" + "|".join(DIRECTION_WORDS) + r")\b")
 
 # -- compile and load (phases, host_overhead.compile / .load) ---------------------------------------------
 COMPILE_ENTRIES: Entries = (
-    (r"Torch-Compiled Region|TorchDynamo Cache Lookup|CompiledFunction", "torch.compile regions (record_function)"),
+    # Not "Torch-Compiled Region", "TorchDynamo Cache Lookup" or "CompiledFunction": those ranges run already
+    # compiled code (and its guards) on every call.
     (r"torch/_dynamo/(convert_frame|symbolic_convert|output_graph)\.py", "TorchDynamo tracing frames"),
     (r"torch/_inductor/(compile_fx|graph|codecache|async_compile)\.py|\bcompile_fx\b", "Inductor"),
     (r"\baot_autograd\b|torch/_functorch/aot_autograd", "AOTAutograd"),
@@ -92,7 +93,9 @@ STARTUP_ENTRIES: Entries = (
     (r"^hipInit$|^hipCtxCreate$|^hipDevicePrimaryCtxRetain$", "ROCm context creation"),
 )
 STARTUP = _any(STARTUP_ENTRIES)
-# Runtime/driver calls (other than synchronizing calls) longer than this are start-up: the first CUDA/HIP
+# CUDA runtime/driver and HIP API calls, the calls whose first use creates a context or loads modules.
+DEVICE_API = re.compile(r"^(cuda|hip|cu)[A-Z]")
+# Such calls (other than synchronizing calls) longer than this are start-up: the first CUDA/HIP
 # call creates the context and the first launch of a module loads it (seconds in real traces: cudaFree
 # 5.2 s, cudaDeviceGetStreamPriorityRange 24.6 s, a first cudaLaunchKernel 4.2 s); no steady-state launch,
 # allocation or query takes this long.
@@ -134,7 +137,7 @@ INPUT_PIPELINE = _any(INPUT_PIPELINE_ENTRIES)
 # -- neurontrace's own capture frames: never the user's line (docs/capture.md) ------------------------------
 OWN_FRAME_ENTRIES: Entries = (
     (r"(^|/)neurontrace/", "neurontrace's capture code (capture.step(), the schedule)"),
-    (r"torch/profiler/profiler\.py|torch/autograd/profiler", "torch.profiler's own step() frames"),
+    (r"torch/profiler/", "torch.profiler's own step() and trace-handling frames"),
 )
 OWN_FRAME = _any(OWN_FRAME_ENTRIES)
 
@@ -231,6 +234,8 @@ def host_detail(name: str, category: str) -> str:
         return "sync"
     if INPUT_PIPELINE.search(name):
         return "input_pipeline"
+    if category == "python" and OWN_FRAME.search(name):
+        return "profiler"
     if category in ("runtime", "driver"):
         return "launch" if LAUNCH.search(name) or category == "driver" else "runtime"
     if category == "python":

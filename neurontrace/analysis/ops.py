@@ -34,10 +34,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import isin, keep, select
+from neurontrace.analysis._columns import flat, isin, keep, select
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
-from neurontrace.analysis.opcost import FORMULAS, OpCost, op_cost
+from neurontrace.analysis.opcost import FORMULAS, op_cost
 from neurontrace.analysis.peaks import DevicePeak, device_peak
 from neurontrace.trace import Trace
 
@@ -151,63 +151,106 @@ def op_table(trace: Trace, *, window: tuple[int, int] | None = None, device: str
     if rank is not None:
         dev = keep(dev, pc.fill_null(pc.equal(dev["rank"], rank), False).to_numpy(zero_copy_only=False))
         host = keep(host, pc.fill_null(pc.equal(host["rank"], rank), False).to_numpy(zero_copy_only=False))
-    costs, skipped = _owner_costs(host)
+    thread = _thread_codes(host)
+    top_of = _outermost(host, thread)
     if trace.device_events.num_rows == 0 or (device == CPU_DEVICE):
-        return _cpu_table(host, costs, window, skipped)
+        tops = np.flatnonzero(top_of == np.arange(host.num_rows))
+        if window is not None:
+            ts = host["ts_ns"].to_numpy()[tops]
+            tops = tops[(ts >= window[0]) & (ts < window[1])]
+        costs, skipped = _costs(host, tops)
+        return _cpu_table(host, tops, costs, skipped)
     if window is not None:
         ts = dev["ts_ns"].to_numpy()
         dev = keep(dev, (ts >= window[0]) & (ts < window[1]))
-    owner, launcher = _kernel_owner(host, dev, costs)
+    owner, launcher = _kernel_owner(host, dev, top_of, thread)
+    costs, skipped = _costs(host, np.unique(owner[owner >= 0]))
     return _kernel_table(trace, host, dev, owner, launcher, costs, skipped)
 
 
 # -- which op owns each kernel ------------------------------------------------------------------
 
 
-def _owner_costs(host: pa.Table) -> tuple[dict[int, tuple[int, OpCost]], dict[str, int]]:
-    """Per host row of an op with a formula that is not inside another such op on its thread:
-    (row, cost). Nested ones (aten::mm in aten::linear) map to their outermost op's row."""
-    ops = np.flatnonzero(isin(host["category"], ["framework_op"]) & isin(host["name"], FORMULAS))
-    if not len(ops):
-        return {}, {}
-    sub = host.take(pa.array(ops))
-    names_ = sub["name"].cast(pa.string()).to_pylist()
-    args = sub["args"].to_pylist()
-    skipped: Counter[str] = Counter()
-    cost: dict[int, OpCost] = {}
-    for row, name, text in zip(ops.tolist(), names_, args, strict=True):
-        c = op_cost(name, json.loads(text)) if text else None
-        if c is None:
-            skipped["no shapes" if not text or "Input Dims" not in text else "shapes do not fit the formula"] += 1
-        else:
-            cost[row] = c
-    # Outermost per thread: sort by (thread, start, -end); an op inside the reach of an earlier one nests.
+def _outermost(host: pa.Table, thread: np.ndarray) -> np.ndarray:
+    """Per host row: the row of the outermost op with a formula around it on its thread when the row is
+    itself an op with a formula (itself when nothing encloses it), else -1. aten::mm in aten::linear -> linear."""
+    out = np.full(host.num_rows, -1, dtype=np.int64)
+    rows = np.flatnonzero(isin(host["category"], ["framework_op"]) & isin(host["name"], FORMULAS))
+    if not len(rows):
+        return out
     ts = host["ts_ns"].to_numpy()
     end = ts + host["dur_ns"].to_numpy()
-    thread = _thread_codes(host)
-    known = np.array(sorted(cost), dtype=np.int64)
-    out: dict[int, tuple[int, OpCost]] = {}
-    if not len(known):
-        return out, dict(skipped)
-    order = known[np.lexsort((-end[known], ts[known], thread[known]))]
-    top = -1
-    for r in order.tolist():
-        if top >= 0 and thread[r] == thread[top] and end[r] <= end[top] and ts[r] >= ts[top]:
-            out[r] = (top, cost[top])
-        else:
-            top = r
-            out[r] = (r, cost[r])
-    return out, dict(skipped)
+    for th in np.unique(thread[rows]).tolist():  # a few threads; within one, a sweep in start order
+        mine = rows[thread[rows] == th]
+        mine = mine[np.lexsort((-end[mine], ts[mine]))]
+        reach = np.maximum.accumulate(end[mine])
+        # Not inside an earlier op: it ends past everything before it started.
+        top = np.r_[True, end[mine][1:] > reach[:-1]]
+        out[mine] = mine[top][np.cumsum(top) - 1]
+    return out
+
+
+@dataclass
+class _Costs:
+    """FLOPs, bytes, dtype and class per host row (NaN / -1 where unknown), for the rows asked for."""
+
+    flops: np.ndarray
+    bytes: np.ndarray
+    dtype: np.ndarray  # index into DTYPE_NAMES
+    cls: np.ndarray  # index into CLASS_NAMES
+
+
+DTYPE_NAMES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+CLASS_NAMES = ("gemm", "conv", "attention", "elementwise", "reduce", "norm")
+# Ids that differ between repeats of one op; the rest of its args (shapes, types, values) decide its cost.
+_ID_FIELDS = r'("(?:External id|Ev Idx|Record function id|Sequence number|Fwd thread id)":\s*)-?\d+'
+
+
+def _costs(host: pa.Table, rows: np.ndarray) -> tuple[_Costs, dict[str, int]]:
+    """The cost of the ops at ``rows``; each distinct (name, args without ids) is evaluated once."""
+    n = host.num_rows + 1  # one spare row: index 0 stays valid for kernels of an empty host table
+    out = _Costs(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64),
+                 np.full(n, -1, dtype=np.int64))
+    skipped: Counter[str] = Counter()
+    if not len(rows):
+        return out, {}
+    sub = host.select(["name", "args"]).take(pa.array(rows))
+    key = pc.binary_join_element_wise(sub["name"].cast(pa.string()),
+                                      pc.replace_substring_regex(pc.fill_null(sub["args"], ""), _ID_FIELDS, r"\1 0"), "\x00")
+    enc = flat(key).dictionary_encode()
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    per_key = np.full((len(enc.dictionary), 4), np.nan)
+    for i, k in enumerate(enc.dictionary.to_pylist()):
+        name, _, text = k.partition("\x00")
+        try:
+            args = json.loads(text) if text else {}
+        except ValueError:
+            args = {}
+        c = op_cost(name, args) if isinstance(args, dict) else None
+        if c is not None:
+            per_key[i] = (c.flops, c.bytes, DTYPE_NAMES.index(c.dtype) if c.dtype in DTYPE_NAMES else -1,
+                          CLASS_NAMES.index(c.op_class))
+    got = per_key[idx]
+    out.flops[rows], out.bytes[rows] = got[:, 0], got[:, 1]
+    out.dtype[rows] = np.nan_to_num(got[:, 2], nan=-1).astype(np.int64)
+    out.cls[rows] = np.nan_to_num(got[:, 3], nan=-1).astype(np.int64)
+    failed = np.isnan(got[:, 0])
+    if failed.any():
+        has_dims = pc.fill_null(pc.match_substring(sub["args"], "Input Dims"), False).to_numpy(zero_copy_only=False)
+        skipped["no shapes"] = int((failed & ~has_dims).sum())
+        skipped["shapes do not fit the formula"] = int((failed & has_dims).sum())
+    return out, {k: v for k, v in skipped.items() if v}
 
 
 def _thread_codes(host: pa.Table) -> np.ndarray:
-    key = pc.binary_join_element_wise(pc.cast(pc.fill_null(pc.cast(host["rank"], pa.string()), ""), pa.string()),
-                                      pc.fill_null(host["pid"].cast(pa.string()), ""),
-                                      pc.fill_null(host["tid"].cast(pa.string()), ""), "/")
-    return np.asarray(pc.dictionary_encode(key).combine_chunks().indices.to_numpy(zero_copy_only=False))
+    """One integer per (rank, pid, tid) of each host row, from the dictionary codes (no strings built)."""
+    rank = pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+    pid, pids = _codes(host["pid"])
+    tid, tids = _codes(host["tid"])
+    return np.asarray((rank * (len(pids) + 1) + pid + 1) * (len(tids) + 1) + tid + 1)
 
 
-def _kernel_owner(host: pa.Table, dev: pa.Table, costs: dict[int, tuple[int, OpCost]]
+def _kernel_owner(host: pa.Table, dev: pa.Table, top_of: np.ndarray, thread: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(owner host row or -1, launching op host row or -1) per kernel."""
     n = dev.num_rows
@@ -231,13 +274,12 @@ def _kernel_owner(host: pa.Table, dev: pa.Table, costs: dict[int, tuple[int, OpC
     rank_k = np.where(has, rank_h[np.maximum(call, 0)], rank_d)
     launch = _lookup(rank_h[opsr], ext_h[opsr], opsr, rank_k, ext)
     launcher[:] = launch
-    if not costs:
-        return owner, launcher
     # The owner: the outermost formula op around the launching op on its thread.
+    tops = np.flatnonzero(top_of == np.arange(len(top_of)))
+    if not len(tops):
+        return owner, launcher
     ts = host["ts_ns"].to_numpy()
     end = ts + host["dur_ns"].to_numpy()
-    thread = _thread_codes(host)
-    tops = np.array(sorted({t for t, _ in costs.values()}), dtype=np.int64)
     ok = np.flatnonzero(launch >= 0)
     lr = launch[ok]
     for th in np.unique(thread[lr]).tolist():  # a few threads: tops are disjoint within each
@@ -275,82 +317,105 @@ def _lookup(rank_src: np.ndarray, key_src: np.ndarray, rows: np.ndarray, rank_q:
 # -- tables -------------------------------------------------------------------------------------
 
 
+def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
+    arr = flat(col)
+    if not pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_encode()
+    return (pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64),
+            [str(v) for v in arr.dictionary.to_pylist()])
+
+
+def _mode(group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group, its most frequent non-negative value (-1 when it has none); ties: the smallest value."""
+    out = np.full(n_groups, -1, dtype=np.int64)
+    ok = value >= 0
+    if not ok.any():
+        return out
+    width = int(value[ok].max()) + 1
+    pairs, counts = np.unique(group[ok] * width + value[ok], return_counts=True)
+    g, v = np.divmod(pairs, width)
+    order = np.lexsort((v, -counts, g))  # per group: most frequent first
+    first = order[np.r_[True, g[order][1:] != g[order][:-1]]]
+    out[g[first]] = v[first]
+    return out
+
+
 def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray, launcher: np.ndarray,
-                  costs: dict[int, tuple[int, OpCost]], skipped: dict[str, int]) -> OpsReport:
-    dur = dev["dur_ns"].to_numpy()
-    host_names = host["name"].cast(pa.string())
-    kname = dev["name"].cast(pa.string()).to_pylist()
-    devices = dev["device"].cast(pa.string()).to_pylist()
-    # Each owner's FLOPs and bytes are split over its kernels by duration.
-    total = np.zeros(host.num_rows + 1, dtype=np.float64)
-    count = np.zeros(host.num_rows + 1, dtype=np.int64)
-    np.add.at(total, owner, dur)
-    np.add.at(count, owner, 1)
-    share = np.where(total[owner] > 0, dur / np.maximum(total[owner], 1), 1.0 / np.maximum(count[owner], 1))
-    label_rows = np.where(owner >= 0, owner, launcher)
-    uniq = np.unique(label_rows[label_rows >= 0])
-    label_name = dict(zip(uniq.tolist(), host_names.take(pa.array(uniq)).to_pylist(), strict=True)) \
-        if len(uniq) else {}
-    kclass = {k: names.kernel_class(k) for k in set(kname)}
-    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for i in range(dev.num_rows):
-        o = int(owner[i])
-        lr = int(label_rows[i])
-        op = label_name.get(lr, UNLINKED) if lr >= 0 else UNLINKED
-        cost = costs[o][1] if o >= 0 else None
-        key = (devices[i], op, kclass[kname[i]])
-        g = groups.setdefault(key, {"kernels": 0, "ops": set(), "ns": 0, "flops": 0.0, "bytes": 0.0,
-                                    "known": 0, "dtypes": Counter(), "cls": Counter()})
-        g["kernels"] += 1
-        g["ns"] += int(dur[i])
-        if lr >= 0:
-            g["ops"].add(lr)
-        if cost is not None:
-            g["flops"] += cost.flops * share[i]
-            g["bytes"] += cost.bytes * share[i]
-            g["known"] += 1
-            g["dtypes"][cost.dtype] += 1
-            g["cls"][cost.op_class] += 1
-    peaks = {d: device_peak(trace, d) for d in sorted(set(devices))}
-    rows = [_row(d, op, kc, g, peaks[d]) for (d, op, kc), g in groups.items()]
-    rows.sort(key=lambda r: (r.device, -r.device_ns))
+                  costs: _Costs, skipped: dict[str, int]) -> OpsReport:
+    if dev.num_rows == 0:
+        return OpsReport([], {}, skipped)
+    dur = dev["dur_ns"].to_numpy().astype(np.float64)
+    # Each owner's FLOPs and bytes are split over its kernels by duration (equally when all last 0 ns).
+    o = np.maximum(owner, 0)
+    total = np.bincount(o, weights=dur, minlength=host.num_rows + 1)
+    count = np.bincount(o, minlength=host.num_rows + 1)
+    share = np.where(total[o] > 0, dur / np.maximum(total[o], 1), 1.0 / np.maximum(count[o], 1))
+    known = (owner >= 0) & ~np.isnan(costs.flops[o])
+    flops = np.where(known, costs.flops[o] * share, 0.0)
+    nbytes = np.where(known, costs.bytes[o] * share, 0.0)
+    label = np.where(owner >= 0, owner, launcher)
+    host_name, host_names = _codes(host["name"])
+    op_code = np.full(len(label), len(host_names), dtype=np.int64)  # UNLINKED
+    op_code[label >= 0] = host_name[label[label >= 0]]
+    op_names = [*host_names, UNLINKED]
+    dev_code, dev_names = _codes(dev["device"])
+    kname, knames = _codes(dev["name"])
+    classes = sorted({names.kernel_class(k) for k in knames})
+    kclass = np.array([classes.index(names.kernel_class(k)) for k in knames], dtype=np.int64)[kname]
+    n_ops, n_cls = len(op_names), len(classes)
+    combined, g = np.unique((dev_code * n_ops + op_code) * n_cls + kclass, return_inverse=True)
+    g = g.reshape(-1)
+    ng = len(combined)
+    rest, group_class = np.divmod(combined, n_cls)
+    groups = np.stack([*np.divmod(rest, n_ops), group_class])  # device, op, kernel class per group
+    ops = np.zeros(ng, dtype=np.int64)
+    linked = label >= 0
+    if linked.any():
+        pairs = np.unique(g[linked] * (host.num_rows + 1) + label[linked])
+        ops = np.bincount(pairs // (host.num_rows + 1), minlength=ng)
+    sums = {name: np.bincount(g, weights=w, minlength=ng) for name, w in
+            (("ns", dur), ("flops", flops), ("bytes", nbytes), ("known", known.astype(np.float64)))}
+    kernels = np.bincount(g, minlength=ng)
+    dtype = _mode(g, np.where(known, costs.dtype[o], -1), ng)
+    cls = _mode(g, np.where(known, costs.cls[o], -1), ng)
+    peaks = {d: device_peak(trace, d) for d in sorted({dev_names[i] for i in groups[0].tolist()})}
+    rows = []
+    for i in range(ng):  # one row per group (a few hundred), not per kernel
+        has = sums["known"][i] > 0
+        device = dev_names[int(groups[0][i])]
+        rows.append(OpRow(device, op_names[int(groups[1][i])],
+                          CLASS_NAMES[cls[i]] if cls[i] >= 0 else "unknown", classes[int(groups[2][i])],
+                          int(kernels[i]), int(ops[i]), int(sums["ns"][i]),
+                          round(sums["flops"][i]) if has else None, round(sums["bytes"][i]) if has else None,
+                          DTYPE_NAMES[dtype[i]] if dtype[i] >= 0 else None, peaks[device]))
+    rows.sort(key=lambda r: (r.device, -r.device_ns, r.op, r.kernel_class))
     return OpsReport(rows, peaks, skipped)
 
 
-def _row(device: str, op: str, kclass: str, g: dict[str, Any], peak: DevicePeak | None) -> OpRow:
-    known = g["known"] > 0
-    return OpRow(device, op, g["cls"].most_common(1)[0][0] if g["cls"] else "unknown", kclass, g["kernels"],
-                 len(g["ops"]), g["ns"], round(g["flops"]) if known else None, round(g["bytes"]) if known else None,
-                 g["dtypes"].most_common(1)[0][0] if g["dtypes"] else None, peak)
-
-
-def _cpu_table(host: pa.Table, costs: dict[int, tuple[int, OpCost]], window: tuple[int, int] | None,
-               skipped: dict[str, int]) -> OpsReport:
+def _cpu_table(host: pa.Table, tops: np.ndarray, costs: _Costs, skipped: dict[str, int]) -> OpsReport:
     """No device kernels: each outermost formula op is measured by its own duration on the host."""
-    tops = sorted({t for t, _ in costs.values()})
-    ts = host["ts_ns"].to_numpy()
-    dur = host["dur_ns"].to_numpy()
-    if window is not None:
-        tops = [t for t in tops if window[0] <= ts[t] < window[1]]
-    names_ = host["name"].cast(pa.string()).take(pa.array(tops, pa.int64())).to_pylist() if tops else []
-    by_top = dict(costs.values())
-    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for t, name in zip(tops, names_, strict=True):
-        c = by_top[t]
-        g = groups.setdefault((CPU_DEVICE, name, "cpu_op"), {"kernels": 0, "ops": set(), "ns": 0, "flops": 0.0,
-                                                            "bytes": 0.0, "known": 0, "dtypes": Counter(),
-                                                            "cls": Counter()})
-        g["kernels"] += 1
-        g["ops"].add(t)
-        g["ns"] += int(dur[t])
-        g["flops"] += c.flops
-        g["bytes"] += c.bytes
-        g["known"] += 1
-        g["dtypes"][c.dtype] += 1
-        g["cls"][c.op_class] += 1
+    if not len(tops):
+        return OpsReport([], {}, skipped)
+    dur = host["dur_ns"].to_numpy()[tops].astype(np.float64)
+    name_code, host_names = _codes(host["name"])
+    g_names, g = np.unique(name_code[tops], return_inverse=True)
+    g = g.reshape(-1)
+    ng = len(g_names)
+    known = ~np.isnan(costs.flops[tops])
+    sums = {name: np.bincount(g, weights=w, minlength=ng) for name, w in
+            (("ns", dur), ("flops", np.where(known, costs.flops[tops], 0.0)),
+             ("bytes", np.where(known, costs.bytes[tops], 0.0)), ("known", known.astype(np.float64)))}
+    count = np.bincount(g, minlength=ng)
+    dtype = _mode(g, np.where(known, costs.dtype[tops], -1), ng)
+    cls = _mode(g, np.where(known, costs.cls[tops], -1), ng)
     peak = DevicePeak(CPU_DEVICE, None, None)
-    rows = sorted((_row(d, op, kc, g, peak) for (d, op, kc), g in groups.items()), key=lambda r: -r.device_ns)
-    return OpsReport(rows, {CPU_DEVICE: peak} if rows else {}, skipped)
+    rows = [OpRow(CPU_DEVICE, host_names[int(g_names[i])], CLASS_NAMES[cls[i]] if cls[i] >= 0 else "unknown",
+                  "cpu_op", int(count[i]), int(count[i]), int(sums["ns"][i]),
+                  round(sums["flops"][i]) if sums["known"][i] else None,
+                  round(sums["bytes"][i]) if sums["known"][i] else None,
+                  DTYPE_NAMES[dtype[i]] if dtype[i] >= 0 else None, peak) for i in range(ng)]
+    rows.sort(key=lambda r: (-r.device_ns, r.op))
+    return OpsReport(rows, {CPU_DEVICE: peak}, skipped)
 
 
 # -- diagnose: the op-efficiency device section and the low_efficiency finding -----------------
@@ -375,7 +440,11 @@ def _text(v: dict[str, Any]) -> list[str]:
     parts = [f"{c['op_class']} {100 * c['share']:.1f}% of kernel time"
              + (f" at {c['pct_of_peak']:.1f}% of peak" if c["pct_of_peak"] is not None else "")
              for c in v["classes"][:6]]
-    return [head, "; ".join(parts)]
+    out = [head, "; ".join(parts)]
+    if v["skipped"].get("no shapes"):
+        out.append(f"{v['skipped']['no shapes']} ops have a FLOP formula but no recorded shapes: profile with "
+                   "record_shapes=True to count their FLOPs")
+    return out
 
 
 def low_efficiency(ctx: Context) -> list[Finding]:

@@ -134,11 +134,22 @@ def _text(o: Overlap) -> list[str]:
     return out
 
 
+def device_and_host(ctx: Context, d: DeviceAttribution) -> tuple[pa.Table, pa.Table]:
+    """One attributed device's events and the host events of the process driving it, found once per
+    diagnosis for the device sections that need both (this one and launch)."""
+    key = ("device_and_host", d.device, d.rank)
+    if key not in ctx.shared:
+        dev = device_rows(ctx.trace, d.device, d.rank)
+        ctx.shared[key] = dev, driving_host_events(ctx.trace, dev)
+    found: tuple[pa.Table, pa.Table] = ctx.shared[key]
+    return found
+
+
 def _compute(ctx: Context, d: DeviceAttribution) -> Overlap | None:
-    dev = device_rows(ctx.trace, d.device, d.rank)
+    dev, host = device_and_host(ctx, d)
     if dev.num_rows == 0:  # the host CPU standing in for a device: nothing to overlap
         return None
-    return overlap(dev, d.window, step_spans(driving_host_events(ctx.trace, dev), d.window))
+    return overlap(dev, d.window, step_spans(host, d.window))
 
 
 SECTION = DeviceSection("overlap", "communication overlap", _compute, to_json=Overlap.as_dict,

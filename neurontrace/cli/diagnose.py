@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from neurontrace import errors
 from neurontrace.analysis.attribution import TOP_STALLS
@@ -34,6 +35,12 @@ class DiagnoseCommand(common.Command):
         parser.add_argument("--fail-on", choices=SEVERITIES, metavar="SEVERITY",
                             help=f"exit {errors.EXIT_FINDINGS} when a finding reaches SEVERITY "
                                  f"({', '.join(SEVERITIES)})")
+        parser.add_argument("--workers", type=common.positive_int, metavar="N",
+                            help="analyse rank by rank on a local Dask cluster of N worker processes "
+                                 "(needs neurontrace[distributed]; docs/scale.md)")
+        parser.add_argument("--scheduler", metavar="ADDRESS",
+                            help="analyse rank by rank on an existing Dask cluster (e.g. tcp://host:8786); the "
+                                 "trace paths must be readable by its workers")
         add_save_run_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -46,15 +53,46 @@ class DiagnoseCommand(common.Command):
             if not args.fallback_log.is_file():
                 raise errors.InputNotFoundError(f"{args.fallback_log}: no such fallback log")
             explicit += ops_from_log(args.fallback_log)
+        if args.workers is not None or args.scheduler is not None:
+            return self._run_distributed(args, explicit)
         trace, inputs = common.load_traces(args.path, args)
         diag = diagnose(trace, inputs=inputs, window=args.window, fallback_ops=explicit, top=args.top)
+        self._print(args, diag)
+        save_run(args, trace, diag)
+        return self._exit_code(args, diag)
+
+    def _run_distributed(self, args: argparse.Namespace, explicit: list[str]) -> int:
+        from neurontrace.analysis.diagnose import Diagnosis
+        from neurontrace.distributed import diagnose as distributed_diagnose
+
+        if args.workers is not None and args.scheduler is not None:
+            raise errors.UsageError("give --workers N (a local cluster) or --scheduler ADDRESS, not both")
+        if getattr(args, "save_run", None) is not None:
+            raise errors.UsageError("--save-run needs the whole trace in one process; run it without "
+                                    "--workers/--scheduler")
+        with common.progress_bar() as progress:
+            doc = distributed_diagnose(args.path, workers=args.workers, scheduler=args.scheduler, progress=progress,
+                                       format=args.format, load_options=common.load_options(args),
+                                       window=args.window, fallback_ops=explicit, top=args.top)
+        failed = doc.pop("failed_ranks", [])
+        diag = Diagnosis.from_dict(doc)
+        self._print(args, diag)
+        for f in failed:
+            common.note(f"neurontrace diagnose: warning: {f['path']}: not analysed ({f['error']})")
+        code = self._exit_code(args, diag)
+        return errors.EXIT_PARTIAL if failed and code == errors.EXIT_OK else code
+
+    @staticmethod
+    def _print(args: argparse.Namespace, diag: Any) -> None:
         if args.json:
             common.out(json.dumps(diag.as_dict(), indent=2))
         else:
             from neurontrace.render.report import render
 
             render(diag, common.console())
-        save_run(args, trace, diag)
+
+    @staticmethod
+    def _exit_code(args: argparse.Namespace, diag: Any) -> int:
         if args.fail_on and diag.worst_severity is not None and \
                 SEVERITIES.index(diag.worst_severity) >= SEVERITIES.index(args.fail_on):
             return errors.EXIT_FINDINGS

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from neurontrace import errors
-from neurontrace.catalog import DIR_ENV, RunCatalog, RunRecord, default_directory
+from neurontrace.catalog import DIR_ENV, CatalogWarning, RunCatalog, RunRecord, default_directory
 from neurontrace.cli import _common as common
 from neurontrace.cli.diff import add_comparison_options, emit, thresholds_of
 from neurontrace.trace import Trace
@@ -49,7 +52,7 @@ class RunsCommand(common.Command):
         rm.add_argument("run", metavar="RUN", help="a run id")
 
     def run(self, args: argparse.Namespace) -> int:
-        with RunCatalog(args.dir) as catalog:
+        with _catalog_warnings(), RunCatalog(args.dir) as catalog:
             if args.runs_command == "list":
                 return _list(catalog, args)
             if args.runs_command == "show":
@@ -60,9 +63,24 @@ class RunsCommand(common.Command):
                 return emit(result, args)
             if not str(args.run).isdigit():
                 raise errors.UsageError(f"runs delete takes a run id (a number), got {args.run!r}")
-            record = catalog.delete(args.run)
-            common.note(f"deleted run {record.run_id} from {catalog.path}")
+            run_id = catalog.delete(args.run)
+            common.note(f"deleted run {run_id} from {catalog.path}")
             return errors.EXIT_OK
+
+
+@contextmanager
+def _catalog_warnings() -> Iterator[None]:
+    """Rows the catalog left out, told on stderr in one line each (after the command's output)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CatalogWarning)
+        try:
+            yield
+        finally:
+            for w in caught:
+                if issubclass(w.category, CatalogWarning):
+                    common.note(f"neurontrace runs: warning: {w.message}")
+                else:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _add_dir(parser: argparse.ArgumentParser) -> None:
@@ -180,7 +198,7 @@ def save_run(args: argparse.Namespace, trace: Trace, diagnosis: Any) -> RunRecor
     if directory is None:
         return None
     paths = [str(p) for p in (args.path if isinstance(args.path, list) else [args.path])]
-    with RunCatalog(directory, create=True) as catalog:
+    with _catalog_warnings(), RunCatalog(directory, create=True) as catalog:
         record = catalog.save(trace, diagnosis, paths=paths, tags=args.tag, note=args.note, model=args.model)
         previous = catalog.previous(record)
     tags = f" (tags: {', '.join(record.tags)})" if record.tags else ""

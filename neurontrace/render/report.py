@@ -50,6 +50,9 @@ def _device_panel(d: DeviceAttribution) -> Panel:
         stalls.append(f" at +{(s.start_ns - d.window[0]) / 1e6:,.3f} ms: {s.evidence[0] if s.evidence else '-'}")
         stalls.append(f"\n{'':16}source: {s.source or '-'}\n")
     head = Text(f"window {_ms(d.window_ns)} ({d.window_source})")
+    if d.device_lag_ns is not None and d.device_lag_ns[1] > 0:  # the device lagged the host (docs/diagnose.md)
+        head.append(f"; the device lagged the host: its work for these steps started {_ms(d.device_lag_ns[0])} "
+                    f"after the first step began and ended {_ms(d.device_lag_ns[1])} after the last step ended")
     for section in registry.DEVICE_SECTIONS:
         if d.sections.get(section.key) is not None:
             for line in section.text(d.sections[section.key]):

@@ -1,0 +1,261 @@
+"""Diagnose a job of many ranks on Dask: one map task per rank file, one reduce.
+
+    >>> from neurontrace import distributed
+    >>> doc = distributed.diagnose(["traces/"], workers=8)  # doctest: +SKIP
+
+Per-rank parsing and attribution are independent, and the cross-rank step is a small reduce, so
+the work runs on ``dask.distributed`` (install ``neurontrace[distributed]``):
+
+- a **map** task per input file (or capture directory) loads it on a worker and returns that rank's
+  compact result (:class:`~neurontrace.analysis.diagnose.RankResult`: devices, fallback ops, each
+  section's per-rank value, among them the per-collective records of the cross-rank analysis), or a
+  :class:`RankFailure` naming the error;
+- one **reduce** task, on a worker too, combines them exactly as the single-process ``diagnose`` does
+  (:func:`~neurontrace.analysis.diagnose.combine`) and returns the ``neurontrace.diagnose/1`` document.
+
+The driver holds futures and the final document only, never a rank's events or results. A rank that
+fails is listed in the document's ``warnings`` while the others complete (the CLI then exits with
+``EXIT_PARTIAL``). Importing ``neurontrace`` never imports this module or Dask.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from neurontrace import errors
+from neurontrace._optional import require
+from neurontrace.analysis.contract import Options
+from neurontrace.analysis.diagnose import RankResult, combine, diagnose_rank, split_ranks
+from neurontrace.load import Probe, claiming, load, members
+from neurontrace.progress import Progress, no_progress
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """A rank (an input file) whose map task failed: the error, and the exit code it would have had."""
+
+    path: str
+    error: str
+    exit_code: int
+
+    def warning(self) -> str:
+        return f"{self.path}: not analysed ({self.error})"
+
+
+def rank_inputs(paths: Sequence[str | Path]) -> list[tuple[str, dict[str, Any]]]:
+    """The map tasks' inputs, (path, extra load options): a directory of traces expanded into its rank
+    files (as ``load`` does), a neurontrace dataset into its rank partitions.
+
+    A path this process cannot see is passed on as it is: its task fails (a missing rank is reported,
+    the others complete), or succeeds on a cluster whose workers see other disks.
+    """
+    from neurontrace import dataset
+
+    out: list[tuple[str, dict[str, Any]]] = []
+    for p in (Path(x) for x in paths):
+        probe = Probe(p)
+        if p.is_dir() and dataset.sniff(probe):
+            out += [(str(p), {"partition": e["partition"], "part": e["part"]})
+                    for e in dataset.open_dataset(p).ranks]
+        elif p.is_dir() and claiming(probe) is None:
+            found = [child for child, _ in members(p)]
+            if not found:
+                raise errors.EmptyInputError(f"{p}: no trace files neurontrace can read in this directory")
+            out += [(str(f), {}) for f in found]
+        else:
+            out.append((str(p), {}))
+    return out
+
+
+def diagnose_one(path: str, options: Options, format: str | None = None,
+                 load_options: dict[str, Any] | None = None) -> list[RankResult] | RankFailure:
+    """The map task: load one input and diagnose each rank in it; a failure is returned, not raised."""
+    try:
+        trace = load(path, format=format, **(load_options or {}))
+        return [diagnose_rank(t, options) for t in split_ranks(trace)]
+    except errors.NeurontraceError as exc:
+        return RankFailure(path, str(exc), exc.exit_code)
+    except Exception as exc:  # a bug must not lose the other ranks: reported as an internal error
+        return RankFailure(path, f"internal error {type(exc).__name__}: {exc}", errors.EXIT_INTERNAL)
+
+
+def reduce(results: Sequence[list[RankResult] | RankFailure], options: Options,
+           inputs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The reduce task: every rank's result into the ``neurontrace.diagnose/1`` document."""
+    failures = [r for r in results if isinstance(r, RankFailure)]
+    parts = sorted((p for r in results if not isinstance(r, RankFailure) for p in r), key=_rank_order)
+    if not parts:
+        first = failures[0]
+        raise _error(first.exit_code, f"every rank failed; the first: {first.warning()}")
+    diag = combine(parts, options, inputs=inputs)
+    if failures:  # the load-warnings section of every report: a rank not analysed is the loudest warning
+        diag.sections["warnings"] = list(diag.sections.get("warnings") or []) + [
+            {"source": f.path, "format": None, "message": f"not analysed: {f.error}"} for f in failures]
+    doc = diag.as_dict()
+    if failures:  # only then: a complete job's document is exactly the single-process one
+        doc["failed_ranks"] = [{"path": f.path, "error": f.error, "exit_code": f.exit_code} for f in failures]
+    return doc
+
+
+def _rank_order(p: RankResult) -> tuple[bool, int]:
+    return (p.rank is None, p.rank or 0)
+
+
+def _error(code: int, message: str) -> errors.NeurontraceError:
+    for cls in _subclasses(errors.NeurontraceError):
+        if getattr(cls, "exit_code", None) == code:
+            return cls(message)
+    return errors.NeurontraceError(message)
+
+
+def _subclasses(cls: type[errors.NeurontraceError]) -> Iterator[type[errors.NeurontraceError]]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def diagnose(
+    paths: str | Path | Sequence[str | Path],
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    client: Any = None,
+    progress: Progress = no_progress,
+    inputs: list[dict[str, Any]] | None = None,
+    format: str | None = None,
+    load_options: dict[str, Any] | None = None,
+    window: tuple[int, int] | None = None,
+    fallback_ops: Sequence[str] = (),
+    top: int | None = None,
+) -> dict[str, Any]:
+    """The ``diagnose --json`` document of a job, computed rank by rank on Dask.
+
+    ``client`` (a ``distributed.Client``) is used as given; else ``scheduler`` (an address such as
+    ``tcp://host:8786``) is connected to; else a ``LocalCluster`` of ``workers`` processes (default: one
+    per core) is started and closed again. The paths must be readable by the workers. ``window``,
+    ``fallback_ops`` and ``top`` are those of ``neurontrace.analysis.diagnose.diagnose``; ``progress``
+    is called as ranks finish (stage ``"ranks"``).
+    """
+    files = rank_inputs([paths] if isinstance(paths, str | Path) else paths)
+    options = Options(window, tuple(sorted(set(fallback_ops))), top if top is not None else Options().top)
+    if inputs is None:
+        inputs = [{"path": str(p), "format": format or _format(Path(p))} for p in
+                  ([paths] if isinstance(paths, str | Path) else paths)]
+    with _client(client, scheduler, workers) as c:
+        dd = require("distributed", extra="distributed")
+        futures = [c.submit(diagnose_one, f, options, format, {**(load_options or {}), **extra},
+                            key=f"neurontrace-rank-{i}", pure=False) for i, (f, extra) in enumerate(files)]
+        progress("ranks", 0, len(futures))
+        for done, _ in enumerate(dd.as_completed(futures), start=1):  # counts ranks; results stay on workers
+            progress("ranks", done, len(futures))
+        result: dict[str, Any] = c.submit(reduce, futures, options, inputs, key="neurontrace-reduce",
+                                          pure=False).result()
+        return result
+
+
+def _format(path: Path) -> str:
+    """How ``diagnose`` names an input's format (``neurontrace.cli`` says the same)."""
+    if not path.exists():
+        return "missing"
+    fmt = claiming(Probe(path))
+    return fmt.name if fmt is not None else "a directory of traces" if path.is_dir() else "unknown"
+
+
+@contextmanager
+def _client(client: Any, scheduler: str | None, workers: int | None) -> Iterator[Any]:
+    if client is not None:
+        yield client
+        return
+    dd = require("distributed", extra="distributed")
+    if scheduler is not None:
+        with dd.Client(scheduler) as c:
+            yield c
+        return
+    import logging
+
+    n = workers or os.cpu_count() or 1
+    with dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                         silence_logs=logging.ERROR) as cluster, dd.Client(cluster) as c:
+        yield c
+
+
+def convert_one(path: str, directory: str, format: str | None = None,
+                load_options: dict[str, Any] | None = None) -> list[dict[str, Any]] | RankFailure:
+    """A conversion map task: load one input and write each of its ranks' partitions into ``directory``."""
+    from neurontrace import dataset
+
+    try:
+        trace = load(path, format=format, **(load_options or {}))
+        out = []
+        for one in split_ranks(trace):
+            entry = dataset.write_rank(one, directory)
+            out.append({**entry, "warnings": [w for a in one.accounting for w in a.warnings]})
+        return out
+    except errors.NeurontraceError as exc:
+        return RankFailure(path, str(exc), exc.exit_code)
+    except Exception as exc:
+        return RankFailure(path, f"internal error {type(exc).__name__}: {exc}", errors.EXIT_INTERNAL)
+
+
+def convert(
+    paths: str | Path | Sequence[str | Path],
+    output: str | Path,
+    *,
+    force: bool = False,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    client: Any = None,
+    local: bool = False,
+    progress: Progress = no_progress,
+    format: str | None = None,
+    load_options: dict[str, Any] | None = None,
+) -> tuple[Path, list[dict[str, Any]], list[RankFailure]]:
+    """Convert a job, one rank file at a time, into a dataset (neurontrace.dataset): on Dask, or in this
+    process when ``local`` (then Dask is not imported). Memory stays bounded either way: a process holds
+    one rank at a time.
+
+    Each input file is assumed to hold other ranks than the rest (one rank per file, the usual layout).
+    Returns the dataset path, the marker's rank entries, and the inputs that failed.
+    """
+    from neurontrace import dataset
+
+    files = rank_inputs([paths] if isinstance(paths, str | Path) else paths)
+    tmp = dataset.start(output, force=force)
+    results: list[list[dict[str, Any]] | RankFailure] = []
+    progress("ranks", 0, len(files))
+    if local:
+        for done, (f, extra) in enumerate(files, start=1):
+            results.append(convert_one(f, str(tmp), format, {**(load_options or {}), **extra}))
+            progress("ranks", done, len(files))
+    else:
+        with _client(client, scheduler, workers) as c:
+            dd = require("distributed", extra="distributed")
+            futures = [c.submit(convert_one, f, str(tmp), format, {**(load_options or {}), **extra},
+                                key=f"neurontrace-convert-{i}", pure=False) for i, (f, extra) in enumerate(files)]
+            for done, _ in enumerate(dd.as_completed(futures), start=1):
+                progress("ranks", done, len(futures))
+            results = c.gather(futures)  # small: one marker entry per rank
+    failures = [r for r in results if isinstance(r, RankFailure)]
+    entries = [e for r in results if not isinstance(r, RankFailure) for e in r]
+    if not entries:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        first = failures[0]
+        raise _error(first.exit_code, f"every rank failed; the first: {first.warning()}")
+    _check_unique([e["partition"] for e in entries])
+    return dataset.finish(tmp, output, entries), entries, failures
+
+
+def _check_unique(partitions: list[str]) -> None:
+    seen = set()
+    for p in partitions:
+        if p in seen:
+            raise errors.UsageError(f"two inputs hold {p}: a dataset keeps one part per rank; convert each run "
+                                    "into its own dataset")
+        seen.add(p)
