@@ -241,8 +241,13 @@ PLOT_BOX = f"const r = {PLOT}.getBoundingClientRect(); return [r.width, r.height
 
 def _inner_1600x1000(browser: Any) -> None:
     """Make the page itself 1600 x 1000 (the window's frame takes some of the window size)."""
-    inner = browser.execute_script(VIEWPORT)
-    browser.set_window_size(1600 + 1600 - inner[0], 1000 + 1000 - inner[1])
+    for _ in range(5):
+        inner = browser.execute_script(VIEWPORT)
+        if inner == [1600, 1000]:
+            return
+        outer = browser.get_window_size()
+        browser.set_window_size(outer["width"] + 1600 - inner[0], outer["height"] + 1000 - inner[1])
+        time.sleep(0.3)
 
 
 def _range_after(browser: Any, before: Any, timeout: float = 15) -> Any:
@@ -284,7 +289,9 @@ def test_a_real_gpu_trace_opens_on_its_analysis_window_filling_the_screen(
         assert not any(t.startswith("thread ") and t.endswith("Python") for t in ticks)
         assert "process ?" not in " ".join(ticks)  # a group holding one instant is not drawn
         # Fills the screen: the timeline is at least 60% of a 1600 x 1000 page.
+        _inner_1600x1000(browser)
         assert browser.execute_script(VIEWPORT) == [1600, 1000]
+        browser.execute_script("window.dispatchEvent(new Event('resize'));")
         _w, h = wait_for(browser, PLOT_BOX.replace("return [", "const b = [").replace(
             "];", "]; return b[1] >= 600 ? b : null;"), timeout=30)
         assert h >= 600
