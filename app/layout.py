@@ -219,7 +219,7 @@ def default_expanded(model: ViewModel) -> list[str]:
     ix = model.index
     rows = sum(1 + sum(min(ix.tracks[t].depth, DEFAULT_DEPTH) for t in g.tracks) for g in ix.groups)
     if rows <= MAX_EXPANDED_ROWS:
-        return [g.key for g in ix.groups]
+        return [g.key for g in ix.groups] + [figures.COUNTERS]
     out = []
     budget = MAX_EXPANDED_ROWS
     for g in sorted(ix.groups, key=lambda g: g.side != "device"):
@@ -227,7 +227,7 @@ def default_expanded(model: ViewModel) -> list[str]:
         if size <= budget:
             out.append(g.key)
             budget -= size
-    return out
+    return [*out, figures.COUNTERS]
 
 
 def legend(model: ViewModel) -> list[Any]:
@@ -301,7 +301,8 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
                         html.Label("groups"),
                         dcc.Checklist(id="nt-groups", className="nt-groups",
                                       options=[{"label": g.label, "value": g.key} for g in ix.groups
-                                               if any(not ix.tracks[t].empty for t in g.tracks)],
+                                               if any(not ix.tracks[t].empty for t in g.tracks)]
+                                      + ([{"label": "counters", "value": figures.COUNTERS}] if model.counters else []),
                                       value=expanded, inline=True),
                         html.Span(first.status, id="nt-timeline-status", className="nt-status"),
                     ]),

@@ -328,3 +328,61 @@ def _outputs(output: str) -> Any:
         else:
             out.append({"id": ident, "property": prop})
     return out if output.startswith("..") else out[0]
+
+
+def _decode(spec: Any) -> Any:
+    import base64
+
+    import numpy as np
+
+    if isinstance(spec, list):
+        return np.asarray(spec, dtype=np.float64)
+    return np.frombuffer(base64.b64decode(spec["bdata"]), dtype={"f8": np.float64, "i4": np.int32, "f4": np.float32,
+                                                                  "u1": np.uint8, "i2": np.int16}[spec["dtype"]])
+
+
+def test_the_page_opens_on_the_analysis_window_and_counts_time_from_its_start() -> None:
+    model = ViewModel.build(neurontrace.load(SAMPLES / "cpu_train_loop.pt.trace.json.gz"))
+    assert model.time_origin == 0 and model.focus() is None  # before the analysis: the first event
+    model.analyse()
+    (device, rank), (w0, w1) = model.focus()
+    d = model.analysis.diagnosis.devices[0]
+    assert (device, rank) == (d.device, d.rank) and (w0, w1) == (d.window[0] - model.index.origin_ns,
+                                                                  d.window[1] - model.index.origin_ns)
+    assert model.time_origin == w0
+    page = main_page(model, [str(SAMPLES)])
+    view = page.children[-7].data  # the nt-view store
+    assert view["origin"] == w0 and not view["auto"] and view["t0"] < w0 < w1 < view["t1"]
+    fig, _view, _ = callbacks.on_timeline(model, "nt-focus", None, None, view)
+    lo, hi = fig["layout"]["xaxis"]["range"]
+    assert lo == pytest.approx(-0.01 * (w1 - w0) / 1e6, rel=1e-3) and hi > (w1 - w0) / 1e6
+    assert fig["layout"]["xaxis"]["ticktext"][0] == "0" and fig["layout"]["xaxis"]["tickvals"][0] == 0
+    # Every drawn interval (events, cause runs, counters) lies on the same axis: within the padded view.
+    width = hi - lo
+    for t in fig["data"]:
+        xs = _decode(t["base"]) if "base" in t else (_decode(t["x"]) if t["type"] == "scatter" and
+                                                       t["name"].startswith("counter") else None)
+        if xs is not None and len(xs):
+            assert xs.min() >= lo - 0.2 * width and xs.max() <= hi + 0.2 * width, t["name"]
+    # The stall table reads like diagnose: from the window start.
+    stall = model.analysis.stalls[0]
+    s = d.top_stalls[0]
+    assert stall["start_ms"] == round((s.start_ns - d.window[0]) / 1e6, 4)
+
+
+def test_counter_rows_hold_the_highest_value_of_each_pixel() -> None:
+    import numpy as np
+
+    from neurontrace.app import counters
+    from neurontrace.app.lod import Window
+
+    s = counters.Series("c", "bytes", np.array([10, 20, 21, 40], dtype=np.int64), np.array([1.0, 5.0, 2.0, 3.0]), 5.0)
+    held = counters.binned(s, Window(0, 50, 5))  # pixels of 10 ns
+    assert np.isnan(held[0]) and held.tolist()[1:] == [1.0, 5.0, 2.0, 3.0]  # 2 is carried through 30..40
+    model = ViewModel.build(neurontrace.load(SAMPLES / "cpu_train_loop.pt.trace.json.gz"))
+    assert [c.label for c in model.counters] == ["[memory] Total Allocated · cpu"]  # Bytes (per event) and a zero series left out
+    rows, _ = figures.rows(model, layout.default_expanded(model), 10)
+    assert [r.label for r in rows if r.kind == "counter"] == ["[memory] Total Allocated · cpu"]
+    drawn = figures.timeline(model, callbacks.request(model, (0, model.index.span_ns)))
+    area = next(t for t in drawn.figure["data"] if t["name"].startswith("counter:"))
+    assert area["fill"] == "toself" and "KiB" in " ".join(area["text"])
