@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -75,6 +74,8 @@ def claiming(probe: Probe) -> Format | None:
     return next((f for f in FORMATS.values() if f.claims(probe)), None)
 
 
+# What `convert` writes: these carry the accounting of the original parse, checked when it ran.
+STORED_FORMATS = ("neurontrace-dataset", "neurontrace-parquet")
 register("neurontrace-dataset", "neurontrace.dataset",
          "a hive-partitioned dataset of many ranks written by `neurontrace convert DIR -o DATASET`", reads="dir")
 register("neurontrace-parquet", "neurontrace.parsers.neurontrace_parquet",
@@ -163,7 +164,11 @@ def _parse(fmt: Format, path: Path, progress: Progress, options: dict[str, Any])
         wrong = sorted(k for k in options if k not in accepted)
         if wrong:
             raise UsageError(f"{path} is {fmt.name}, whose parser takes no option {', '.join(wrong)}")
-    return parser.parse(path, progress=progress, **options)
+    trace = parser.parse(path, progress=progress, **options)
+    if fmt.name not in STORED_FORMATS:
+        for acct in trace.accounting:
+            acct.check()  # read == kept + skipped, for every parser: checked here, once
+    return trace
 
 
 MAX_COLLECTION_DEPTH = 3  # e.g. captures/<host>_pid<p>_rank<r>/<trace files>
@@ -176,22 +181,22 @@ def _load_collection(directory: Path, progress: Progress) -> Trace:
             raise EmptyInputError(f"{directory}: the directory is empty; expected trace files")
         raise _unknown(Probe(directory))
     traces = []
-    for i, (child, parse) in enumerate(members):
+    for i, (child, fmt) in enumerate(members):
         progress("files", i, len(members))
-        traces.append(parse(child, progress=progress))
+        traces.append(_parse(fmt, child, progress, {}))
     progress("files", len(members), len(members))
     return Trace.concat(traces)
 
 
-def members(directory: Path) -> list[tuple[Path, Callable[..., Trace]]]:
-    """The traces a directory of traces holds (one per rank, usually), as ``load`` reads them."""
+def members(directory: Path) -> list[tuple[Path, Format]]:
+    """The traces a directory of traces holds (one per rank, usually), with the format that reads each."""
     return _members(directory, MAX_COLLECTION_DEPTH)
 
 
-def _members(directory: Path, depth: int) -> list[tuple[Path, Callable[..., Trace]]]:
+def _members(directory: Path, depth: int) -> list[tuple[Path, Format]]:
     """Every file or directory under ``directory`` that a format claims; unclaimed folders are
     searched further down (a directory of ranks, a directory of capture directories)."""
-    members: list[tuple[Path, Callable[..., Trace]]] = []
+    members: list[tuple[Path, Format]] = []
     for child in sorted(directory.iterdir()):
         if child.name.startswith(".") or not (child.is_file() or child.is_dir()):
             continue
@@ -199,7 +204,7 @@ def _members(directory: Path, depth: int) -> list[tuple[Path, Callable[..., Trac
             continue
         fmt = claiming(Probe(child))
         if fmt is not None:
-            members.append((child, fmt.parser().parse))
+            members.append((child, fmt))
         elif child.is_dir() and depth > 1:
             members += _members(child, depth - 1)
     return members

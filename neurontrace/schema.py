@@ -194,6 +194,76 @@ METADATA = TableSpec(
     ),
 )
 
+@dataclass(frozen=True)
+class MetaKey:
+    """One key of the ``metadata`` table: what parsers write and analyses, the catalog and the viewer read.
+
+    ``key`` ending in ``.*`` declares a family: its members are named by the input (``kineto.*`` holds the
+    Kineto file's own top-level keys as found). ``types`` are the JSON types a value may have.
+    """
+
+    key: str
+    types: tuple[str, ...]
+    meaning: str
+
+    def matches(self, key: str) -> bool:
+        return key.startswith(self.key[:-1]) if self.key.endswith(".*") else key == self.key
+
+
+_S, _I, _B, _O, _A = ("string",), ("integer",), ("boolean",), ("object",), ("array",)
+METADATA_KEYS: tuple[MetaKey, ...] = (
+    MetaKey("format", _S, "the registered format that read this input (`neurontrace info` lists them)"),
+    MetaKey("clock", _S, "what the times count from: `unix_epoch_ns`, `trace_relative_ns`, a Neuron device clock, ..."),
+    MetaKey("backend", _S, "what the trace ran on: `cuda`, `rocm`, `cpu`, `neuron`, `mtia`, a PrivateUse1 name"),
+    MetaKey("decoder", _S, "the Kineto JSON decoder used: the compiled scanner or the pure-Python reference"),
+    MetaKey("rank_source", ("string", "array"), "where the rank came from (`distributedInfo`, the file name, ...)"),
+    MetaKey("device", _S, "the device a Neuron profile belongs to (`neuron:nc0`)"),
+    MetaKey("device_source", _S, "how that device was identified"),
+    MetaKey("alignment", ("object", "array"), "how device clocks were aligned to the host clock, per profile"),
+    MetaKey("synthetic", _B, "true for generated test data (never a measurement); reports say SYNTHETIC"),
+    MetaKey("synthetic_note", _S, "what generated a synthetic input"),
+    MetaKey("run", _O, "the capture's run.json (`neurontrace.run/1`, docs/capture.md)"),
+    MetaKey("neurontrace.accounting", _O, "what one parse did with every event it read (`ParseAccounting`)"),
+    MetaKey("undecoded", _A, "device profiles of a capture leaf left undecoded (and why)"),
+    MetaKey("undecoded_profiles", _A, "device profiles of a capture directory left undecoded (and why)"),
+    MetaKey("kineto.names", _O, "lookup tables of the Kineto decoder (names by code)"),
+    MetaKey("kineto.synthetic", _S, "the synthetic label a Kineto file carries"),
+    MetaKey("kineto.*", ("string", "integer", "number", "boolean", "object", "array"),
+            "a top-level key of the Kineto file, as found: `schemaVersion`, `deviceProperties`, `distributedInfo`, "
+            "`baseTimeNanoseconds`, `cupti_version`, ..."),
+    MetaKey("neuron.metadata", _O, "Neuron Explorer's Metadata table: instance type, runtime and compiler versions"),
+    MetaKey("neuron.summary", ("object", "array"), "Neuron summary metrics, per profile"),
+    MetaKey("neuron.summary_format", _S, "which summary form was read (summary-json or summary-text)"),
+    MetaKey("neuron.warnings", _A, "rows of Neuron Explorer's Warning table"),
+    MetaKey("neuron.percent_scales", _O, "how each `*_percent` metric was scaled to a fraction"),
+    MetaKey("neuron.profile_schema_version", _S, "the Explorer schema version of the profile"),
+    MetaKey("neuron.schema_major", _I, "its major version, which selects the column mapping"),
+    MetaKey("neuron.columns_read", _O, "which column each field was read from, per table"),
+    MetaKey("neuron.args_detail", _O, "which extra columns went into `args`"),
+    MetaKey("neuron.derived_rows", _O, "counts of rows derived rather than read (e.g. DMA queue depth)"),
+    MetaKey("neuron.execution_info", _A, "rows of the ExecutionInfo table (one per NEFF execution)"),
+    MetaKey("neuron.unknown_tables", _A, "tables of the directory this neurontrace does not read"),
+    MetaKey("neuron.non_table_files", _A, "files of the directory that are not Parquet tables"),
+    MetaKey("neuron.*", ("object", "array"), ("a small Explorer table kept as rows (`device_profile_list`, "
+                                              "`neff_header`, `opcode_summary`, `cc_stream`, `system_profile_metadata`, "
+                                              "`table.<Name>` ...)")),
+    MetaKey("neuron_json.kind", _S, "`system` or `device`: which legacy Neuron JSON this is"),
+    MetaKey("neuron_json.*", ("string", "integer", "number", "boolean", "object", "array"),
+            "a section of the legacy Neuron JSON without a table of its own, as found"),
+    MetaKey("ntff.header", _O, "the NTFF header's facts (version, NEFF hash, NeuronCore)"),
+    MetaKey("ntff.neff", _O, "the NEFF the NTFF was decoded with, and the rule that found it"),
+    MetaKey("ntff.decoded_by", _O, "the tool and command that decoded the NTFF"),
+    MetaKey("ntff.synthetic", _B, "true for a generated NTFF"),
+    MetaKey("torchneuron.framework_mapping", _O, "how the framework trace was matched to the device profiles"),
+)
+
+
+def metadata_key(key: str) -> MetaKey | None:
+    """The declaration of ``key`` (an exact key before a family), or None when it is not declared."""
+    exact = [m for m in METADATA_KEYS if m.key == key]
+    return exact[0] if exact else next((m for m in METADATA_KEYS if m.matches(key)), None)
+
+
 TABLES: dict[str, TableSpec] = {
     t.name: t for t in (SYSTEM_EVENTS, DEVICE_EVENTS, FLOWS, COUNTERS, FRAMES, METADATA)
 }
@@ -219,4 +289,8 @@ def to_markdown() -> str:
         out.append("")
     out += ["## Categories", "", "| category | meaning |", "|---|---|"]
     out += [f"| `{k}` | {v} |" for k, v in CATEGORIES.items()]
+    intro = ("The keys of the `metadata` table (values are JSON text). A key ending in `.*` is a family whose "
+             "members the input names.")
+    out += ["", "## Metadata keys", "", intro, "", "| key | JSON type | meaning |", "|---|---|---|"]
+    out += [f"| `{m.key}` | {' or '.join(m.types)} | {m.meaning} |" for m in METADATA_KEYS]
     return "\n".join(out) + "\n"

@@ -26,7 +26,7 @@ _EVENT_TABLES = ("system_events", "device_events")
 class ParseAccounting:
     """What one parse of one input did with every event it read.
 
-    The invariant (checked by :meth:`check`): ``events_read == kept_total + skipped_total``.
+    The invariant (:meth:`check`, which the loader runs on every parse): ``events_read == kept_total + skipped_total``.
     ``kept`` counts input events by the table they went to; ``skipped`` by reason.
     """
 

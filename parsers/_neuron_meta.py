@@ -13,9 +13,6 @@ from neurontrace.trace import ParseAccounting
 from ._neuron_common import SYNTHETIC_NOTE, is_synthetic_text, percent_to_fraction, warn
 from ._neuron_read import SourceTable
 
-# Majors this parser was written against: 7.4.0 is documented column by column; 12.0.1 (SDK 2.33)
-# only by its headline (neuron.md §3.2), so both are read by column name and presence.
-KNOWN_MAJORS = (7, 12)
 _VERSION = re.compile(r"^\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 
 # Small tables kept whole in metadata (key `neuron.<snake_name>`), one JSON list of rows each.
@@ -111,13 +108,7 @@ def _schema_version(prof: Profile, acct: ParseAccounting, source: str) -> None:
         warn(acct, f"{source}: Metadata.profile_schema_version is {version!r}, not a version number; "
              "columns were mapped by name and presence", SchemaVersionWarning)
         return
-    prof.major = int(m.group(1))
-    if prof.major not in KNOWN_MAJORS:
-        known = " and ".join(f"{k}.x" for k in KNOWN_MAJORS)
-        warn(acct, f"{source}: profile schema {version} is a major version this neurontrace was not written "
-             f"against (it knows {known}); columns were mapped by name and presence, and tables or columns "
-             "it does not know were kept in args/metadata. Check the result, and report the version "
-             "if something is missing", SchemaVersionWarning)
+    prof.major = int(m.group(1))  # an unknown major is warned about after loading (_neuron_schema.check)
 
 
 def _summary(tables: dict[str, SourceTable], prof: Profile, acct: ParseAccounting) -> None:

@@ -160,7 +160,6 @@ def normalize(
                f"{kept_events} complete events before the cut (metadata written after the events is lost)")
         acct.warnings.append(msg)
         warnings.warn(msg, TruncatedTraceWarning, stacklevel=3)
-    acct.check()
     facts: dict[str, Any] = {
         "format": FORMAT,
         "clock": "unix_epoch_ns" if _absolute_clock(top, sys_table, dev_table) else "trace_relative_ns",

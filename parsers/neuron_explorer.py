@@ -44,6 +44,7 @@ from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
 
+from . import _neuron_schema
 from ._neuron_align import align
 from ._neuron_device import SPECS, first_present, load_device_tables
 from ._neuron_events import DETAILS, FULL_ARGS_MAX_ROWS, Context, device_table, system_table
@@ -131,8 +132,8 @@ def parse(
     progress("neuron tables", 3, steps)
     scales = load_counters(ctx, tables)
     _account_rest(ctx, tables, prof.facts)
+    prof.facts.update(_neuron_schema.check(prof.schema_version, prof.major, tables, acct, src))
     progress("neuron tables", 4, steps)
-    acct.check()
     facts: dict[str, Any] = {
         "format": FORMAT,
         "backend": "neuron",

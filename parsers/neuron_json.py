@@ -96,7 +96,6 @@ def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
     facts.update(synthetic=synthetic, clock="unix_epoch_ns" if system else "neuron_device_relative_ns",
                  alignment={"method": "none", "note": "system times are Unix-epoch ns" if system
                             else _DEVICE_TIME_NOTE})
-    acct.check()
     facts[ACCOUNTING_KEY] = acct.as_dict()
     flows = [conform(f, schema.FLOWS) for f in ctx.flows]
     counters = [conform(c, schema.COUNTERS) for c in ctx.counters]

@@ -65,7 +65,6 @@ def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
     for pid, metrics in profiles.items():
         synthetic = synthetic or bool(metrics.get("synthetic"))
         summaries.append(summary_fact(pid, metrics))
-    acct.check()
     rows = [metadata_table({"neuron.summary": s}, source=str(path)) for s in summaries]
     facts: dict[str, Any] = {"format": FORMAT, "neuron.summary_format": fmt, "backend": "neuron",
                              "clock": "none (summary metrics only, no events)", "synthetic": synthetic}

@@ -146,7 +146,6 @@ def parse(
         if not framework and not any(leaf["device"] for leaf in leaves):
             raise NeuronToolMissingError(_undecoded_message(path, undecoded, framework=False))
         warn(acct, _undecoded_message(path, undecoded, framework=True), NeuronToolMissingWarning)
-    acct.check()
     clocks = {c for leaf in leaves for c in leaf["clocks"]}
     facts = {
         "format": FORMAT,

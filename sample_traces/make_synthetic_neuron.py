@@ -45,7 +45,7 @@ residual), CPU and host-memory samples.
 | `synthetic_mlp_parquet/` | Neuron Explorer Parquet, schema 7.4.0 | device + system tables, one `Warning` row |
 | `synthetic_mlp_v12_parquet/` | Neuron Explorer Parquet, assumed 12.x column set | 12.x changes are not public: no `duration_ns`, a new column and a new table, to exercise reading by column presence |
 | `synthetic_mlp_device.json`, `synthetic_mlp_system.json` | legacy `--output-format json` | |
-| `synthetic_mlp_summary.json`, `synthetic_mlp_summary.txt` | `summary-json`, `summary-text` | `*_percent` values are fractions 0..1, as in real output |
+| `synthetic_mlp_summary.json`, `synthetic_mlp_summary.txt` | `summary-json`, `summary-text` | as real outputs are (formats/neuron.md addendum): `*_percent` values are fractions 0..1 of `total_time`, which includes 2.08 ms of idle start-up (`total_active_time` is the denominator for shares); throttle keys name the physical core (`..._nc0_...` for logical nc0 at LNC=2); the text form starts with a shell prompt and a `WARN` line |
 | `synthetic_ntff/` | NTFF-like container + NEFF-like file | header facts only (no hardware records); decoding needs `neuron-explorer` |
 | `synthetic_capture/` | TorchNeuron capture root, two ranks | `trace.json` + NTFF/NEFF + `.pb` placeholders + the Explorer Parquet output of each rank |
 

@@ -543,3 +543,25 @@ def test_an_execution_in_both_profiles_is_counted_once(tmp_path: Path) -> None:
     assert d.devices[0].window_source == "2 device executions"
     steps = d.phases.steps
     assert [s["step"] for s in steps] == [0, 1] and all(s["dur_ns"] >= sc.exec_len_ns for s in steps)
+
+
+def test_an_unknown_major_names_the_columns_it_could_not_map(tmp_path: Path) -> None:
+    # A renamed column (a MAJOR bump renames or removes fields: the schema page's semver rules) is not guessed:
+    # it loads into args and the warning names it, with SchemaFields read beside.
+    renamed = {k: v for k, v in instr(0, 10, 5).items() if k != "opcode"} | {"op_code": "MATMUL", "new_col": 1}
+    d = explorer(tmp_path, Metadata=[{**META, "profile_schema_version": "14.0.0"}], Instruction=[renamed],
+                 SchemaFields=[{"table_name": "Instruction", "field_name": c} for c in renamed])
+    with pytest.warns(SchemaVersionWarning, match=r"profile schema 14\.0\.0 .*could not map .*Instruction: "
+                                                  r"operands, pc, bir_id, op_code, new_col"):
+        t = neurontrace.load(d)
+    assert rows(t, "device_events", "name", "dur_ns") == [("instruction", 5)]  # loaded what maps
+    assert t.meta("neuron.unmapped_columns") == {"Instruction": ["operands", "pc", "bir_id", "op_code", "new_col"]}
+    assert t.meta("neuron.schema_fields") == {"tables": 1, "fields": len(renamed)}
+    args = json.loads(t.device_events["args"][0].as_py())
+    assert args["op_code"] == "MATMUL" and args["new_col"] == 1
+
+
+def test_known_majors_say_nothing_and_record_unmapped_columns(tmp_path: Path) -> None:
+    t = neurontrace.load(explorer(tmp_path, Metadata=[META], Instruction=[instr(0, 0, 5)]))
+    assert t.accounting[0].warnings == [] and t.meta("neuron.unmapped_columns") == {
+        "Instruction": ["operands", "pc", "bir_id"]}

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 import neurontrace
@@ -285,3 +286,27 @@ def test_low_efficiency_stays_quiet_without_a_peak(tmp_path: Path) -> None:
     diag = diagnose(load(tmp_path, ev))  # no deviceProperties: unknown device, no % of peak
     assert "low_efficiency" not in [f.id for f in diag.findings]
     assert diag.as_dict()["devices"][0]["ops"]["peak"] is None
+
+
+def test_neuron_instructions_count_their_own_flops(tmp_path: Path) -> None:
+    """SYNTHETIC profile (no real Neuron file is public): the rule under test is the documented Neuron Explorer
+    instruction schema, raw_flops / adjusted_flops per instruction (a MAC counts 2), adjusted being
+    BF16-equivalent; the instruction's HLO op names the row and its engine is the class."""
+    from neurontrace.testing import synthetic_neuron
+
+    trace = neurontrace.load(synthetic_neuron.write_explorer(synthetic_neuron.Scenario(), tmp_path / "prof"))
+    rep = op_table(trace)
+    dev = trace.device_events.to_pandas()
+    tensor = dev[(dev.category == "compute") & (dev.track == "tensor")]
+    expected = sum(json.loads(a).get("raw_flops") or 0 for a in tensor.args)
+    (row,) = [r for r in rep.rows if r.kernel_class == "tensor"]
+    assert row.flops == expected > 0 and row.op == "dot.1" and row.op_class == "tensor"
+    assert row.dtype is None and row.pct_of_peak is None  # raw FLOPs have no dtype: no % of peak
+    assert rep.devices["neuron:nc0"].peak is not None  # trn2.3xlarge from the profile's instance type
+    # with BF16-equivalent counters the same rows are compared with the BF16 peak
+    dev2 = trace.device_events
+    args = [a.replace('"raw_flops"', '"adjusted_flops"') if a else a for a in dev2["args"].to_pylist()]
+    bf16 = neurontrace.Trace(**{**trace.tables, "device_events": dev2.set_column(
+        dev2.schema.get_field_index("args"), "args", pa.array(args))})
+    (row2,) = [r for r in op_table(bf16).rows if r.kernel_class == "tensor"]
+    assert row2.dtype == "bf16" and row2.pct_of_peak is not None and row2.flops == expected

@@ -112,3 +112,15 @@ def test_directory_of_ranks_loads_as_one_trace(tmp_path: Path) -> None:
     trace = neurontrace.load(d)
     assert sorted(rows(trace, "system_events", "name", "rank")) == [("op0", 0), ("op1", 1)]
     assert len(trace.accounting) == 2
+
+
+def test_the_loader_checks_every_parsers_accounting(tmp_path: Path) -> None:
+    from neurontrace.load import FORMATS, load, register
+
+    register("unbalanced", "tests._unbalanced_parser", "a parser whose counts do not add up")
+    try:
+        (tmp_path / "x.bin").write_bytes(b"x")
+        with pytest.raises(AssertionError, match="read 3 events but kept 1 and skipped 1"):
+            load(tmp_path / "x.bin", format="unbalanced")
+    finally:
+        FORMATS.pop("unbalanced")

@@ -20,8 +20,9 @@ import pyarrow.compute as pc
 from neurontrace.analysis import registry
 from neurontrace.analysis.attribution import TOP_STALLS, DeviceAttribution, Stall, attribute, frame_sources
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
-from neurontrace.analysis.fallback import FallbackOp, find_fallback
+from neurontrace.analysis.fallback import FallbackOp, find_fallback, recorded_ops
 from neurontrace.analysis.findings import worst
+from neurontrace.analysis.malformed import sanitize
 from neurontrace.analysis.phases import Phases
 from neurontrace.trace import Trace
 
@@ -79,8 +80,7 @@ class Diagnosis:
                 device_lag_ns=(int(lag["start"]), int(lag["end"])) if (lag := d.get("device_lag_ns")) else None)
             dev.sections = {s.key: s.from_json(d[s.key]) for s in registry.DEVICE_SECTIONS if d.get(s.key) is not None}
             devices.append(dev)
-        fallback = [FallbackOp(op["name"], op["calls"], op["host_ns"], op["device_idle_ns"], op["found_by"],
-                               op.get("source"), []) for op in doc.get("fallback_ops") or []]
+        fallback = [FallbackOp.from_dict(op) for op in doc.get("fallback_ops") or []]
         sections = {s.key: s.from_json(doc[s.key]) for s in registry.SECTIONS if doc.get(s.key) is not None}
         return cls(inputs=list(doc.get("inputs") or []), devices=devices, fallback_ops=fallback,
                    findings=[Finding.from_dict(f) for f in doc.get("findings") or []], sections=sections,
@@ -161,13 +161,15 @@ def _null_rank(trace: Trace) -> Trace:
 def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
     """The map step: attribution, fallback and every section's per-rank value for one rank's trace."""
     options = options or Options()
+    trace, checks = sanitize(trace)  # malformed events: one rule each, counted (analysis/malformed.py)
     frames = frame_sources(trace)
-    named = set(options.fallback_ops) | set(_recorded_fallback_ops(trace))
-    fallback = find_fallback(trace, named, frames)
-    fallback_ids = [i for op in fallback for i in op.event_ids]
+    named = set(options.fallback_ops) | set(recorded_ops(trace)[0])
+    fallback = find_fallback(trace, options.fallback_ops, frames)  # adds run.json's get_fallback_ops() itself
+    fallback_ids = [i for op in fallback if op.charged for i in op.event_ids]
     devices = attribute(trace, window=options.window, fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64),
                         top=options.top)
-    ctx = Context(trace, devices, fallback, frames, Options(options.window, tuple(sorted(named)), options.top))
+    ctx = Context(trace, devices, fallback, frames, Options(options.window, tuple(sorted(named)), options.top),
+                  {"event_checks": checks})
     for d in devices:
         for ds in registry.DEVICE_SECTIONS:
             value = ds.compute(ctx, d)
@@ -211,7 +213,8 @@ def _merge_fallback(ops: list[FallbackOp]) -> list[FallbackOp]:
         cur = merged.get((op.name, op.found_by))
         if cur is None:
             merged[(op.name, op.found_by)] = FallbackOp(op.name, op.calls, op.host_ns, op.device_idle_ns,
-                                                        op.found_by, op.source, list(op.event_ids))
+                                                        op.found_by, op.source, list(op.event_ids), op.evidence,
+                                                        list(op.named_by), op.also_executed_on_device)
         else:
             cur.calls += op.calls
             cur.host_ns += op.host_ns
@@ -219,12 +222,3 @@ def _merge_fallback(ops: list[FallbackOp]) -> list[FallbackOp]:
             cur.source = cur.source or op.source
             cur.event_ids += op.event_ids
     return list(merged.values())
-
-
-def _recorded_fallback_ops(trace: Trace) -> list[str]:
-    """Fallback ops a neurontrace capture recorded in run.json (metadata key ``run``)."""
-    out = []
-    for run in trace.meta_all("run"):
-        if isinstance(run, dict):
-            out += [str(op) for op in run.get("fallback_ops") or []]
-    return out

@@ -54,6 +54,10 @@ class Thresholds:
     def as_dict(self) -> dict[str, Any]:
         return {"relative": self.relative, "absolute_ns": self.absolute_ns}
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Thresholds:
+        return cls(relative=float(d["relative"]), absolute_ns=int(d["absolute_ns"]))
+
 
 def change(baseline: float | None, new: float | None) -> dict[str, Any]:
     """``{"baseline", "change", "delta", "pct"}`` for one figure; ``pct`` is relative to the baseline."""
@@ -122,6 +126,16 @@ class DeviceDelta:
             "detail_ns": {k: change(a, b) for k, (a, b) in sorted(self.detail_ns.items())},
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DeviceDelta:
+        """The inverse of :meth:`as_dict` (shares and time per step are computed again from the sums)."""
+        def pair(c: Mapping[str, Any]) -> tuple[int, int]:
+            return int(c["baseline"]), int(c["change"])
+
+        return cls(d["baseline"]["device"], d["baseline"]["rank"], d["change"]["device"], d["change"]["rank"],
+                   d["matched_by"], pair(d["window_ns"]), (int(d["steps"]["baseline"]), int(d["steps"]["change"])),
+                   {c: pair(v) for c, v in d["causes_ns"].items()}, {k: pair(v) for k, v in d["detail_ns"].items()})
+
 
 @dataclass
 class Diff:
@@ -138,6 +152,7 @@ class Diff:
     findings: dict[str, list[dict[str, Any]]]
     ops: pa.Table | None = None
     notes: list[str] = field(default_factory=list)
+    warnings: list[dict[str, Any]] = field(default_factory=list)  # each side's load warnings, with "side"
 
     @property
     def synthetic(self) -> bool:
@@ -180,6 +195,7 @@ class Diff:
             "change": self.change,
             "thresholds": self.thresholds.as_dict(),
             "notes": self.notes,
+            "warnings": self.warnings,
             "devices": [d.as_dict() for d in self.devices],
             "unmatched_devices": self.unmatched_devices,
             "regression": {
@@ -194,6 +210,25 @@ class Diff:
             "steps": self.steps,
             "findings": self.findings,
         }
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> Diff:
+        """The inverse of :meth:`as_dict`: ``Diff.from_dict(d.as_dict()).as_dict() == d.as_dict()``. The op
+        table holds the rows the document lists (all of them unless it was written with ``top_ops``)."""
+        ops = None
+        if doc.get("ops") is not None:
+            rows = [{"status": o["status"], "kind": o["kind"], "unit": o["unit"], "name": o["name"],
+                     "source": o["source"], "change_source": o["change_source"], "matched_by": o["matched_by"],
+                     "baseline_count": o["count"]["baseline"], "change_count": o["count"]["change"],
+                     "baseline_ns": o["total_ns"]["baseline"], "change_ns": o["total_ns"]["change"],
+                     "delta_ns": o["total_ns"]["delta"], "delta_pct": o["total_ns"]["pct"]} for o in doc["ops"]]
+            ops = pa.Table.from_pylist(rows, schema=COMPARED_SCHEMA)
+        return cls(baseline=dict(doc["baseline"]), change=dict(doc["change"]),
+                   thresholds=Thresholds.from_dict(doc["thresholds"]),
+                   devices=[DeviceDelta.from_dict(d) for d in doc["devices"]],
+                   unmatched_devices=dict(doc["unmatched_devices"]), fallback=dict(doc["fallback"]),
+                   phases=dict(doc["phases"]), steps=dict(doc["steps"]), findings=dict(doc["findings"]), ops=ops,
+                   notes=list(doc.get("notes") or []), warnings=list(doc.get("warnings") or []))
 
 
 def _op_dict(r: Mapping[str, Any]) -> dict[str, Any]:
@@ -290,6 +325,8 @@ def _compare_diagnoses(baseline: Mapping[str, Any], new: Mapping[str, Any], thre
         baseline=side_a, change=side_b, thresholds=thresholds, devices=devices,
         unmatched_devices=unmatched, fallback=_fallback(baseline, new), phases=_phases(baseline, new),
         steps=_step_stats(steps_a, steps_b), findings=_findings(baseline, new, device_map), notes=notes,
+        warnings=[{"side": side, **w} for side, d in (("baseline", baseline), ("change", new))
+                  for w in d.get("warnings") or []],
     )
 
 
@@ -383,8 +420,9 @@ def _device_delta(a: Mapping[str, Any], b: Mapping[str, Any], how: str, steps_a:
 
 
 def _fallback(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    fa = {op["name"]: op for op in a.get("fallback_ops") or []}
-    fb = {op["name"]: op for op in b.get("fallback_ops") or []}
+    # An op named as a fallback but not seen running (evidence named_not_seen) did not happen in that run.
+    fa = {op["name"]: op for op in a.get("fallback_ops") or [] if op.get("evidence") != "named_not_seen"}
+    fb = {op["name"]: op for op in b.get("fallback_ops") or [] if op.get("evidence") != "named_not_seen"}
     persisted = []
     for name in sorted(set(fa) & set(fb)):
         x, y = fa[name], fb[name]

@@ -1,20 +1,41 @@
 """Host fallback: ops that ran on the CPU while the accelerator waited.
 
-Found two ways (DESIGN.md, "Host fallback"), and each reported op says which:
+Found two ways (DESIGN.md, "Host fallback"), and each reported op says which (``found_by``):
 
-- ``explicit``: the user names the ops (``--fallback-ops``, a TorchNeuron log via ``--fallback-log``
-  whose lines read ``Operator '<op>' executed via CPU fallback`` or ``... fell back to CPU``, or the
-  ``fallback_ops`` list a neurontrace capture wrote to run.json);
+- ``explicit``: the ops are named. The primary source is the capture's ``run.json``: ``neurontrace
+  record`` stores ``torch_neuronx.get_fallback_ops()`` (``fallback_ops``) and ``get_executed_ops()``
+  (``neuron.executed_ops``). In the released TorchNeuron source that is the only record: the
+  fallback log lines are compiled but never printed (``NeuronLogger::log`` returns early for
+  ``OPERATOR_FALLBACK``) and no profiler marker is recorded; the sets have no counts and no timing
+  (formats/neuron.md §9.3 and its addendum). ``--fallback-ops`` and ``--fallback-log`` (for builds
+  whose log prints ``Operator '<op>' executed via CPU fallback`` / ``... fell back to CPU``) add names;
 - ``signature`` (a documented heuristic): a device→host copy, then framework ops on the host that
   launch no device work while the device sits idle, then a host→device copy. The ops between the
   two copies are the suspects. Ops that merely move or view data (``aten::to``, ``aten::copy_``,
   ``aten::item``, views, allocations) are never suspects.
+
+Named ops are joined to the CPU-side framework ops of the trace (name, or name without ``aten::``),
+which gives them calls, time and a source line. Each op carries an ``evidence`` state (the words of
+Tilebench's ``neuron_diag/schema.py`` vocabulary, adapted):
+
+=====================  =================================================================================
+``confirmed``          named as a fallback and seen running on the CPU in the framework trace
+``host_scalar_read``   ``aten::item`` / ``aten::_local_scalar_dense``: a ``.item()``-like read of a device
+                       value, a host round trip rather than CPU compute; reported, but its time is the
+                       host waiting, not host fallback
+``signature_only``     not named by anything; found by the copy/idle signature alone
+``named_not_seen``     named as a fallback but absent from the framework trace (not profiled, or recorded
+                       under another name); no time to charge
+=====================  =================================================================================
+
+``also_executed_on_device`` is True when ``get_executed_ops()`` names the op too (it ran on Neuron
+at other times: a fallback after an execution error, or for some inputs only).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +50,7 @@ from neurontrace.trace import Trace
 
 NOT_SUSPECT = names.NOT_FALLBACK_SUSPECT  # data-movement and view ops are never suspects (names.py)
 MAX_DEVICE_BUSY_FRACTION = 0.1  # a suspect op may overlap device work for at most this share of its time
+EVIDENCE = ("confirmed", "host_scalar_read", "signature_only", "named_not_seen")
 
 
 @dataclass
@@ -40,10 +62,25 @@ class FallbackOp:
     found_by: str
     source: str | None
     event_ids: list[int]
+    evidence: str = ""  # one of EVIDENCE; set by find_fallback
+    named_by: list[str] = field(default_factory=list)  # run.json get_fallback_ops(), --fallback-ops, ...
+    also_executed_on_device: bool | None = None  # in get_executed_ops() too (None: not recorded)
+
+    @property
+    def charged(self) -> bool:
+        """Whether its time counts as ``host_fallback`` (a scalar read is the host waiting instead)."""
+        return self.evidence != "host_scalar_read"
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "calls": self.calls, "host_ns": self.host_ns,
-                "device_idle_ns": self.device_idle_ns, "found_by": self.found_by, "source": self.source}
+                "device_idle_ns": self.device_idle_ns, "found_by": self.found_by, "source": self.source,
+                "evidence": self.evidence, "named_by": self.named_by,
+                "also_executed_on_device": self.also_executed_on_device}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FallbackOp:
+        return cls(d["name"], d["calls"], d["host_ns"], d["device_idle_ns"], d["found_by"], d.get("source"), [],
+                   d.get("evidence", ""), list(d.get("named_by") or []), d.get("also_executed_on_device"))
 
 
 def ops_from_log(path: str | Path) -> list[str]:
@@ -52,23 +89,62 @@ def ops_from_log(path: str | Path) -> list[str]:
     return sorted({m.group("op") for m in names.FALLBACK_LOG.finditer(text)})
 
 
+def recorded_ops(trace: Trace) -> tuple[list[str], list[str] | None]:
+    """(fallback ops, executed ops) a capture's run.json recorded (metadata ``run``; executed: None if absent)."""
+    fallen: list[str] = []
+    executed: list[str] | None = None
+    for run in trace.meta_all("run"):
+        if not isinstance(run, dict):
+            continue
+        fallen += [str(op) for op in run.get("fallback_ops") or []]
+        ran = (run.get("neuron") or {}).get("executed_ops") if isinstance(run.get("neuron"), dict) else None
+        if isinstance(ran, list):
+            executed = [*(executed or []), *map(str, ran)]
+    return fallen, executed
+
+
+def _short(name: str) -> str:
+    return name.split("::", 1)[-1]
+
+
 def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, str] | None = None) -> list[FallbackOp]:
-    """Explicitly named fallback ops, then signature suspects not already named."""
+    """Named fallback ops (run.json's get_fallback_ops() first, then ``explicit``), then signature suspects
+    not already named; each with its evidence state (module docstring)."""
     ops = select(trace.system_events, "category", "framework_op")
     busy_s, busy_e = _device_busy(trace)
     frames = frames or {}
-    wanted = {n for n in explicit if n}
+    recorded, executed = recorded_ops(trace)
+    named_by: dict[str, list[str]] = {}
+    for n in recorded:
+        named_by.setdefault(n, []).append("run.json get_fallback_ops()")
+    for n in explicit:
+        if n and "run.json get_fallback_ops()" not in named_by.get(n, []):
+            named_by.setdefault(n, []).append("given (--fallback-ops / --fallback-log)")
     out: list[FallbackOp] = []
-    if wanted:
+    if named_by:
         name = ops["name"].cast(pa.string())
         short = pc.replace_substring_regex(name, r"^.*::", "")  # "aten::nonzero" also matches "nonzero"
-        hit = pc.or_(pc.is_in(name, pa.array(sorted(wanted))), pc.is_in(short, pa.array(sorted(wanted))))
+        hit = pc.or_(pc.is_in(name, pa.array(sorted(named_by))), pc.is_in(short, pa.array(sorted(named_by))))
         hit = pc.fill_null(hit, False).to_numpy(zero_copy_only=False)
         out += _summarize(ops, np.flatnonzero(hit), "explicit", busy_s, busy_e, frames)
+        seen_short = {_short(op.name) for op in out}
+        for n in sorted(named_by):
+            if _short(n) not in seen_short:
+                out.append(FallbackOp(n, 0, 0, 0, "explicit", None, [], "named_not_seen"))
+        for op in out:
+            op.named_by = sorted({w for n, ws in named_by.items() if _short(n) == _short(op.name) for w in ws})
+            if not op.evidence:
+                op.evidence = "host_scalar_read" if names.HOST_SCALAR_READ.match(op.name) else "confirmed"
     seen = {i for op in out for i in op.event_ids}
     suspects = [i for i in _signature_rows(trace, ops, busy_s, busy_e)
                 if int(ops["event_id"][int(i)].as_py()) not in seen]
-    out += _summarize(ops, np.asarray(suspects, dtype=np.int64), "signature", busy_s, busy_e, frames)
+    for op in _summarize(ops, np.asarray(suspects, dtype=np.int64), "signature", busy_s, busy_e, frames):
+        op.evidence = "signature_only"
+        out.append(op)
+    if executed is not None:
+        ran = {_short(n) for n in executed}
+        for op in out:
+            op.also_executed_on_device = _short(op.name) in ran
     return sorted(out, key=lambda o: -o.device_idle_ns)
 
 

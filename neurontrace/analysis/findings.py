@@ -12,16 +12,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
+from neurontrace import units
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import matches, select
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, FindingFamily
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.analysis.phases import Phases
-from neurontrace.trace import Trace
 
 __all__ = ["SEVERITIES", "Finding", "worst"]
 
@@ -119,7 +115,7 @@ def fallback_findings(ops: Iterable[FallbackOp]) -> list[Finding]:
             out.append(Finding(
                 "fallback_suspect", "info", f"{op.name} may be running on the CPU",
                 f"{op.calls} call(s) between a device→host and a host→device copy while the device idled "
-                f"{op.device_idle_ns / 1e6:.3f} ms",
+                f"{units.duration(op.device_idle_ns)}",
                 "Check whether this op is supported on the device; pass --fallback-ops or --fallback-log "
                 "to confirm.", None))
     return out
@@ -131,14 +127,14 @@ def phase_findings(p: Phases) -> list[Finding]:
     if (p.compile_ns + p.load_ns) / span > COMPILE_DOMINATES:
         out.append(Finding(
             "compile_dominates", "warning", "Compilation and loading dominate the profiled time",
-            f"compile {p.compile_ns / 1e6:.1f} ms + load {p.load_ns / 1e6:.1f} ms of {span / 1e6:.1f} ms",
+            f"compile {units.duration(p.compile_ns)} + load {units.duration(p.load_ns)} of {units.duration(span)}",
             "Profile steady-state steps (a schedule with warmup), cache compiled graphs (Neuron persistent "
             "cache, torch.compile cache), and avoid shape changes that trigger recompiles.", None))
     first, steady = p.first_step_ns, p.steady_median_ns
     if first and steady and first > FIRST_STEP_SLOW * steady:
         out.append(Finding(
             "slow_first_step", "info", "The first step is much slower than the steady state",
-            f"first step {first / 1e6:.2f} ms vs median {steady / 1e6:.2f} ms of the following steps",
+            f"first step {units.duration(first)} vs median {units.duration(steady)} of the following steps",
             "Expected with compilation or warm-up; exclude it from throughput numbers.", None))
     return out
 
@@ -173,7 +169,7 @@ def collective_outliers(groups: dict[str, list[int]]) -> list[Finding]:
             out.append(Finding(
                 "collective_outliers", "info", f"Some {key} collectives are much slower than their peers",
                 f"{len(slow)} of {len(durs)} took more than {COLLECTIVE_OUTLIER}x the median "
-                f"({med / 1e3:.1f} µs); slowest {max(slow) / 1e3:.1f} µs",
+                f"({units.duration(med)}); slowest {units.duration(max(slow))}",
                 "Look for stragglers: rank skew, a slow link, or a rank arriving late (see cross-rank skew).",
                 None))
     return out
@@ -190,15 +186,7 @@ def collective_groups(cross_rank: Any) -> dict[str, list[int]]:
 
 # The finding families of this module (registered in analysis/registry.py).
 def _devices(ctx: Context) -> list[Finding]:
-    graphs = replays_graphs(ctx.trace)
-    return [f for d in ctx.devices for f in device_findings(d, d.rank in graphs or None in graphs)]
-
-
-def replays_graphs(trace: Trace) -> set[int | None]:
-    """The ranks whose host launches CUDA/HIP graphs (names.GRAPH_LAUNCH)."""
-    runtime = select(trace.system_events, "category", "runtime", "driver")
-    hit = runtime.filter(pa.array(matches(runtime["name"], names.GRAPH_LAUNCH)))
-    return set(pc.unique(hit["rank"]).to_pylist())
+    return [f for d in ctx.devices for f in device_findings(d, bool(d.sections.get("graph_launches")))]
 
 
 DEVICE = FindingFamily("device causes", _devices)

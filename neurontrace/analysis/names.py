@@ -182,6 +182,8 @@ NEURON_DMA_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 # -- host fallback (analysis/fallback.py) --------------------------------------------------------------------
 FALLBACK_LOG = re.compile(r"Operator\s+'(?P<op>[^']+)'\s+(?:executed via CPU fallback|fell back to CPU)")
+# .item()-like reads of a device value: a host round trip, not CPU compute (fallback evidence host_scalar_read).
+HOST_SCALAR_READ = re.compile(r"^(aten::)?(item|_local_scalar_dense)$")
 # Host ops that accompany any device<->host round trip without being computation themselves.
 NOT_FALLBACK_SUSPECT = re.compile(
     r"^aten::(to|_to_copy|copy_|item|_local_scalar_dense|empty.*|detach.*|view.*|as_strided|resolve_.*|lift.*"

@@ -202,7 +202,7 @@ def _throttle(c: CoreSummary) -> dict[str, Any] | None:
             hot[core] = (ns, frac)
     if not hot:
         return None
-    parts = [f"physical {core}: " + ", ".join(x for x in (f"{ns:g} ns" if ns else "",
+    parts = [f"physical {core}: " + ", ".join(x for x in (units.duration(ns) if ns else "",
                                                           f"{_pct(fr)} of the time" if fr else "") if x)
              for core, (ns, fr) in hot.items()]
     return _finding("throttling", "warning", "The device was throttled",

@@ -353,15 +353,27 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray
     known = (owner >= 0) & ~np.isnan(costs.flops[o])
     flops = np.where(known, costs.flops[o] * share, 0.0)
     nbytes = np.where(known, costs.bytes[o] * share, 0.0)
+    dtype_code = np.where(known, costs.dtype[o], -1)
+    cls_code = np.where(known, costs.cls[o], -1)
     label = np.where(owner >= 0, owner, launcher)
     host_name, host_names = _codes(host["name"])
     op_code = np.full(len(label), len(host_names), dtype=np.int64)  # UNLINKED
     op_code[label >= 0] = host_name[label[label >= 0]]
     op_names = [*host_names, UNLINKED]
     dev_code, dev_names = _codes(dev["device"])
-    kname, knames = _codes(dev["name"])
-    classes = sorted({names.kernel_class(k) for k in knames})
-    kclass = np.array([classes.index(names.kernel_class(k)) for k in knames], dtype=np.int64)[kname]
+    kclass, classes = _kernel_classes(dev)
+    # NeuronCore instructions count their own FLOPs: they are their own op (their HLO op's name).
+    nc = _neuron_counters(dev)
+    if nc is not None:
+        own, nc_flops, nc_bytes, nc_bf16, hlo, hlo_names = nc
+        own &= ~known
+        flops[own], nbytes[own] = nc_flops[own], nc_bytes[own]
+        dtype_code[own] = np.where(nc_bf16[own], DTYPE_NAMES.index("bf16"), -1)
+        known |= own
+        named = (owner < 0) & (hlo >= 0)
+        op_code[named] = len(op_names) + hlo[named]
+        op_names += [str(h) for h in hlo_names]
+        cls_code[own] = len(CLASS_NAMES) + kclass[own]  # the engine is the class
     n_ops, n_cls = len(op_names), len(classes)
     combined, g = np.unique((dev_code * n_ops + op_code) * n_cls + kclass, return_inverse=True)
     g = g.reshape(-1)
@@ -376,20 +388,72 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray
     sums = {name: np.bincount(g, weights=w, minlength=ng) for name, w in
             (("ns", dur), ("flops", flops), ("bytes", nbytes), ("known", known.astype(np.float64)))}
     kernels = np.bincount(g, minlength=ng)
-    dtype = _mode(g, np.where(known, costs.dtype[o], -1), ng)
-    cls = _mode(g, np.where(known, costs.cls[o], -1), ng)
+    dtype = _mode(g, dtype_code, ng)
+    cls = _mode(g, cls_code, ng)
+    class_names = [*CLASS_NAMES, *classes]
     peaks = {d: device_peak(trace, d) for d in sorted({dev_names[i] for i in groups[0].tolist()})}
     rows = []
     for i in range(ng):  # one row per group (a few hundred), not per kernel
         has = sums["known"][i] > 0
         device = dev_names[int(groups[0][i])]
         rows.append(OpRow(device, op_names[int(groups[1][i])],
-                          CLASS_NAMES[cls[i]] if cls[i] >= 0 else "unknown", classes[int(groups[2][i])],
+                          class_names[cls[i]] if cls[i] >= 0 else "unknown", classes[int(groups[2][i])],
                           int(kernels[i]), int(ops[i]), int(sums["ns"][i]),
                           round(sums["flops"][i]) if has else None, round(sums["bytes"][i]) if has else None,
                           DTYPE_NAMES[dtype[i]] if dtype[i] >= 0 else None, peaks[device]))
     rows.sort(key=lambda r: (r.device, -r.device_ns, r.op, r.kernel_class))
     return OpsReport(rows, peaks, skipped)
+
+
+def _kernel_classes(dev: pa.Table) -> tuple[np.ndarray, list[str]]:
+    """Per kernel its class: the NeuronCore engine for engine tracks (as attribution names them), else
+    the class its name matches (names.KERNEL_CLASSES). Decided once per distinct (name, track)."""
+    kname, knames = _codes(dev["name"])
+    track, tracks = _codes(dev["track"])
+    combo, inverse = np.unique(kname * (len(tracks) + 1) + track + 1, return_inverse=True)
+    labels = []
+    for c in combo.tolist():
+        k, t = divmod(c, len(tracks) + 1)
+        tr = tracks[t - 1] if t > 0 else ""
+        labels.append(tr.split()[0].lower() if tr.lower().startswith(names.NEURON_ENGINES)
+                      else names.kernel_class(knames[k]))
+    classes = sorted(set(labels))
+    per_combo = np.array([classes.index(lb) for lb in labels], dtype=np.int64)
+    return per_combo[inverse.reshape(-1)], classes
+
+
+def _arg_number(args: pa.ChunkedArray | pa.Array, key: str) -> np.ndarray:
+    """A numeric field of the args JSON per row (NaN where absent), without decoding the JSON."""
+    found = pc.extract_regex(pc.fill_null(args, ""), rf'"{key}":\s*(?P<v>-?\d+(?:\.\d+)?)')
+    return np.asarray(pc.cast(pc.struct_field(found, "v"), pa.float64()).to_numpy(zero_copy_only=False),
+                      dtype=np.float64)
+
+
+def _neuron_counters(dev: pa.Table) -> tuple[np.ndarray, ...] | None:
+    """For NeuronCore instructions: (has a FLOP counter, FLOPs, HBM bytes, FLOPs are BF16-equivalent, HLO op
+    code, HLO op names). Neuron Explorer records per instruction ``raw_flops`` (a MAC is 2) and
+    ``adjusted_flops`` (BF16-equivalent: to compare with the BF16 peak), and ``hbm_read_bytes`` /
+    ``hbm_write_bytes`` (formats/neuron.md, the instruction table). None without Neuron devices."""
+    dev_code, dev_names = _codes(dev["device"])
+    neuron = np.array([d.startswith("neuron") for d in dev_names], dtype=bool)
+    rows = np.flatnonzero(neuron[np.maximum(dev_code, 0)] & (dev_code >= 0)) if len(dev_names) else np.zeros(0, int)
+    if not len(rows):
+        return None
+    n = dev.num_rows
+    args = dev["args"].take(pa.array(rows))
+    adjusted, raw = _arg_number(args, "adjusted_flops"), _arg_number(args, "raw_flops")
+    read, write = _arg_number(args, "hbm_read_bytes"), _arg_number(args, "hbm_write_bytes")
+    full = [np.full(n, np.nan) for _ in range(3)]
+    full[0][rows] = np.where(np.isnan(adjusted), raw, adjusted)
+    full[1][rows] = np.nan_to_num(read) + np.nan_to_num(write)
+    bf16 = np.zeros(n, dtype=bool)
+    bf16[rows] = ~np.isnan(adjusted)
+    hlo = pc.extract_regex(pc.fill_null(args, ""), r'"hlo_name":\s*"(?P<v>[^"]*)"')
+    hlo_code, hlo_names = _codes(pc.struct_field(hlo, "v"))
+    codes = np.full(n, -1, dtype=np.int64)
+    codes[rows] = hlo_code
+    has = ~np.isnan(full[0])
+    return has, full[0], full[1], bf16, codes, np.asarray(hlo_names, dtype=object)
 
 
 def _cpu_table(host: pa.Table, tops: np.ndarray, costs: _Costs, skipped: dict[str, int]) -> OpsReport:

@@ -10,8 +10,10 @@ from neurontrace.analysis import (
     cross_rank,
     engine_waits,
     findings,
+    graph_replay,
     launch,
     load_warnings,
+    malformed,
     neuron_summary,
     ops,
     overlap,
@@ -24,10 +26,12 @@ DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
     ops.SECTION,  # per-op FLOPs, bytes and % of the device's peak
     overlap.SECTION,  # how much communication and copying runs under compute
     launch.SECTION,  # launch-to-start delay and queue depth
+    graph_replay.SECTION,  # CUDA/HIP graph launches of the driving host
 )
 
 SECTIONS: tuple[Section, ...] = (
-    load_warnings.SECTION,  # what loading warned about (undecoded profiles, ...), first
+    malformed.SECTION,  # malformed events found before attribution, and the rule applied to each kind
+    load_warnings.SECTION,  # what loading warned about (undecoded profiles, skipped events, malformed), first
     phases.SECTION,  # compile/load vs execution, steps
     cross_rank.SECTION,  # collectives matched across ranks: arrival skew, waits, bandwidth; step skew
     neuron_summary.SECTION,  # Neuron: per-NeuronCore summary metrics, derived figures

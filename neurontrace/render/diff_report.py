@@ -10,6 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from neurontrace import units
 from neurontrace.analysis.diff import DeviceDelta, Diff
 from neurontrace.causes import CAUSES, COLORS
 
@@ -18,13 +19,8 @@ TOP_OPS = 15
 
 
 def fmt_ns(ns: float | None, sign: str = "") -> str:
-    """A duration in the largest unit that keeps it readable: 12.3 µs, 4.56 ms, 1.23 s."""
-    if ns is None:
-        return "-"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:{sign},.3g} {unit}" if abs(ns) < 100 * scale else f"{ns / scale:{sign},.0f} {unit}"
-    return f"{ns:{sign}.0f} ns"
+    """A duration in the largest unit that keeps it readable: 12.3 µs, 4.56 ms, 1.23 s (units.duration)."""
+    return units.duration(ns, sign)
 
 
 def _delta_ns(ns: float | None) -> Text:
@@ -102,6 +98,8 @@ def render(diff: Diff, console: Console, *, top: int = TOP_OPS, fail_on_regressi
                   f"±{th.absolute_ns / 1e3:g} µs of its time")
     for note in diff.notes:
         console.print(f"[yellow]note[/]: {escape(note)}")
+    for w in diff.warnings:  # what loading either side warned about: truncation, skipped or malformed events
+        console.print(f"[yellow]warning[/] ({w['side']}): {escape(str(w['message']))}")
     for d in diff.devices:
         console.print(_device_panel(d))
     console.print(_ops_table(diff, top))

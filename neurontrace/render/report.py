@@ -8,6 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from neurontrace import units
 from neurontrace.analysis import registry
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.diagnose import Diagnosis
@@ -18,7 +19,7 @@ BAR_WIDTH = 60
 
 
 def _ms(ns: int | None) -> str:
-    return "-" if ns is None else f"{ns / 1e6:,.3f} ms"
+    return units.duration(ns)  # scaled per value: µs-long Neuron executions never read "0.000 ms"
 
 
 def cause_bar(d: DeviceAttribution, width: int = BAR_WIDTH) -> Text:
@@ -47,7 +48,7 @@ def _device_panel(d: DeviceAttribution) -> Panel:
     stalls = Text("top stalls\n", style="bold")
     for s in d.top_stalls[:5]:
         stalls.append(f"  {_ms(s.dur_ns):>12}  {s.cause}.{s.detail}", style=COLORS[s.cause])
-        stalls.append(f" at +{(s.start_ns - d.window[0]) / 1e6:,.3f} ms: {s.evidence[0] if s.evidence else '-'}")
+        stalls.append(f" at +{_ms(s.start_ns - d.window[0])}: {s.evidence[0] if s.evidence else '-'}")
         stalls.append(f"\n{'':16}source: {s.source or '-'}\n")
     head = Text(f"window {_ms(d.window_ns)} ({d.window_source})")
     if d.device_lag_ns is not None and d.device_lag_ns[1] > 0:  # the device lagged the host (docs/diagnose.md)
@@ -70,10 +71,12 @@ def render(diag: Diagnosis, console: Console) -> None:
         console.print(_device_panel(d))
     if diag.fallback_ops:
         t = Table(title="host fallback", title_justify="left", header_style="bold")
-        for col in ("op", "calls", "host", "device idle", "found by", "source"):
+        for col in ("op", "calls", "host", "device idle", "found by", "evidence", "source"):
             t.add_column(col)
         for op in diag.fallback_ops[:10]:
-            t.add_row(op.name, str(op.calls), _ms(op.host_ns), _ms(op.device_idle_ns), op.found_by, op.source or "-")
+            t.add_row(op.name, str(op.calls), _ms(op.host_ns), _ms(op.device_idle_ns), op.found_by,
+                      op.evidence + (" (also ran on the device)" if op.also_executed_on_device else ""),
+                      op.source or "-")
         console.print(t)
     for section in registry.SECTIONS:  # each registered section's own lines (analysis/contract.py)
         lines = section.text(diag.sections[section.key]) if section.key in diag.sections else []

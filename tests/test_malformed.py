@@ -1,0 +1,86 @@
+"""Malformed events (analysis/malformed.py): each kind is found, gets its one rule, and is counted in the
+diagnosis (``event_checks``) and in its warnings. Times in µs in, ns out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import neurontrace
+from neurontrace.analysis.diagnose import diagnose
+from neurontrace.analysis.malformed import MAX_EVENT_NS, sanitize
+from tests.conftest import corpus_root
+from tests.micro import load, x
+
+US = 1000
+
+
+def kernel(name: str, ts: float, dur: float, tid: int = 7, **args: object) -> dict:
+    return x("kernel", name, ts, dur, pid=0, tid=tid, device=0, **args)
+
+
+def test_each_kind_has_its_rule(tmp_path: Path) -> None:
+    trace = load(tmp_path, [
+        x("user_annotation", "ProfilerStep#1", 0, 100),
+        x("cuda_runtime", "cudaLaunchKernel", 1, 2, correlation=1),
+        kernel("k_ok", 10, 20, correlation=1),
+        kernel("k_overflows", 40, 20),  # ends at 60, the next one on stream 7 starts at 50
+        kernel("k_next", 50, 10),
+        kernel("k_zero", 70, 0),
+        kernel("k_days", 80, MAX_EVENT_NS / US * 2),  # a CUPTI end far in the future
+        kernel("k_other_stream", 45, 30, tid=8),  # another stream may overlap
+    ])
+    clean, checks = sanitize(trace)
+    assert checks.counts == {"days_long": 1, "zero_duration_device": 1, "overflows_next": 1}
+    kept = dict(zip(clean.device_events["name"].to_pylist(), clean.device_events["dur_ns"].to_pylist(),
+                    strict=True))
+    assert kept == {"k_ok": 20 * US, "k_overflows": 10 * US, "k_next": 10 * US, "k_other_stream": 30 * US}
+    assert trace.device_events.num_rows == 6  # the loaded trace is left as it was
+    diag = diagnose(trace).as_dict()
+    assert diag["event_checks"]["counts"] == checks.counts
+    assert diag["event_checks"]["rules"]["days_long"] == "dropped"
+    messages = [w["message"] for w in diag["warnings"]]
+    assert any("1 event(s) days long: dropped" in m for m in messages)
+    (dev,) = diag["devices"]
+    assert sum(dev["causes_ns"].values()) == dev["window"]["end_ns"] - dev["window"]["start_ns"]
+
+
+def test_a_clean_trace_is_not_copied(tmp_path: Path) -> None:
+    trace = load(tmp_path, [x("user_annotation", "ProfilerStep#1", 0, 100), kernel("k", 10, 20)])
+    clean, checks = sanitize(trace)
+    assert clean is trace and checks.counts == {}
+
+
+def test_longer_than_the_trace_is_clipped(tmp_path: Path) -> None:
+    trace = load(tmp_path, [
+        x("cpu_op", "aten::mm", 0, 10),
+        x("cpu_op", "aten::add", 50, 10),
+        x("user_annotation", "ProfilerStep#1", 20, 100_000, pid=2),  # another process, 100 ms in a 60 µs trace
+    ])
+    clean, checks = sanitize(trace)
+    assert checks.counts == {"longer_than_trace": 1}
+    durations = dict(zip(clean.system_events["name"].to_pylist(), clean.system_events["dur_ns"].to_pylist(),
+                         strict=True))
+    assert durations["ProfilerStep#1"] == 40 * US  # to the end of everything else (60 µs)
+
+
+def test_correlation_collisions_are_counted(tmp_path: Path) -> None:
+    _, checks = sanitize(load(tmp_path, [
+        x("cuda_runtime", "cudaLaunchKernel", 0, 2, pid=1, correlation=5),
+        x("cuda_runtime", "cudaLaunchKernel", 3, 2, pid=2, correlation=5),  # another process, same id
+        kernel("k", 10, 5, correlation=5),
+    ]))
+    assert checks.counts == {"correlation_collisions": 1}
+
+
+@pytest.mark.corpus
+def test_triton_example_step_of_another_process(corpus: Path) -> None:
+    # ProfilerStep#1 of pid 3100453 lasts 13.34 s in a 0.36 s trace: clipped to the trace end, and since that
+    # process drives no device, cuda:0's window is its own activity (1.52 ms), not the 1.76 µs kernel.
+    trace = neurontrace.load(corpus / "HolisticTraceAnalysis/tests/data/triton_example/triton_example.json.gz")
+    diag = diagnose(trace)
+    assert diag.sections["event_checks"].counts == {"longer_than_trace": 1}
+    (dev,) = diag.devices
+    assert dev.window_rule == "activity" and dev.window_ns == 1_520_795
+    assert corpus_root() is not None

@@ -1,0 +1,128 @@
+"""Results survive their JSON: ``from_dict(as_dict())`` gives back every field, for diagnoses and diffs.
+
+The inputs are chosen so that every field of every result dataclass holds something in at least one of
+them (checked below), so a field the serializer drops cannot hide behind an empty default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import neurontrace
+from neurontrace.analysis.diagnose import Diagnosis, diagnose
+from neurontrace.analysis.diff import Diff, diff
+from tests.conftest import SAMPLES
+from tests.diff_pairs import write_pair
+
+# Fields that are not part of the document, on purpose.
+NOT_SERIALIZED = {("FallbackOp", "event_ids"): "row ids of one loaded trace; meaningless once it is closed"}
+EMPTY: tuple[Any, ...] = (None, "", 0, (), [], {}, False)
+
+
+def _load(path: Path) -> neurontrace.Trace:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return neurontrace.load(path)
+
+
+def _same(a: Any, b: Any, where: str, filled: set[tuple[str, str]]) -> None:
+    """``b`` equals ``a`` field by field (recursively); records which fields held a value."""
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        assert type(a) is type(b), where
+        for f in dataclasses.fields(a):
+            key = (type(a).__name__, f.name)
+            va, vb = getattr(a, f.name), getattr(b, f.name)
+            if va not in EMPTY if not isinstance(va, pa.Table) else va.num_rows:
+                filled.add(key)
+            if key not in NOT_SERIALIZED:
+                _same(va, vb, f"{where}.{f.name}", filled)
+    elif isinstance(a, pa.Table):
+        assert isinstance(b, pa.Table) and _rounded(a) == _rounded(b), where
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), f"{where}: keys {sorted(set(a) ^ set(b))}"
+        for k in a:
+            _same(a[k], b[k], f"{where}[{k!r}]", filled)
+    elif isinstance(a, list | tuple):
+        assert isinstance(b, list | tuple) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}[{i}]", filled)
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def _rounded(t: pa.Table) -> list[dict[str, Any]]:
+    """Op rows as the document keeps them (percentages to three decimals)."""
+    rows = t.to_pylist()
+    for r in rows:
+        pct = r["delta_pct"]
+        r["delta_pct"] = None if pct is None or math.isnan(pct) else round(pct, 3)
+    return rows
+
+
+def _fields(*classes: type) -> set[tuple[str, str]]:
+    out: set[tuple[str, str]] = set()
+    for cls in classes:
+        out |= {(cls.__name__, f.name) for f in dataclasses.fields(cls)}
+    return out
+
+
+@pytest.fixture(scope="module")
+def diagnoses(tmp_path_factory: pytest.TempPathFactory) -> list[Diagnosis]:
+    a, b = write_pair(tmp_path_factory.mktemp("pair"))
+    # A TorchNeuron-style run record beside a copy of b: fallback names and executed ops from run.json.
+    recorded = tmp_path_factory.mktemp("recorded")
+    (recorded / b.name).write_bytes(b.read_bytes())
+    (recorded / "run.json").write_text(json.dumps({"schema": "neurontrace.run/1", "fallback_ops": ["aten::nonzero"],
+                                                   "neuron": {"executed_ops": ["aten::nonzero"]}}))
+    return [
+        diagnose(_load(recorded / b.name)),  # fallback evidence, named_by, also_executed_on_device
+        diagnose(_load(a)), diagnose(_load(b), fallback_ops=["aten::nonzero"]),
+        diagnose(_load(SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet")),  # engine waits, synthetic
+        diagnose(_load(SAMPLES / "gloo_8rank")),  # ranks: cross-rank sections
+        diagnose(_load(SAMPLES / "cpu_train_loop.pt.trace.json.gz")),
+    ]
+
+
+def test_a_diagnosis_comes_back_whole_from_its_json(diagnoses: list[Diagnosis]) -> None:
+    from neurontrace.analysis.attribution import DeviceAttribution, Stall
+    from neurontrace.analysis.contract import Finding
+    from neurontrace.analysis.fallback import FallbackOp
+
+    filled: set[tuple[str, str]] = set()
+    for diag in diagnoses:
+        doc = json.loads(json.dumps(diag.as_dict()))
+        again = Diagnosis.from_dict(doc)
+        _same(diag, again, "diagnosis", filled)
+        assert again.as_dict() == doc
+    assert any(d.devices and d.devices[0].engine_waits for d in diagnoses)  # the field this test began with
+    missing = _fields(Diagnosis, DeviceAttribution, Stall, FallbackOp, Finding) - filled - set(NOT_SERIALIZED)
+    assert not missing, f"no input exercises {sorted(missing)}: add one that does"
+
+
+def test_a_diff_comes_back_whole_from_its_json(tmp_path: Path) -> None:
+    from neurontrace.analysis.diff import DeviceDelta, Thresholds
+
+    a, b = write_pair(tmp_path)
+    ta, tb = _load(a), _load(b)
+    result = diff(ta, tb, baseline_diagnosis=diagnose(ta), change_diagnosis=diagnose(tb, fallback_ops=["aten::nonzero"]),
+                  thresholds=Thresholds(relative=0.05, absolute_ns=2000), baseline_label="a", change_label="b")
+    result.notes.append("a note")
+    neuron = _load(SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet")
+    across = diff(ta, neuron)  # devices that do not match by name, a synthetic side
+    ranks = _load(SAMPLES / "gloo_8rank")
+    filled: set[tuple[str, str]] = set()
+    for d in (result, across, diff(ranks, ranks)):  # the last: devices of ranks 0-7
+        doc = json.loads(json.dumps(d.as_dict()))
+        again = Diff.from_dict(doc)
+        _same(d, again, "diff", filled)
+        assert again.as_dict() == doc
+    missing = _fields(Diff, DeviceDelta, Thresholds) - filled
+    assert not missing, f"no input exercises {sorted(missing)}: add one that does"
