@@ -218,8 +218,9 @@ def default_expanded(model: ViewModel) -> list[str]:
     """Every group open unless that makes the page too tall; then devices open, processes closed."""
     ix = model.index
     rows = sum(1 + sum(min(ix.tracks[t].depth, DEFAULT_DEPTH) for t in g.tracks) for g in ix.groups)
+    counters = [figures.COUNTERS] if model.counters else []  # counter rows open (a handful at most)
     if rows <= MAX_EXPANDED_ROWS:
-        return [g.key for g in ix.groups] + [figures.COUNTERS]
+        return [g.key for g in ix.groups] + counters
     out = []
     budget = MAX_EXPANDED_ROWS
     for g in sorted(ix.groups, key=lambda g: g.side != "device"):
@@ -227,7 +228,7 @@ def default_expanded(model: ViewModel) -> list[str]:
         if size <= budget:
             out.append(g.key)
             budget -= size
-    return [*out, figures.COUNTERS]
+    return [*out, *counters]
 
 
 def legend(model: ViewModel) -> list[Any]:

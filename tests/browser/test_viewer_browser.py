@@ -2,7 +2,7 @@
 
 Each test loads a trace, waits for the page, acts like a user (click a stall, an event, a table row,
 a cause) and checks what the page then shows. A screenshot of the main view is saved under the
-test's ``tmp_path``; with ``NEURONTRACE_UPDATE_SCREENSHOT=1`` the one with an event selected also replaces
+test's ``tmp_path``; with ``NEURONTRACE_UPDATE_SCREENSHOT=1`` the real H100 trace's default view also replaces
 ``docs/viewer.png`` (the README's picture).
 """
 
@@ -150,7 +150,7 @@ def test_clicking_an_event_fills_the_details_and_shows_its_source_line(
     assert _text(browser, "#nt-src-hl .nt-ln") == str(frame.line)
     assert expected.strip() in _text(browser, "#nt-src-hl") and expected.lstrip().startswith("def train_step")
     wait_for(browser, TRACE_NAMES.replace("t.name)", "t.name).includes('python')"))
-    _screenshot(browser, tmp_path, "viewer-selected.png", docs=True)
+    _screenshot(browser, tmp_path, "viewer-selected.png")
 
 
 def test_a_path_traversal_source_location_is_refused(browser: Any, serve: Callable[..., Any],
