@@ -93,6 +93,11 @@ class MalformedTraceError(NeurontraceError):
     exit_code = EXIT_MALFORMED
 
 
+class InputTooLargeError(MalformedTraceError):
+    """The input exceeds a documented safety limit (a gzip that inflates beyond its allowed ratio);
+    the message names the setting that raises the limit."""
+
+
 class TruncatedTraceError(MalformedTraceError):
     """The input was cut off before any complete event (nothing could be salvaged)."""
 
