@@ -1,18 +1,43 @@
-"""Reading inputs: whole files, transparently gunzipped, with progress for big ones."""
+"""Reading inputs: whole files, transparently gunzipped, with progress for big ones.
+
+Three rules keep a hostile or changing file from taking the process down:
+
+- **No file-backed memory map.** A map of a file that another process truncates kills the reader
+  with SIGBUS on the next page it touches. A plain file is copied into an anonymous private map
+  instead (:class:`Snapshot`): one copy, whose scanned pages can still be handed back to the OS.
+- **Bounded inflation.** Gzip is inflated in a stream into one growing buffer (about one copy of
+  the output), and refused with :class:`~neurontrace.errors.InputTooLargeError` beyond
+  ``max(GZIP_FLOOR_BYTES, ratio * compressed size)``; the ratio is ``NEURONTRACE_GZIP_MAX_RATIO``
+  (default :data:`DEFAULT_GZIP_MAX_RATIO`; real traces inflate 10-30x).
+- **Damage is named, and what comes before it is kept.** A gzip stream that breaks off or turns
+  corrupt gives back every byte inflated before the damage, with ``complete=False`` and a note
+  saying which; bytes after a complete stream are ignored with a note; a UTF-8 byte-order mark is
+  dropped. Notes end up in the parse accounting's warnings.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from neurontrace.errors import EmptyInputError, InputNotFoundError, MalformedTraceError
+from neurontrace.errors import EmptyInputError, InputNotFoundError, InputTooLargeError, MalformedTraceError
 from neurontrace.progress import Progress, no_progress
 
 GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
 _CHUNK = 8 << 20
+_GZIP_PIECE = 64 << 10  # compressed bytes inflated per call: output before a corruption is kept
+_REPLAY_STEP = 64  # ... to within this many compressed bytes (a damaged piece is inflated again in steps)
+GZIP_RATIO_ENV = "NEURONTRACE_GZIP_MAX_RATIO"
+DEFAULT_GZIP_MAX_RATIO = 200  # inflated bytes per compressed byte; deflate's own ceiling is ~1032
+GZIP_FLOOR_BYTES = 256 << 20  # any gzip may inflate to this much, whatever its ratio
+
+Data = bytes | bytearray | mmap.mmap
 
 # Magic numbers of formats people hand us by mistake, so the error can say what the file is.
 _KNOWN_MAGIC = {
@@ -40,74 +65,194 @@ def existing(path: str | Path) -> Path:
     return p
 
 
+@dataclass
+class Content:
+    """A file's content (gunzipped, without a byte-order mark) and what was wrong with its container."""
+
+    data: Data
+    damage: str | None = None  # why the content ends early (cut off, or corrupt from some byte on)
+    notes: list[str] = field(default_factory=list)  # anything else odd, for the accounting's warnings
+
+    @property
+    def complete(self) -> bool:
+        return self.damage is None
+
+
 def read_head(path: Path, size: int = 1 << 16) -> bytes:
-    """The first ``size`` bytes of the file's content (decompressed when gzip'd)."""
+    """The first ``size`` bytes of the file's content (decompressed when gzip'd, no byte-order mark);
+    for a corrupt gzip, what inflates before the damage."""
     with path.open("rb") as f:
         raw = f.read(size)
     if raw.startswith(GZIP_MAGIC):
         d = zlib.decompressobj(wbits=31)
-        try:
-            return d.decompress(raw, size)
-        except zlib.error:
-            return b""
-    return raw
+        out = bytearray()
+        for i in range(0, len(raw), _REPLAY_STEP):  # small steps: the output before a corruption survives
+            try:
+                out += d.decompress(raw[i:i + _REPLAY_STEP], size + len(UTF8_BOM) - len(out))
+            except zlib.error:
+                break
+            if len(out) >= size or d.eof:
+                break
+        raw = bytes(out)
+    return raw[len(UTF8_BOM):] if raw.startswith(UTF8_BOM) else raw
 
 
-def read_all(path: Path, progress: Progress = no_progress) -> tuple[bytes, bool]:
+def is_corrupt_gzip(path: Path) -> str | None:
+    """Why a gzip file's first bytes do not inflate, or None (not gzip, or they do)."""
+    with path.open("rb") as f:
+        raw = f.read(1 << 16)
+    if not raw.startswith(GZIP_MAGIC):
+        return None
+    try:
+        zlib.decompressobj(wbits=31).decompress(raw, 1)
+    except zlib.error as exc:
+        return str(exc)
+    return None
+
+
+def read_all(path: Path, progress: Progress = no_progress) -> tuple[bytes | bytearray, bool]:
     """The whole content, gunzipped when needed; returns (content, complete).
 
     ``complete`` is False when a gzip stream ended early (a killed job): the bytes that could be
     decompressed are returned so the parser can salvage complete events.
     """
+    content = read_content(path, progress)
+    assert not isinstance(content.data, mmap.mmap)  # only snapshot=True gives a map
+    return content.data, content.complete
+
+
+def read_content(path: Path, progress: Progress = no_progress, *, snapshot: bool = False) -> Content:
+    """The whole content with notes. ``snapshot``: a plain file comes as a :class:`Snapshot`
+    (whose scanned pages can be released) rather than a bytearray."""
     size = path.stat().st_size
     if size == 0:
         raise EmptyInputError(f"{path}: the file is empty (0 bytes); was the profiler stopped before export?")
     with path.open("rb") as f:
-        head = f.read(2)
-        f.seek(0)
-        if head != GZIP_MAGIC:
-            data = f.read()
-            progress("read", size, size)
-            return data, True
-        return _gunzip(f, size, path, progress)
+        head = f.read(len(UTF8_BOM))
+        if head.startswith(GZIP_MAGIC):
+            f.seek(0)
+            content = _gunzip(f, size, path, progress)
+            if bytes(content.data[:len(UTF8_BOM)]) == UTF8_BOM:
+                del content.data[:len(UTF8_BOM)]  # type: ignore[union-attr]  # always a bytearray here
+            return content
+        start = len(UTF8_BOM) if head == UTF8_BOM else 0
+        f.seek(start)
+        return _copy(f, path, size, start, progress, snapshot and os.name == "posix")
 
 
-def map_all(path: Path, progress: Progress = no_progress) -> tuple[bytes | mmap.mmap, bool]:
-    """Like :func:`read_all`, but a plain file is memory-mapped (read-only) instead of copied.
+class Snapshot(mmap.mmap):
+    """A private copy of a file in anonymous memory: a file that changes or shrinks afterwards
+    cannot fault it. Pages the parser is done with go back to the OS (:meth:`release`); a parser
+    that needs them again after all calls :meth:`restore`, which reads them from the file again."""
 
-    The kernel's page cache is used in place: no second copy of a large trace in memory and no
-    time spent copying it. Gzip'd files are decompressed into bytes as by :func:`read_all`.
-    """
-    with path.open("rb") as f:
-        if f.read(2) == GZIP_MAGIC or os.name != "posix" or path.stat().st_size == 0:
-            return read_all(path, progress)
-        populate = getattr(mmap, "MAP_POPULATE", 0)  # Linux: fault the pages in up front, in bulk
-        try:
-            data = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
-        except (OSError, ValueError):  # a file system that cannot map files: read it instead
-            return read_all(path, progress)
-    progress("read", len(data), len(data))
-    return data, True
+    path: Path
+    offset: int  # file offset of byte 0 (a skipped byte-order mark)
+    released: int
+
+    def release(self, upto: int) -> None:
+        end = upto // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > self.released and hasattr(self, "madvise"):
+            with contextlib.suppress(OSError, ValueError):  # only a memory optimisation
+                self.madvise(mmap.MADV_DONTNEED, 0, end)  # anonymous memory: freed, reads as zeros
+                self.released = end
+
+    def restore(self) -> None:
+        if not self.released:
+            return
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            got = f.readinto(memoryview(self)[:self.released])
+        if got != self.released:
+            raise MalformedTraceError(f"{self.path}: the file shrank while it was read; read it again once "
+                                      "whatever writes it has finished")
+        self.released = 0
 
 
-def _gunzip(f: BinaryIO, size: int, path: Path, progress: Progress) -> tuple[bytes, bool]:
-    parts: list[bytes] = []
-    d = zlib.decompressobj(wbits=31)
+def _copy(f: BinaryIO, path: Path, size: int, start: int, progress: Progress, snapshot: bool) -> Content:
+    n = size - start
+    buf: bytearray | Snapshot
+    if snapshot and n:
+        snap = Snapshot(-1, n)
+        snap.path, snap.offset, snap.released = path, start, 0
+        buf = snap
+    else:
+        buf = bytearray(n)
+    view = memoryview(buf)
     done = 0
+    while done < n:
+        got = f.readinto(view[done:done + _CHUNK])  # type: ignore[attr-defined]
+        if not got:
+            break
+        done += got
+        progress("read", done, n)
+    view.release()
+    if done == n:
+        return Content(buf)
+    # The file shrank between stat() and read(): keep what was there, as for a cut-off file.
+    data = bytes(memoryview(buf)[:done])
+    note = f"{path}: the file shrank from {size} to {start + done} bytes while it was read (still being written?)"
+    return Content(data, note)
+
+
+def gzip_limit(compressed: int) -> int:
+    """The most bytes a gzip file of ``compressed`` bytes may inflate to (module docstring)."""
+    raw = os.environ.get(GZIP_RATIO_ENV, "")
     try:
-        while chunk := f.read(_CHUNK):
-            done += len(chunk)
-            parts.append(d.decompress(chunk))
-            progress("decompress", done, size)
-            while d.eof and d.unused_data:  # concatenated gzip members
-                rest = d.unused_data
-                d = zlib.decompressobj(wbits=31)
-                parts.append(d.decompress(rest))
-    except zlib.error as exc:
-        if not parts:
-            raise MalformedTraceError(f"{path}: corrupt gzip data ({exc})") from exc
-        return b"".join(parts), False
-    parts.append(d.flush())
-    return b"".join(parts), d.eof
+        ratio = float(raw) if raw else DEFAULT_GZIP_MAX_RATIO
+    except ValueError:
+        ratio = float("nan")
+    if not ratio > 0:
+        raise InputTooLargeError(f"{GZIP_RATIO_ENV}={raw!r}: expected a positive number (default "
+                                 f"{DEFAULT_GZIP_MAX_RATIO})")
+    return max(GZIP_FLOOR_BYTES, int(min(ratio * compressed, 2.0**62)))
 
 
+def _gunzip(f: BinaryIO, size: int, path: Path, progress: Progress) -> Content:
+    """Inflate every gzip member into one bytearray, a piece at a time, within gzip_limit()."""
+    out = bytearray()
+    limit = gzip_limit(size)
+    d = zlib.decompressobj(wbits=31)
+    pos = 0  # compressed bytes handed to zlib so far
+    while chunk := f.read(_CHUNK):
+        for i in range(0, len(chunk), _GZIP_PIECE):
+            piece = chunk[i:i + _GZIP_PIECE]
+            pos += len(piece)
+            while piece:
+                if d.eof:  # a member ended: another member follows, or bytes that are not gzip
+                    if not piece.startswith(GZIP_MAGIC[:len(piece)]):
+                        note = (f"{path}: ignored {len(piece) + size - pos} bytes after the end of the gzip data "
+                                "(they are not another gzip member)")
+                        return Content(out, notes=[note])
+                    d = zlib.decompressobj(wbits=31)
+                try:
+                    _inflate(d, piece, out, limit, path)
+                except zlib.error as exc:
+                    if not out:
+                        raise MalformedTraceError(f"{path}: corrupt gzip data ({exc}); nothing could be "
+                                                  "inflated. Copy or export the file again") from exc
+                    note = (f"{path}: the gzip data is corrupt after {len(out)} inflated bytes ({exc}); kept "
+                            "what inflated before the damage")
+                    return Content(out, note)
+                piece = d.unused_data if d.eof else b""
+        progress("decompress", pos, size)
+    if not d.eof:
+        return Content(out, f"{path}: the gzip data ends early (cut off after {size} compressed bytes)")
+    return Content(out)
+
+
+def _inflate(d: zlib._Decompress, piece: bytes, out: bytearray, limit: int, path: Path) -> None:
+    """One piece into ``out``, never more than ``limit`` bytes in all; on a zlib error, what the piece
+    inflated before it is kept (the piece is replayed in small steps from a copy of the state)."""
+    saved = d.copy()
+    try:
+        out += d.decompress(piece, limit + 1 - len(out))
+    except zlib.error:
+        d = saved
+        for j in range(0, len(piece), _REPLAY_STEP):
+            out += d.decompress(piece[j:j + _REPLAY_STEP], limit + 1 - len(out))  # raises at the damaged step
+        raise
+    if len(out) > limit or d.unconsumed_tail:
+        raise InputTooLargeError(
+            f"{path}: inflates to more than {limit} bytes ({limit // max(path.stat().st_size, 1)}x its "
+            f"compressed size): a gzip bomb, or a trace bigger than the limit. Set {GZIP_RATIO_ENV} (default "
+            f"{DEFAULT_GZIP_MAX_RATIO}) to allow a higher inflation ratio")

@@ -71,6 +71,10 @@ class UsageError(NeurontraceError):
     exit_code = EXIT_USAGE
 
 
+class WindowError(UsageError):
+    """``--window`` does not fit the trace (it lies outside it, or is malformed)."""
+
+
 class InputNotFoundError(NeurontraceError, FileNotFoundError):
     """The path given does not exist."""
 
@@ -91,6 +95,11 @@ class MalformedTraceError(NeurontraceError):
     """The input looks like a known format but its content is broken beyond salvage."""
 
     exit_code = EXIT_MALFORMED
+
+
+class InputTooLargeError(MalformedTraceError):
+    """The input exceeds a documented safety limit (a gzip that inflates beyond its allowed ratio);
+    the message names the setting that raises the limit."""
 
 
 class TruncatedTraceError(MalformedTraceError):

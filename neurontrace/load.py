@@ -18,8 +18,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from neurontrace._io import describe_magic, existing, read_head
-from neurontrace.errors import EmptyInputError, UnknownFormatError, UsageError
+from neurontrace._io import describe_magic, existing, is_corrupt_gzip, read_head
+from neurontrace.errors import (
+    EmptyInputError,
+    MalformedTraceError,
+    NeurontraceError,
+    UnknownFormatError,
+    UsageError,
+)
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace
 
@@ -108,13 +114,17 @@ def detect(path: str | Path) -> Format:
     return fmt
 
 
-def _unknown(probe: Probe) -> UnknownFormatError:
+def _unknown(probe: Probe) -> NeurontraceError:
     expected = "; ".join(f"{f.name} ({f.description})" for f in FORMATS.values())
     if probe.is_dir:
         found = "a directory with no trace files neurontrace can read"
     elif probe.path.stat().st_size == 0:
         return EmptyInputError(f"{probe.path}: the file is empty (0 bytes); expected one of: {expected}")
     else:
+        broken = is_corrupt_gzip(probe.path)
+        if broken is not None:
+            return MalformedTraceError(f"{probe.path}: corrupt gzip data ({broken}); nothing inflates. Copy or "
+                                       "export the file again")
         found = describe_magic(probe.head) or _describe_text(probe.head)
     return UnknownFormatError(f"{probe.path}: found {found}; expected one of: {expected}")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -225,21 +227,24 @@ class Trace:
         """Write every table as ``<table>.parquet`` in ``directory`` (lossless, see from_parquet).
 
         Refuses to write into an existing non-empty directory unless ``force``. The tables are
-        written to a sibling temporary directory first, so a failure never leaves half a trace.
+        written to a temporary directory beside it (a unique one per writer) and renamed into place,
+        so a failure never leaves half a trace and two writers never mix their files: the last to
+        finish wins (or, without ``force``, the later one is refused).
         """
         out = Path(directory)
         if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
             raise OutputExistsError(f"{out} already exists and is not empty; pass --force to replace it")
-        tmp = out.with_name(out.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        for name, table in self.tables.items():
-            pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
-        marker = {"layout_version": PARQUET_LAYOUT_VERSION, "tables": list(schema.TABLES)}
-        (tmp / PARQUET_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-        if out.exists():
-            shutil.rmtree(out) if out.is_dir() else out.unlink()
-        tmp.rename(out)
+        out.resolve().parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.resolve().parent / f".{out.resolve().name}.partial-{uuid.uuid4().hex[:12]}"
+        tmp.mkdir()  # unique per writer; made by mkdir, so it gets the usual permissions
+        try:
+            for name, table in self.tables.items():
+                pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
+            marker = {"layout_version": PARQUET_LAYOUT_VERSION, "tables": list(schema.TABLES)}
+            (tmp / PARQUET_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+            _replace(tmp, out, force)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # gone already unless something failed
         return out
 
     @classmethod
@@ -251,8 +256,9 @@ class Trace:
             raise InputNotFoundError(f"{d} is not a neurontrace Parquet directory (no {PARQUET_MARKER})")
         try:
             layout = json.loads(marker.read_text())["layout_version"]
-        except (ValueError, KeyError) as exc:
-            raise MalformedTraceError(f"{marker}: unreadable marker file ({exc})") from exc
+        except (ValueError, KeyError, TypeError, IndexError) as exc:  # TypeError: not an object
+            raise MalformedTraceError(f"{marker}: unreadable marker file ({exc!r}); expected an object with a "
+                                      "layout_version. Convert the original trace again") from exc
         if layout != PARQUET_LAYOUT_VERSION:
             raise MalformedTraceError(
                 f"{d}: layout version {layout}, this neurontrace reads {PARQUET_LAYOUT_VERSION}; "
@@ -264,9 +270,12 @@ class Trace:
             if not path.is_file():
                 raise MalformedTraceError(f"{d}: {path.name} is missing; convert the original trace again")
             try:
-                tables[name] = pq.read_table(path)
+                tables[name] = conform(pq.read_table(path), schema.TABLES[name])
             except (pa.ArrowException, OSError) as exc:
                 raise MalformedTraceError(f"{path}: not readable Parquet ({exc})") from exc
+            except ValueError as exc:  # a column missing, added or of another type
+                raise MalformedTraceError(f"{path}: not the layout this neurontrace writes ({exc}); convert the "
+                                          "original trace again") from exc
         return cls(**tables)
 
     # -- combining ------------------------------------------------------------------------------
@@ -289,6 +298,28 @@ class Trace:
             event_offset += _next_id(t.system_events, t.device_events, column="event_id")
             frame_offset += _next_id(t.frames, column="frame_id")
         return cls(**{n: pa.concat_tables(ts, promote_options="permissive") for n, ts in events.items()})
+
+
+def _replace(tmp: Path, out: Path, force: bool) -> None:
+    """Rename ``tmp`` to ``out``; an ``out`` that exists by then is replaced when ``force``."""
+    for _ in range(8):  # another writer may land between our attempts
+        try:
+            tmp.rename(out)  # atomic; succeeds over a missing or empty directory
+            return
+        except OSError:
+            if not out.exists():
+                raise
+            if not force and (not out.is_dir() or any(out.iterdir())):
+                raise OutputExistsError(f"{out} was written by someone else meanwhile; pass --force to "
+                                        "replace it") from None
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        try:
+            out.rename(old / "trace")  # move the existing output aside, then try again
+        except FileNotFoundError:
+            pass  # another writer moved it first
+        finally:
+            shutil.rmtree(old, ignore_errors=True)
+    raise OutputExistsError(f"{out}: other writers kept replacing it; try again")
 
 
 def _plain(t: pa.Table) -> pa.Table:

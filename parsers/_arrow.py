@@ -55,3 +55,22 @@ def map_unique(values: pa.Array | pa.ChunkedArray, fn: Callable[[Any], Any], typ
     """Apply ``fn`` to each distinct value (few) and spread the results over all rows."""
     idx, distinct = dictionary(values)
     return pc.take(pa.array([fn(v) for v in distinct.to_pylist()], typ), pa.array(idx))
+
+
+def valid_utf8(col: pa.Array | pa.ChunkedArray) -> tuple[pa.Array | pa.ChunkedArray, int]:
+    """A string column with every cell that is not valid UTF-8 decoded with U+FFFD replacements, and
+    how many cells were; valid columns (the rule) are checked in C and returned as they are."""
+    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
+    out, bad = [], 0
+    for chunk in chunks:
+        try:
+            chunk.validate(full=True)
+            out.append(chunk)
+        except pa.ArrowInvalid:
+            cells: list[bytes | None] = chunk.cast(pa.binary()).to_pylist()
+            fixed = [None if c is None else c.decode("utf-8", "replace") for c in cells]
+            bad += sum(c is not None and c.decode("utf-8", "replace").encode() != c for c in cells)
+            out.append(pa.array(fixed, chunk.type))
+    if not bad:
+        return col, 0
+    return (pa.chunked_array(out, col.type) if isinstance(col, pa.ChunkedArray) else out[0]), bad

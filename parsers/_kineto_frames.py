@@ -23,6 +23,7 @@ from ._arrow import dictionary, pair_codes
 from ._stacks import innermost_enclosing, is_user_file, python_frames, rows_of
 
 _OP_CATEGORIES = pa.array(["cpu_op", "Operator"])
+UNNAMED_FRAME = "<unnamed python_function>"
 
 
 def link_frames(system: pa.Table, device: pa.Table, acct: ParseAccounting) -> tuple[pa.Table | None, pa.Table,
@@ -46,6 +47,11 @@ def _python(system: pa.Table, acct: ParseAccounting) -> tuple[pa.Table | None, n
     if not len(py_rows):
         return None, frame_of_row
     py = system.select(["name", "python_id", "python_parent_id"]).filter(py_mask)  # filter: no index array
+    unnamed = py["name"].null_count
+    if unnamed:  # a frame without a name is still a frame (its callees keep their caller chain)
+        acct.warnings.append(f"{unnamed} python_function events have no name; kept as frames named "
+                             f"{UNNAMED_FRAME!r}")
+        py = py.set_column(0, "name", pc.fill_null(py["name"], UNNAMED_FRAME))
     py_id = pc.fill_null(py["python_id"], -1).to_numpy()
     parent = pc.fill_null(py["python_parent_id"], -1).to_numpy()
     try:

@@ -24,12 +24,10 @@ Python objects of only one chunk are alive at a time.
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import mmap
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -39,17 +37,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neurontrace._io import UTF8_BOM, Data, Snapshot
 from neurontrace.errors import MalformedTraceError, TruncatedTraceError
 from neurontrace.progress import Progress, no_progress
 
 from . import _kineto_native
 
 CHUNK_BYTES = 16 << 20
-Document = bytes | mmap.mmap  # the whole file, read or memory-mapped
+BATCH_EVENTS = 1 << 15  # events decoded into Python objects at a time (see _decode_chunk) ...
+BATCH_BYTES = 4 << 20  # ... or this much of their text
+Document = Data  # the whole content: bytes, a bytearray or a file snapshot
 EXACT_FLOAT_US = 2.0**43  # below this, float µs with 3 decimals round-trip to exact ns
 _NULL = msgspec.Raw(b"null")
 _NO_ARGS = msgspec.Raw(b"{}")
 _INT64_MAX = 2**63 - 1
+# Deeper JSON fails with a named error: msgspec's (and the scanner's) recursion is bounded by the
+# interpreter's limit (sys.getrecursionlimit(), 1000 by default), so the limit is that, less headroom.
+MAX_NESTING = 990
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -134,6 +138,8 @@ class Decoded:
     truncated_at: int | None = None  # byte offset of the cut, when the input was truncated
     partial_events: int = 0  # events cut in half at the truncation point (0 or 1)
     decoder: str = "python"  # "native" (the compiled scanner) or "python (why not native)"
+    notes: list[str] = field(default_factory=list)  # warnings for the accounting (the reading layer's)
+    damage: str | None = None  # why the input ends early, when the reading layer knows
 
 
 def decode(data: Document, *, complete: bool, device_categories: list[str] | None = None,
@@ -144,7 +150,15 @@ def decode(data: Document, *, complete: bool, device_categories: list[str] | Non
     enabled = gc.isenabled()
     gc.disable()
     try:
+        if bytes(data[:len(UTF8_BOM)]) == UTF8_BOM:  # a byte-order mark (read_content drops it already)
+            data = memoryview(data)[len(UTF8_BOM):]  # type: ignore[assignment]
         return _decode(data, complete=complete, device_categories=device_categories or [], progress=progress)
+    except RecursionError:
+        raise MalformedTraceError(
+            f"the JSON nests deeper than {MAX_NESTING} levels; no trace nests that deep: the file is damaged "
+            "or was not written by a profiler") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # only input makes msgspec fail
+        raise MalformedTraceError(f"not a valid Chrome trace: {exc}") from exc
     finally:
         if enabled:
             gc.enable()
@@ -157,8 +171,13 @@ def _decode(data: Document, *, complete: bool, device_categories: list[str], pro
             return Decoded({k: _decode_any(v) for k, v in scanned.top.items()}, scanned.parts,
                            decoder=scanned.reason)
         decoder = scanned.reason
+        if isinstance(data, Snapshot):
+            data.restore()  # the scanner may have released pages the reference reads again
     else:
         decoder = "python (truncated input)"
+        # Content known to end early may also be damaged before its end (a corrupt gzip inflates to
+        # garbage before its checksum fails): what is salvaged ends where the JSON breaks.
+        data = memoryview(data)[:_json_break(data)]  # type: ignore[assignment]
     start = _first_non_space(data)
     if start < 0:
         raise TruncatedTraceError("the file holds only whitespace; expected a JSON trace object")
@@ -173,9 +192,9 @@ def _decode(data: Document, *, complete: bool, device_categories: list[str], pro
     tables = []
     done_events = done_bytes = partial = 0
     for chunk, last in _chunks(array):
-        table, partial = _decode_chunk(chunk, first_index=done_events, final=last and truncated_at is not None)
-        tables.append(table)
-        done_events += table.num_rows
+        batches, partial = _decode_chunk(chunk, first_index=done_events, final=last and truncated_at is not None)
+        tables += batches
+        done_events += sum(t.num_rows for t in batches)
         done_bytes += len(chunk)
         progress("decode events", done_bytes, len(array))
     events = pa.concat_tables(tables) if tables else _empty_events()
@@ -188,22 +207,29 @@ def _decode(data: Document, *, complete: bool, device_categories: list[str], pro
     return Decoded(top, [events], truncated_at, partial, decoder)
 
 
+_AT_BYTE = re.compile(r"\(byte (\d+)\)")
+
+
+def _json_break(data: Document) -> int:
+    """Where the JSON stops being valid (the length when it is valid or merely cut off)."""
+    try:
+        msgspec.json.decode(data, type=msgspec.Raw)
+    except msgspec.DecodeError as exc:
+        m = _AT_BYTE.search(str(exc))
+        if m:
+            return int(m.group(1))
+    except RecursionError:
+        pass
+    return len(data)
+
+
 def _page_releaser(data: Document) -> Callable[[int], None] | None:
-    """For a memory-mapped file: a function that unmaps the pages before an offset.
+    """For a file snapshot: a function that hands the pages before an offset back to the OS.
 
-    Scanned input is not read again, so its pages can leave this process (they stay in the page
-    cache) while the columns grow: peak memory holds about one copy of the trace, not two.
+    Scanned input is not read again (unless the scanner declines, and then the snapshot is
+    restored), so peak memory holds about one copy of the trace, not two, while the columns grow.
     """
-    if not isinstance(data, mmap.mmap) or not hasattr(data, "madvise"):
-        return None
-
-    def release(upto: int) -> None:
-        end = upto // mmap.PAGESIZE * mmap.PAGESIZE
-        if end > 0:
-            with contextlib.suppress(OSError, ValueError):  # only a memory optimisation
-                data.madvise(mmap.MADV_DONTNEED, 0, end)
-
-    return release
+    return data.release if isinstance(data, Snapshot) else None
 
 
 def _first_non_space(data: Document) -> int:
@@ -250,7 +276,7 @@ def _salvage_top(data: Document) -> tuple[dict[str, Any], memoryview, int | None
         raise MalformedTraceError(
             "not valid JSON and no 'traceEvents' list found; expected a torch.profiler Chrome trace"
         )
-    head = data[: m.start()].rstrip().rstrip(b",") + b"}"
+    head = bytes(data[: m.start()]).rstrip().rstrip(b",") + b"}"
     try:
         top = msgspec.json.decode(head)
     except msgspec.DecodeError:
@@ -304,42 +330,64 @@ def _chunks(buf: memoryview) -> Iterator[tuple[memoryview, bool]]:
         pos = cut.start()
 
 
-def _decode_chunk(chunk: memoryview, *, first_index: int, final: bool) -> tuple[pa.Table, int]:
-    """One chunk's events as columns, and how many events were cut in half (truncation only)."""
-    doc = b"[" + _trimmed(chunk) + b"]"
+def _decode_chunk(chunk: memoryview, *, first_index: int, final: bool) -> tuple[list[pa.Table], int]:
+    """One chunk's events as columns, and how many events were cut in half (truncation only).
+
+    The chunk is split into its events' raw texts first (a small object per event, pointing into
+    the chunk) and decoded BATCH_EVENTS at a time, so the Python objects alive at once are bounded
+    however the chunk is laid out (a minified trace is one chunk of any size).
+    """
+    doc = _bracketed(chunk)
+    partial = 0
+    try:
+        raws = msgspec.json.decode(doc, type=list[msgspec.Raw])
+    except msgspec.DecodeError as exc:
+        if not final:
+            raise MalformedTraceError(f"the traceEvents list is not valid JSON: {exc}") from exc
+        raws, partial = _salvage_events(bytes(doc))
+    # Batches end after BATCH_EVENTS events or BATCH_BYTES of text, whichever comes first.
+    ends = np.cumsum(np.fromiter(map(len, raws), dtype=np.int64, count=len(raws)))
+    tables, i = [], 0
+    while i < len(raws):
+        j = min(i + BATCH_EVENTS, max(int(np.searchsorted(ends, ends[i] + BATCH_BYTES)), i + 1), len(raws))
+        tables.append(_batch(raws[i:j], first_index + i))
+        i = j
+    return tables or [_empty_events()], partial
+
+
+def _batch(raws: list[msgspec.Raw], first_index: int) -> pa.Table:
+    doc = b"[" + b",".join(raws) + b"]"
     try:
         events = msgspec.json.decode(doc, type=list[_Event])
     except msgspec.ValidationError as exc:
         raise MalformedTraceError(f"an event has an unexpected field type: {exc}") from exc
-    except msgspec.DecodeError as exc:
-        if not final:
-            raise MalformedTraceError(f"the traceEvents list is not valid JSON: {exc}") from exc
-        doc, events, partial = _salvage_events(doc)
-        return _columns(events, first_index, doc), partial
-    return _columns(events, first_index, doc), 0
+    return _columns(events, first_index, doc)
 
 
-def _trimmed(chunk: memoryview) -> bytes:
-    """The chunk without surrounding whitespace and trailing comma, copied once."""
+def _bracketed(chunk: memoryview) -> bytearray:
+    """``[`` + the chunk without surrounding whitespace and trailing comma + ``]``, copied once."""
     lo, hi = 0, len(chunk)
     while lo < hi and chunk[lo] in b" \t\r\n":
         lo += 1
     while hi > lo and chunk[hi - 1] in b" \t\r\n,":
         hi -= 1
-    return bytes(chunk[lo:hi])
+    doc = bytearray(hi - lo + 2)
+    doc[0], doc[-1] = ord("["), ord("]")
+    doc[1:-1] = chunk[lo:hi]
+    return doc
 
 
-def _salvage_events(doc: bytes) -> tuple[bytes, list[_Event], int]:
-    """The longest prefix of complete events of a cut-off event list."""
+def _salvage_events(doc: bytes) -> tuple[list[msgspec.Raw], int]:
+    """The raw texts of the longest prefix of complete events of a cut-off event list."""
     end = len(doc)
     while (end := doc.rfind(b"}", 0, end)) > 0:
         prefix = doc[: end + 1] + b"]"
         try:
-            events = msgspec.json.decode(prefix, type=list[_Event])
+            raws = msgspec.json.decode(prefix, type=list[msgspec.Raw])
         except msgspec.DecodeError:
             continue
-        return prefix, events, int(b"{" in doc[end + 1:])
-    return b"[]", [], int(b"{" in doc)
+        return raws, int(b"{" in doc[end + 1:])
+    return [], int(b"{" in doc)
 
 
 def _columns(events: list[_Event], first_index: int, doc: bytes) -> pa.Table:
@@ -353,14 +401,14 @@ def _columns(events: list[_Event], first_index: int, doc: bytes) -> pa.Table:
         "pid": _id_strings(list(map(attrgetter("pid"), events))),
         "tid": _id_strings(list(map(attrgetter("tid"), events))),
         "flow_id": _id_strings(list(map(attrgetter("id"), events))) if b'"id"' in doc else _nulls(n),
-        "args": _raw_strings(args_raw),
+        "args": _raw_strings(args_raw, first_index),
     }
     ts = _times(list(map(attrgetter("ts"), events)))
     dur = _times(list(map(attrgetter("dur"), events)))
     if ts is None or dur is None:
         exact = msgspec.json.decode(doc, type=list[_Times])
-        ts = _decimal_ns(list(map(attrgetter("ts"), exact)))
-        dur = _decimal_ns(list(map(attrgetter("dur"), exact)))
+        ts = _decimal_ns(list(map(attrgetter("ts"), exact)), "ts", first_index)
+        dur = _decimal_ns(list(map(attrgetter("dur"), exact)), "dur", first_index)
     cols["ts_ns"], cols["dur_ns"] = ts, dur
     cols.update(_arg_columns(args_raw, _kinds(cols)))
     return pa.table(cols)
@@ -396,7 +444,7 @@ def _arg_columns(args_raw: list[msgspec.Raw], kind: np.ndarray) -> dict[str, pa.
             if name in mine and _ARG_KEYS[name] in doc:
                 parts[name].append(_array(list(map(attrgetter(name), typed)), typ))
             else:
-                parts[name].append(pa.nulls(len(rows), typ))
+                parts[name].append(_kineto_native.null_array(typ, len(rows)))
     if not order:
         return {name: pa.nulls(0, typ) for name, typ in _ARG_COLUMNS.items()}
     if len(order) == 1:
@@ -408,7 +456,7 @@ def _arg_columns(args_raw: list[msgspec.Raw], kind: np.ndarray) -> dict[str, pa.
 
 
 def _nulls(n: int) -> pa.Array:
-    return pa.nulls(n, pa.string())
+    return _kineto_native.null_array(pa.string(), n)
 
 
 def _typed_args(doc: bytes, struct: type[msgspec.Struct]) -> list[Any]:
@@ -422,12 +470,17 @@ def _typed_args(doc: bytes, struct: type[msgspec.Struct]) -> list[Any]:
     except msgspec.ValidationError:
         # Some writer put an odd type under a key we read (say a string correlation id):
         # convert what converts, leave the rest to the raw args text.
-        loose = msgspec.json.decode(doc, type=list[dict[str, Any] | None])
+        # Only the keys read are decoded (a value out of range elsewhere is the raw text's business).
+        loose = msgspec.json.decode(doc, type=list[dict[str, msgspec.Raw] | None])
         fields = {f.encode_name: f.name for f in msgspec.structs.fields(struct)}
-        return [struct(**{fields[k]: _loose(v) for k, v in (d or {}).items() if k in fields}) for d in loose]
+        return [struct(**{fields[k]: _loose(v, k) for k, v in (d or {}).items() if k in fields}) for d in loose]
 
 
-def _loose(v: Any) -> Any:
+def _loose(raw: msgspec.Raw, key: str) -> Any:
+    try:
+        v = msgspec.json.decode(raw)
+    except msgspec.ValidationError as exc:  # a number beyond a double: not a value, a damaged file
+        raise MalformedTraceError(f"args key {key!r} holds {bytes(raw)[:40]!r}: {exc}") from exc
     return v if isinstance(v, int | float | str) and not isinstance(v, bool) else None
 
 
@@ -444,7 +497,7 @@ def _id_strings(values: list[Any]) -> pa.Array:
     if arr.type == pa.string():
         return arr
     if arr.type == pa.null():
-        return pa.nulls(len(values), pa.string())
+        return _nulls(len(values))
     if pa.types.is_integer(arr.type):
         return arr.cast(pa.string())
     return pa.array(list(map(_text_or_none, values)), pa.string())
@@ -454,8 +507,9 @@ def _text_or_none(v: object) -> str | None:
     return None if v is None else str(v)
 
 
-def _raw_strings(raws: list[msgspec.Raw]) -> pa.Array:
-    """The raw JSON texts as one string array, built from buffers without copying each string."""
+def _raw_strings(raws: list[msgspec.Raw], first_index: int) -> pa.Array:
+    """The raw JSON texts of ``args`` objects as one string array, built from buffers without copying
+    each string; an ``args`` that is not an object (or null) is a named error."""
     n = len(raws)
     if not n:
         return pa.array([], pa.string())
@@ -466,6 +520,12 @@ def _raw_strings(raws: list[msgspec.Raw]) -> pa.Array:
     # Absent args were decoded as "{}", explicit ones may be "null": both mean "no args" (null).
     first = np.frombuffer(data, dtype=np.uint8)[np.minimum(offsets[:-1], max(len(data) - 1, 0))]
     empty = ((lengths == 2) & (first == ord("{"))) | ((lengths == 4) & (first == ord("n")))
+    odd = np.flatnonzero((first != ord("{")) & ~((lengths == 4) & (first == ord("n"))))
+    if len(odd):
+        kind = {ord("["): "a list", ord('"'): "a string", ord("t"): "a boolean", ord("f"): "a boolean"}
+        raise MalformedTraceError(f"event {first_index + int(odd[0])}: 'args' is "
+                                  f"{kind.get(int(first[odd[0]]), 'a number')}, expected a JSON object; the "
+                                  "file was not written by torch.profiler or is damaged")
     validity = pa.py_buffer(np.packbits(~empty, bitorder="little"))
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data), validity,
                                        int(empty.sum()))
@@ -502,9 +562,12 @@ def _times(values: list[int | float | None]) -> pa.Array | None:
     except (pa.ArrowInvalid, OverflowError):
         return None
     if arr.type == pa.null():
-        return pa.nulls(len(values), pa.int64())
+        return _kineto_native.null_array(pa.int64(), len(values))
     if pa.types.is_integer(arr.type):
-        return pc.multiply_checked(arr, 1000)
+        try:
+            return pc.multiply_checked(arr, 1000)
+        except pa.ArrowInvalid:  # beyond int64 ns: the exact path names the event
+            return None
     f = arr.to_numpy(zero_copy_only=False)
     valid = ~np.isnan(f)
     if valid.any() and np.abs(f[valid]).max() >= EXACT_FLOAT_US:
@@ -518,5 +581,11 @@ def us_to_ns(f: np.ndarray) -> np.ndarray:
     return np.asarray(whole.astype(np.int64) * 1000 + np.rint((f - whole) * 1000).astype(np.int64))
 
 
-def _decimal_ns(values: list[Decimal | None]) -> pa.Array:
-    return pa.array([None if v is None else int((v * 1000).to_integral_value()) for v in values], pa.int64())
+def _decimal_ns(values: list[Decimal | None], key: str, first_index: int) -> pa.Array:
+    ns = [None if v is None else int((v * 1000).to_integral_value()) for v in values]
+    for i, v in enumerate(ns):
+        if v is not None and not -_INT64_MAX - 1 <= v <= _INT64_MAX:
+            raise MalformedTraceError(
+                f"event {first_index + i}: {key!r} is {values[i]} µs, beyond what int64 nanoseconds hold "
+                "(about ±292 years); the file is damaged")
+    return pa.array(ns, pa.int64())

@@ -134,15 +134,20 @@ class _Zeros:
         return cls.buf
 
 
+def null_array(typ: pa.DataType, rows: int) -> pa.Array:
+    """An all-null int64, float64 or string column that costs no memory of its own (_Zeros)."""
+    zeros = _Zeros.at_least((rows + 1) * 8)
+    buffers = [zeros, zeros, pa.py_buffer(b"")] if pa.types.is_string(typ) else [zeros, zeros]
+    return pa.Array.from_buffers(typ, rows, buffers, null_count=rows)
+
+
 def _table(cols: dict[str, tuple[Any, ...]], rows: int, columns: list[str]) -> pa.Table:
     arrays = {}
     for name, bufs in cols.items():
         bits, nulls, *data = bufs
         if data[0] is None:  # not one value in this chunk
-            zeros = _Zeros.at_least((rows + 1) * 8)
-            buffers = [zeros, zeros, pa.py_buffer(b"")] if len(data) == 2 else [zeros, zeros]
             typ = pa.string() if len(data) == 2 else pa.float64() if name in _FLOAT_COLUMNS else pa.int64()
-            arrays[name] = pa.Array.from_buffers(typ, rows, buffers, null_count=rows)
+            arrays[name] = null_array(typ, rows)
             continue
         validity = pa.py_buffer(bits) if bits is not None else None
         if len(data) == 2:

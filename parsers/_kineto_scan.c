@@ -215,6 +215,7 @@ static inline Ptr skip_ws(Ptr p, Ptr end) {
 }
 
 static int hexval(unsigned char ch);
+static int read_hex4(Ptr p, Ptr end, uint32_t *out);
 
 /* p at the opening quote; returns just past the closing quote, or NULL for a string that is cut
  * off or not valid JSON (a raw control character, an unknown escape). */
@@ -242,11 +243,20 @@ static inline Ptr skip_string(Ptr p, Ptr end, int *escaped) {
         case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
             p += 2;
             break;
-        case 'u':
-            if (end - p < 6 || hexval(p[2]) < 0 || hexval(p[3]) < 0 || hexval(p[4]) < 0 || hexval(p[5]) < 0)
-                return NULL;
+        case 'u': {
+            /* as msgspec (the reference): a surrogate escape must be a high-low pair */
+            uint32_t cp, lo;
+            if (read_hex4(p + 2, end, &cp) < 0) return NULL;
             p += 6;
+            if (cp >= 0xDC00 && cp <= 0xDFFF) return NULL;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || read_hex4(p + 2, end, &lo) < 0 || lo < 0xDC00 ||
+                    lo > 0xDFFF)
+                    return NULL;
+                p += 6;
+            }
             break;
+        }
         default:
             return NULL;
         }
@@ -701,6 +711,40 @@ static int put_text(Col *c, int64_t row, const Val *v, int mode) {
     return -1;
 }
 
+/* 1 when [p, p + n) is valid UTF-8 (RFC 3629: shortest forms, no surrogates, at most U+10FFFF). */
+static int utf8_valid(Ptr p, size_t n) {
+    Ptr end = p + n;
+    while (p < end) {
+        unsigned c = *p++;
+        if (c < 0x80) continue;
+        int more;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) more = 1, cp = c & 0x1F;
+        else if (c >= 0xE0 && c <= 0xEF) more = 2, cp = c & 0x0F;
+        else if (c >= 0xF0 && c <= 0xF4) more = 3, cp = c & 0x07;
+        else return 0;
+        if (end - p < more) return 0;
+        for (int i = 0; i < more; i++) {
+            if ((p[i] & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        p += more;
+        if ((more == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (more == 3 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+    }
+    return 1;
+}
+
+/* A string under a read key that the field does not take (it becomes null): the reference still
+ * decodes it, and refuses one that is not UTF-8, so the scanner leaves such input to it. */
+static int ignored_string(const Val *v) {
+    if (v->type == V_STRING && !utf8_valid(v->start, (size_t)(v->stop - v->start))) {
+        PyErr_SetString(Unsupported, "a string that is not valid UTF-8 under a key the decoder reads");
+        return -1;
+    }
+    return 0;
+}
+
 /* int64 args field: integers in range, floats truncated toward zero (as int(v)); anything else,
  * and integers beyond int64 (which the raw args keep), null. */
 static int put_int(Col *c, int64_t row, const Val *v) {
@@ -714,12 +758,12 @@ static int put_int(Col *c, int64_t row, const Val *v) {
         }
         if (fabs(f) < 9223372036854775808.0) return col_i64(c, row, (int64_t)f);
     }
-    return 0;
+    return ignored_string(v);
 }
 
 /* float64 args field: any number; anything else null. */
 static int put_float(Col *c, int64_t row, const Val *v) {
-    if (v->type != V_INT && v->type != V_FLOAT) return 0;
+    if (v->type != V_INT && v->type != V_FLOAT) return ignored_string(v);
     double x;
     if (parse_f64(v, &x) < 0 || !isfinite(x)) {
         PyErr_SetString(Unsupported, "a number out of the range of a double");

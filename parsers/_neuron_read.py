@@ -36,6 +36,29 @@ KNOWN_TABLES = frozenset({
     "KernelInstructions", "DeviceProfileList", "Metadata", "NeffHeader", "SystemProfileMetadata",
     "ExecutionInfo", "Warning", "SchemaFields",
 })
+# Tables whose rows other tables point at by this column (stack frames, their files and functions):
+# without it (or with it, or the row's ``name``, holding lists) the table cannot be used, so it is
+# left out (with a warning) as if it were missing.
+KEY_COLUMNS = {"StackFrame": "id", "StackFrameFileLocation": "id", "StackFrameFileName": "id",
+               "StackFrameFunctionName": "id", "KernelStackFrames": "stack_frame_id"}
+# In the timeline and sample tables, columns whose names say they hold numbers (times and durations
+# in ns, sizes, indexes, percentages, line numbers: neuron.md §3.3 types every such column int64 or
+# float64), and
+# the event tables' own int64 ``id``. An export that stores one as text is read with the text
+# converted; a value that is not a number, or a column of another kind, is a named error (the
+# parsers do arithmetic on them). Metadata-like tables keep their types (Metadata.first_ts is text).
+NUMERIC_COLUMN = re.compile(r"(_ts|_ns|_size|_bytes|_idx|_count|_percent|_throughput|^timestamp|^value|^duration\w*"
+                            r"|^line_number)$")
+NUMERIC_TABLES = frozenset({
+    "Instruction", "DmaPacket", "DmaPacketAggregated", "SemaphoreUpdate", "Throttle", "CcOp", "CcInstruction",
+    "ActiveTime", "CoreBarriers", "SystemProfileEvents", "SbufAllocation", "DmaUsage", "HbmUsage", "PsumUsage",
+    "SbufUsage", "PendingDma", "CpuUsage", "HostMemUsage", "SystemProfileHbmUsage", "Flow", "ExecutionInfo",
+    "KernelInstructions", "KernelStackFrames", "StackFrameFileLocation",
+})
+# The columns neuron.md documents as lists or structs; any other nested column (an edited or foreign
+# file) is left out with a warning, as if missing: the parsers read every other column as scalars.
+NESTED_COLUMN = re.compile(r"^(flow_id|stack_frame_ids|series|points|direction)$|_per_interval$")
+INT64_IDS = frozenset({"Instruction", "DmaPacket", "DmaPacketAggregated", "CcOp", "CcInstruction"})
 # Enough to call a directory an Explorer output even without Metadata (system-only profiles).
 SIGNATURE_TABLES = frozenset({"Metadata", "Instruction", "SystemProfileEvents", "NeffHeader", "Summary",
                               "SchemaFields", "DmaPacketAggregated", "SystemProfileMetadata"})
@@ -74,10 +97,34 @@ class SourceTable:
             except (pa.ArrowException, OSError) as exc:
                 raise _corrupt(f, exc) from exc
 
-    @cached_property
+    @property
     def schema(self) -> pa.Schema:
-        schemas = [m.schema.to_arrow_schema() for m in self._meta]
-        return pa.unify_schemas(schemas) if len(schemas) > 1 else schemas[0]
+        """The parts' schemas unified, less the columns left out; parts that type one column
+        differently (beyond widening an integer or a float) come from different exports and are
+        refused by name."""
+        return self._schema[0]
+
+    @property
+    def left_out(self) -> list[str]:
+        """Nested columns that neuron.md does not document as nested (NESTED_COLUMN), not read."""
+        return self._schema[1]
+
+    @cached_property
+    def _schema(self) -> tuple[pa.Schema, list[str]]:
+        try:
+            schemas = [m.schema.to_arrow_schema() for m in self._meta]
+        except (pa.ArrowException, OSError) as exc:
+            raise _corrupt(self.files[0], exc) from exc
+        try:
+            unified = schemas[0] if len(schemas) == 1 else pa.unify_schemas(schemas, promote_options="permissive")
+        except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
+            raise MalformedTraceError(
+                f"{self.files[0].parent}: the part files of table {self.name} "
+                f"({', '.join(f.name for f in self.files)}) have incompatible schemas ({exc}); they come from "
+                "different exports. Keep the parts of one export only") from exc
+        odd = [f.name for f in unified if pa.types.is_nested(f.type) and not NESTED_COLUMN.search(f.name)]
+        return (pa.schema([f for f in unified if f.name not in odd], metadata=unified.metadata) if odd else unified,
+                odd)
 
     @property
     def columns(self) -> list[str]:
@@ -92,6 +139,32 @@ class SourceTable:
         for m in self._meta:
             out.update(m.metadata or {})
         return out
+
+    @cached_property
+    def _numeric(self) -> dict[str, pa.DataType]:
+        """Numeric columns (NUMERIC_COLUMN) stored as something else: the type each is read as."""
+        out: dict[str, pa.DataType] = {}
+        if self.name not in NUMERIC_TABLES:
+            return out
+        for f in self.schema:
+            if not (NUMERIC_COLUMN.search(f.name) or (f.name == "id" and self.name in INT64_IDS)):
+                continue
+            if pa.types.is_integer(f.type) or pa.types.is_floating(f.type):
+                continue
+            if pa.types.is_null(f.type) or pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
+                out[f.name] = pa.int64()
+            else:
+                raise MalformedTraceError(
+                    f"{self.files[0]}: column {f.name!r} of table {self.name} holds {f.type}, where neuron-explorer "
+                    "writes numbers (int64 or float64); the file was edited or is not an Explorer export")
+        return out
+
+    def _typed(self, t: pa.Table) -> pa.Table:
+        for name, typ in self._numeric.items():
+            if name in t.column_names:
+                i = t.column_names.index(name)
+                t = t.set_column(i, name, _as_number(t[name], typ, self.name, name))
+        return t
 
     def has(self, column: str | None) -> bool:
         return column is not None and column in self.schema.names
@@ -115,7 +188,7 @@ class SourceTable:
         """
         cols = list(columns) if columns is not None else None
         for read in self._reads(cols, dictionary, batch_rows):
-            yield self._fill(read(), cols)
+            yield self._typed(self._fill(read(), cols))
 
     def stream(self, columns: Sequence[str] | None = None, *, dictionary: Sequence[str] = (),
                batch_rows: int = 1 << 18, read_ahead: bool = False) -> Iterator[pa.Table]:
@@ -144,9 +217,9 @@ class SourceTable:
         for f, meta in zip(self.files, self._meta, strict=True):
             try:
                 pf = pq.ParquetFile(f, read_dictionary=[c for c in dictionary if c in meta.schema.names])
-                want = [c for c in cols if c in pf.schema_arrow.names] if cols is not None else None
+                want = self._want(pf, cols)
                 for b in pf.iter_batches(batch_size=batch_rows, columns=want):
-                    yield self._fill(pa.Table.from_batches([b]), cols)
+                    yield self._typed(self._fill(pa.Table.from_batches([b]), cols))
             except (pa.ArrowException, OSError) as exc:
                 raise _corrupt(f, exc) from exc
 
@@ -157,7 +230,7 @@ class SourceTable:
                 pf = pq.ParquetFile(f, read_dictionary=[c for c in dictionary if c in meta.schema.names])
             except (pa.ArrowException, OSError) as exc:
                 raise _corrupt(f, exc) from exc
-            want = [c for c in cols if c in pf.schema_arrow.names] if cols is not None else None
+            want = self._want(pf, cols)
             groups: list[int] = []
             rows = 0
             for g in range(meta.num_row_groups):
@@ -168,6 +241,12 @@ class SourceTable:
                     groups, rows = [], 0
             if meta.num_row_groups == 0:
                 yield _Read(f, pf, (), want)
+
+    def _want(self, pf: pq.ParquetFile, cols: list[str] | None) -> list[str] | None:
+        """The columns to read from one part: those asked for (or all) that it has and that are kept."""
+        names = [c for c in (cols if cols is not None else pf.schema_arrow.names) if c in pf.schema_arrow.names]
+        kept = [c for c in names if c in self.schema.names]
+        return None if cols is None and len(kept) == len(pf.schema_arrow.names) else kept
 
     def _fill(self, t: pa.Table, cols: list[str] | None) -> pa.Table:
         """Columns a part lacks (parts written by different versions) come back as nulls."""
@@ -196,6 +275,8 @@ class SourceTable:
     def column_min(self, column: str) -> int | None:
         """The smallest value of an integer column: from the row-group statistics when every group
         has them, else from the first row group's data (enough to tell time bases apart)."""
+        if column in self._numeric:  # stored as text: no usable statistics
+            return self._first_group_min(column)
         lows = []
         for m in self._meta:
             names = m.schema.names
@@ -213,7 +294,8 @@ class SourceTable:
         for f, m in zip(self.files, self._meta, strict=True):
             if m.num_row_groups and column in m.schema.names:
                 try:
-                    low = pc.min(pq.ParquetFile(f).read_row_group(0, columns=[column])[column]).as_py()
+                    group = self._typed(pq.ParquetFile(f).read_row_group(0, columns=[column]))
+                    low = pc.min(group[column]).as_py()
                 except (pa.ArrowException, OSError) as exc:
                     raise _corrupt(f, exc) from exc
                 return None if low is None else int(low)
@@ -238,6 +320,19 @@ class _Read:
             raise _corrupt(self.path, exc) from exc
 
 
+def _as_number(col: pa.ChunkedArray, typ: pa.DataType, table: str, name: str) -> pa.ChunkedArray:
+    """Text (or all-null) column → numbers: int64 when every value is an integer, else float64."""
+    try:
+        return col.cast(typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    try:
+        return col.cast(pa.float64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise MalformedTraceError(f"table {table}: column {name!r} should hold numbers but holds text that is not "
+                                  f"one ({exc}); the file was edited or is not an Explorer export") from exc
+
+
 def _corrupt(path: Path, exc: BaseException) -> MalformedTraceError:
     return MalformedTraceError(
         f"{path}: not a readable Parquet file ({exc}); the file is damaged or was cut off while "
@@ -246,10 +341,25 @@ def _corrupt(path: Path, exc: BaseException) -> MalformedTraceError:
     )
 
 
-def open_tables(directory: Path) -> tuple[dict[str, SourceTable], list[str]]:
-    """The tables of an Explorer directory, and the names of files in it that are not tables."""
+def open_tables(directory: Path) -> tuple[dict[str, SourceTable], list[str], list[str]]:
+    """The tables of an Explorer directory, the names of files in it that are not tables, and
+    warnings about tables left out (a table without its key column, see KEY_COLUMNS)."""
     files = table_files(directory)
     tables = {name: SourceTable(name, parts) for name, parts in sorted(files.items())}
+    problems = []
+    for name, table in list(tables.items()):
+        if table.left_out:  # (computed here: parts of different schemas are refused before any work)
+            problems.append(f"{directory}: table {name}: column(s) {', '.join(table.left_out)} hold lists or "
+                            "structs where neuron-explorer writes single values; left out, as if missing")
+        key = KEY_COLUMNS.get(name)
+        if key is None:
+            continue
+        nested = [c for c in (key, "name") if table.has(c) and pa.types.is_nested(table.schema.field(c).type)]
+        if not table.has(key) or nested:
+            del tables[name]
+            found = f"a nested {nested[0]!r} column" if nested else f"no {key!r} column"
+            problems.append(f"{directory}: table {name} has {found} (columns: {', '.join(table.columns[:8])}); it "
+                            "was left out, as if missing")
     others = sorted(p.name for p in directory.iterdir()
                     if p.is_file() and p.suffix == ".parquet" and not _FILE.match(p.name))
-    return tables, others
+    return tables, others, problems

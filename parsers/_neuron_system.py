@@ -81,7 +81,8 @@ def _system_rows(ctx: Context, t: pa.Table, framework: Any, args_cols: list[str]
     category = pc.if_else(framework, fw_cat.cast(pa.string()), rt_cat.cast(pa.string()))
     nc = _nc(t)
     tid = _text(t, "thread_id")
-    track = pc.if_else(framework, pc.binary_join_element_wise("framework/TID:", pc.fill_null(tid, "?"), ""),
+    tid_text = tid if tid is not None else pa.nulls(n, pa.string())  # an export without thread_id
+    track = pc.if_else(framework, pc.binary_join_element_wise("framework/TID:", pc.fill_null(tid_text, "?"), ""),
                        pc.binary_join_element_wise("neuron_rt/NC:", pc.fill_null(nc, "?"), ""))
     device = pc.binary_join_element_wise("neuron:nc", nc, "")
     ids = add_events(

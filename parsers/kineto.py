@@ -27,15 +27,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace._io import map_all
-from neurontrace.errors import TruncatedTraceWarning
+from neurontrace._io import read_content
+from neurontrace.errors import MalformedTraceError, TraceWarning, TruncatedTraceWarning
 from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
 from neurontrace.run_record import read_run_record
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
 
 from . import _kineto_json
-from ._arrow import codes, flat, map_unique, pair_codes
+from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
 from ._kineto_frames import link_frames
 
 FORMAT = "kineto"
@@ -69,6 +69,7 @@ _DIRECTIONS = {"HtoD": "h2d", "DtoH": "d2h", "DtoD": "d2d", "PtoP": "p2p", "HtoH
                "AtoD": "d2d", "DtoA": "d2d", "AtoA": "d2d", "HtoA": "h2d", "AtoH": "d2h"}
 _STEP = re.compile(r"^ProfilerStep#\d+")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_INT64_MAX = 2**63 - 1
 _TB_WORKER = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json")
 
 
@@ -82,10 +83,12 @@ def sniff(probe: Probe) -> bool:
 
 
 def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = None) -> Trace:
-    data, complete = map_all(path, progress)
-    decoded = _kineto_json.decode(data, complete=complete, device_categories=list(DEVICE_CATEGORIES),
-                                  progress=progress)
-    del data
+    content = read_content(path, progress, snapshot=True)
+    decoded = _kineto_json.decode(content.data, complete=content.complete,
+                                  device_categories=list(DEVICE_CATEGORIES), progress=progress)
+    decoded.notes[:0] = content.notes
+    decoded.damage = content.damage
+    del content
     # A neurontrace capture's run.json (versions, fallback ops, step windows) joins the metadata.
     run = read_run_record(path)
     if run is not None:
@@ -112,16 +115,21 @@ def normalize(
     n_events = sum(p.num_rows for p in parts)
     acct = ParseAccounting(source=source, format=FORMAT, events_read=n_events + decoded.partial_events)
     acct.skip("cut in half by truncation", decoded.partial_events)
-    rank, rank_source = _rank(top, source, rank)
+    acct.warnings += decoded.notes
+    rank, rank_source = _rank(top, source, rank, acct)
     host = _host(top, source)
     backend = _backend(top, parts)
-    base = top.get("baseTimeNanoseconds")
+    base = _base_time(top, acct)
     split: dict[str, list[pa.Table]] = {k: [] for k in _SPLIT_COLUMNS}
-    no_ts = 0
+    no_ts = bad_utf8 = 0
     while parts:
         ev = parts.pop(0)
-        if isinstance(base, int) and base:  # generation (d): ts is relative to this epoch-ns origin
-            ev = ev.set_column(ev.schema.get_field_index("ts_ns"), "ts_ns", pc.add_checked(ev["ts_ns"], base))
+        if base:  # generation (d): ts is relative to this epoch-ns origin
+            ev = ev.set_column(ev.schema.get_field_index("ts_ns"), "ts_ns", _shifted(ev["ts_ns"], base))
+        # args is kept as raw text: bytes that are not UTF-8 are replaced here, before any table holds them
+        args, bad = valid_utf8(ev["args"])
+        if bad:
+            ev, bad_utf8 = ev.set_column(ev.schema.get_field_index("args"), "args", args), bad_utf8 + bad
         masks = _split_masks(ev)
         no_ts += _count(masks.pop("no_ts"))
         for part, mask in masks.items():
@@ -132,6 +140,9 @@ def normalize(
     meta, flow_markers, counter_events, memory_events, system, device = (
         _in_file_order(split.pop(k)) for k in _SPLIT_COLUMNS)
     acct.skip("no timestamp", no_ts)
+    if bad_utf8:
+        acct.warnings.append(f"{bad_utf8} events have bytes that are not UTF-8 in their args; they were "
+                             "replaced with U+FFFD")
     kept_events = n_events - no_ts
     system, device = _encoded(system), _encoded(device)
 
@@ -155,14 +166,18 @@ def normalize(
     acct.keep("flows", flow_markers.num_rows)
     progress("normalize", 3, 4)
 
+    for msg in acct.warnings:
+        warnings.warn(msg, TraceWarning, stacklevel=3)
     if decoded.truncated_at is not None:
         msg = (f"{source}: the trace was cut off at byte {decoded.truncated_at}; kept the "
                f"{kept_events} complete events before the cut (metadata written after the events is lost)")
+        if decoded.damage:
+            msg += f". Why: {decoded.damage}"
         acct.warnings.append(msg)
         warnings.warn(msg, TruncatedTraceWarning, stacklevel=3)
     facts: dict[str, Any] = {
         "format": FORMAT,
-        "clock": "unix_epoch_ns" if _absolute_clock(top, sys_table, dev_table) else "trace_relative_ns",
+        "clock": "unix_epoch_ns" if _absolute_clock(base, sys_table, dev_table) else "trace_relative_ns",
         "backend": backend,
         "rank_source": rank_source,
         "decoder": decoded.decoder,
@@ -246,16 +261,47 @@ def _count(mask: pa.Array | pa.ChunkedArray) -> int:
     return int(pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0)
 
 
-def _rank(top: dict[str, Any], source: str, given: int | None) -> tuple[int | None, str]:
+_INT32 = range(-(2**31), 2**31)  # the schema's rank column is int32
+
+
+def _rank(top: dict[str, Any], source: str, given: int | None, acct: ParseAccounting) -> tuple[int | None, str]:
     if given is not None:
         return given, "caller"
     info = top.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return int(info["rank"]), "distributedInfo"
+    found: list[tuple[Any, str]] = []
+    if isinstance(info, dict) and "rank" in info:
+        found.append((info["rank"], "distributedInfo"))
+    elif info is not None and not isinstance(info, dict):  # kept as its text when it does not decode
+        acct.warnings.append(f"{source}: distributedInfo is {str(info)[:60]!r}, not an object; its rank is ignored")
     m = _RANK_IN_NAME.search(Path(source).name)
     if m:
-        return int(m.group(1)), "file name"
+        found.append((int(m.group(1)), "file name"))
+    for value, where in found:
+        if isinstance(value, int) and not isinstance(value, bool) and value in _INT32:
+            return value, where
+        acct.warnings.append(f"{source}: rank {str(value)[:40]} from the {where} is not a 32-bit integer; "
+                             "ignored")
     return None, "unknown"
+
+
+def _base_time(top: dict[str, Any], acct: ParseAccounting) -> int | None:
+    """``baseTimeNanoseconds`` (None when absent or unusable): the epoch origin of relative timestamps."""
+    base = top.get("baseTimeNanoseconds")
+    if base is None:
+        return None
+    if isinstance(base, int) and not isinstance(base, bool) and 0 <= base <= _INT64_MAX:
+        return base
+    acct.warnings.append(f"baseTimeNanoseconds is {str(base)[:40]}, not a count of nanoseconds since the epoch "
+                         "(a non-negative int64); timestamps kept relative to the trace")
+    return None
+
+
+def _shifted(ts: pa.ChunkedArray, base: int) -> pa.ChunkedArray:
+    try:
+        return pc.add_checked(ts, base)
+    except pa.ArrowInvalid as exc:
+        raise MalformedTraceError(f"baseTimeNanoseconds {base} plus an event's ts overflows int64 nanoseconds "
+                                  f"(beyond the year 2262): the timestamps are damaged ({exc})") from exc
 
 
 def _host(top: dict[str, Any], source: str) -> str | None:
@@ -268,7 +314,8 @@ def _host(top: dict[str, Any], source: str) -> str | None:
 
 def _backend(top: dict[str, Any], parts: list[pa.Table]) -> str:
     cats = {c for ev in parts for c in pc.unique(ev["cat"]).to_pylist()}
-    props = top.get("deviceProperties") or []
+    props = top.get("deviceProperties")
+    props = props if isinstance(props, list) else []
     names = " ".join(str(p.get("name", "")) for p in props if isinstance(p, dict))
     if cats & {"privateuse1_runtime", "privateuse1_driver"}:
         return "neuron" if "neuron" in json.dumps(top).lower() else "privateuse1"
@@ -283,8 +330,8 @@ def _backend(top: dict[str, Any], parts: list[pa.Table]) -> str:
     return "cuda"
 
 
-def _absolute_clock(top: dict[str, Any], *tables: pa.Table) -> bool:
-    if isinstance(top.get("baseTimeNanoseconds"), int):
+def _absolute_clock(base: int | None, *tables: pa.Table) -> bool:
+    if base is not None:
         return True
     lows = [pc.min(t["ts_ns"]).as_py() for t in tables if t.num_rows]
     # Epoch-µs timestamps (older generations) are after 2001 in ns; relative ones are far smaller.

@@ -39,13 +39,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace import schema
-from neurontrace.errors import UnknownFormatError
+from neurontrace.errors import NeuronProfileWarning, UnknownFormatError
 from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
 
 from . import _neuron_schema
 from ._neuron_align import align
+from ._neuron_common import warn
 from ._neuron_device import SPECS, first_present, load_device_tables
 from ._neuron_events import DETAILS, FULL_ARGS_MAX_ROWS, Context, device_table, system_table
 from ._neuron_flows import load_flows, referenced_tables
@@ -99,11 +100,13 @@ def parse(
     if not looks_like_explorer(path) and data_path_profiles(path):
         return Trace.concat([parse(d, progress=progress, detail=detail, skip_framework_events=skip_framework_events,
                                    host=host, rank=rank) for d in data_path_profiles(path)])
-    tables, others = open_tables(path)
+    tables, others, problems = open_tables(path)
     src = source or str(path)
     if not tables:
         raise UnknownFormatError(f"{path}: no <Table>.parquet files; expected a neuron-explorer Parquet directory")
     acct = ParseAccounting(source=src, format=FORMAT)
+    for problem in problems:
+        warn(acct, problem, NeuronProfileWarning, stacklevel=3)
     prof = read_profile(tables, acct, src)
     ctx = Context(source=src, acct=acct, frames=FrameBuilder(tables), device=prof.device, detail=detail,
                   host=host or prof.host, rank=rank, multi_pcore=prof.multi_pcore)
@@ -231,7 +234,7 @@ def source_columns(trace: Trace, table: str = "Instruction", columns: Sequence[s
     spec = {s.table: s for s in SPECS}.get(table)
     if spec is None:
         raise ValueError(f"source_columns: {table!r} is not a device table ({', '.join(s.table for s in SPECS)})")
-    tables, _ = open_tables(Path(source))
+    tables, _, _ = open_tables(Path(source))
     if table not in tables:
         raise FileNotFoundError(f"{source}: no {table}.parquet any more; was the profile moved or deleted?")
     src = tables[table]

@@ -83,8 +83,11 @@ def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
     if summaries:
         facts["neuron.summary"] = [summary_fact(None, {k: v for k, v in s.items() if v is not None})
                                    for s in summaries]
-    _device_sections(ctx, sections)
-    _system_sections(ctx, sections, facts)
+    try:
+        _device_sections(ctx, sections)
+        _system_sections(ctx, sections, facts)
+    except MalformedTraceError as exc:
+        raise MalformedTraceError(f"{path}: {exc}; export the profile again") from exc
     for key, value in sections.items():  # everything else is kept as it is
         n = len(value) if isinstance(value, list) else 1
         acct.events_read += n
@@ -107,7 +110,8 @@ def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
 
 
 def _device_nc(sections: dict[str, Any]) -> int | None:
-    for s in sections.get("summary", []) or []:
+    summary = sections.get("summary")
+    for s in summary if isinstance(summary, list) else []:
         if isinstance(s, dict) and isinstance(s.get("nc_idx"), int):
             return int(s["nc_idx"])
     return None
@@ -131,13 +135,22 @@ def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
         values = [r.get(k) for r in rows]
         try:
             cols[k] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             cols[k] = pa.array([v if v is None or isinstance(v, str) else json.dumps(v) for v in values], pa.string())
     return pa.table(cols) if cols else pa.table({"_": pa.nulls(len(rows))}).drop_columns(["_"])
 
 
-def _number(t: pa.Table, col: str) -> Any:
-    return pc.cast(t[col], pa.int64()) if col in t.column_names else None
+def _number(t: pa.Table, col: str, typ: pa.DataType | None = None) -> Any:
+    """A column the parser computes with (times, sizes, values) as numbers; a value that is not one
+    (text, a list, an integer beyond int64) is a named error."""
+    if col not in t.column_names:
+        return None
+    typ = typ or pa.int64()
+    try:
+        return pc.cast(t[col], typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise MalformedTraceError(f"field {col!r} must hold numbers ({typ}) but holds {t[col].type} values that "
+                                  f"do not convert ({exc})") from exc
 
 
 def _device_sections(ctx: Context, sections: dict[str, Any]) -> None:
@@ -277,7 +290,7 @@ def _counters(ctx: Context, t: pa.Table, units: dict[str, str] | None, name: str
     device: Any = map_dict(t["cpu_id"], lambda c: "cpu" if c in (None, "average") else f"cpu:{c}") \
         if "cpu_id" in t.column_names else "cpu" if name != "SystemProfileHbmUsage" else ctx.device
     for i, (col, rule_unit) in enumerate(units.items()):
-        v = pc.cast(t[col], pa.float64())
+        v = _number(t, col, pa.float64())
         unit = "fraction" if rule_unit == "percent100" else rule_unit
         if rule_unit == "percent100":
             v = pc.divide(v, 100.0)

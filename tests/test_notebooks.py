@@ -27,15 +27,18 @@ def test_committed_notebooks_have_no_outputs(path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("cwd", ["notebooks", "root"])
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_without_errors(path: Path) -> None:
+def test_notebook_runs_without_errors(path: Path, cwd: str) -> None:
+    """From notebooks/ (where Jupyter starts a notebook's kernel) and from the repository root."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
     pytest.importorskip("plotly")
     notebook = nbformat.read(path, as_version=4)
+    where = path.parent if cwd == "notebooks" else ROOT
     client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(ROOT)}})  # cwd = the repository root
+                                     resources={"metadata": {"path": str(where)}})  # the kernel's cwd
     client.execute()  # raises CellExecutionError, naming the cell, on the first error
     errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors

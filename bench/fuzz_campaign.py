@@ -1,0 +1,133 @@
+"""The heavier fuzz campaign: the mutation classes of tests/fuzz_inputs.py, many more cases.
+
+Every case must load or fail with a named neurontrace error, with valid tables, and (Kineto) both
+decoders must agree; tests/test_fuzz.py runs a few thousand of these in the suite. This script does
+not stop at the first failure: it prints one line per distinct failure (exception type and where it
+was raised) with a case that reproduces it, saved under --keep.
+
+    python bench/fuzz_campaign.py                     # 20,000 Kineto, 1,000 Neuron, 4,000 JSON, 500 outputs
+    python bench/fuzz_campaign.py --kineto 2000 --seed 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import neurontrace
+from tests import fuzz_inputs as fz
+
+
+class Failures:
+    def __init__(self, keep: Path) -> None:
+        self.seen: dict[tuple[str, str], str] = {}
+        self.keep = keep
+
+    def add(self, exc: BaseException, what: str, case: Path) -> None:
+        frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+        where = f"{Path(frame.filename).name}:{frame.lineno}" if frame else "?"
+        key = (type(exc).__name__, str(exc)[:120] if isinstance(exc, AssertionError) else where)
+        if key in self.seen:
+            return
+        saved = self.keep / f"failure{len(self.seen)}{''.join(case.suffixes) or ''}"
+        if case.is_dir():
+            shutil.copytree(case, saved)
+        else:
+            shutil.copy(case, saved)
+        self.seen[key] = f"{what} -> {saved}"
+        print(f"FAIL {type(exc).__name__} at {where}: {str(exc)[:200]}\n     case: {what} (saved as {saved})",
+              flush=True)
+
+
+def run(label: str, cases: int, one: Callable[[int], str]) -> None:
+    outcomes: Counter[str] = Counter()
+    start = time.perf_counter()
+    for i in range(cases):
+        outcomes[one(i)] += 1
+    took = time.perf_counter() - start
+    print(f"{label}: {cases} cases in {took:.0f} s: {dict(outcomes)}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--kineto", type=int, default=20000)
+    ap.add_argument("--neuron", type=int, default=1000)
+    ap.add_argument("--json", type=int, default=4000)
+    ap.add_argument("--outputs", type=int, default=500)
+    ap.add_argument("--max-source-bytes", type=int, default=2_000_000, help="corpus files up to this size")
+    ap.add_argument("--keep", type=Path, default=Path("fuzz-failures"), help="where failing cases are saved")
+    args = ap.parse_args()
+    args.keep.mkdir(parents=True, exist_ok=True)
+    failures = Failures(args.keep)
+    rng = random.Random(args.seed)
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
+        kineto = fz.kineto_cases(args.seed, args.kineto, args.max_source_bytes)
+
+        def kineto_case(i: int) -> str:
+            source, kind, data = next(kineto)
+            path = tmp / ("k.json.gz" if data[:2] == b"\x1f\x8b" else "k.json")
+            path.write_bytes(data)
+            try:
+                return f"{kind}: {fz.check_kineto(path).kind}"
+            except Exception as exc:
+                failures.add(exc, f"kineto #{i} {kind} of {source}", path)
+                return f"{kind}: FAIL"
+
+        def neuron_case(i: int) -> str:
+            src = rng.choice(fz.NEURON_DIRS)
+            kind = fz.neuron_mutation(src, tmp / "n", rng)
+            try:
+                return fz.outcome(tmp / "n").kind
+            except Exception as exc:
+                failures.add(exc, f"neuron #{i} {kind} of {src.name}", tmp / "n")
+                return "FAIL"
+
+        docs = {p: json.loads(p.read_text()) for p in fz.LEGACY_JSON}
+
+        def json_case(i: int) -> str:
+            src = rng.choice(fz.LEGACY_JSON)
+            kind, doc = fz.json_value_mutation(docs[src], rng)
+            path = tmp / src.name
+            path.write_text(json.dumps(doc))
+            try:
+                return fz.outcome(path).kind
+            except Exception as exc:
+                failures.add(exc, f"legacy json #{i} {kind} of {src.name}", path)
+                return "FAIL"
+
+        clean = neurontrace.load(fz.ROOT / "sample_traces" / "cpu_train_loop.pt.trace.json.gz").to_parquet(tmp / "c")
+
+        def output_case(i: int) -> str:
+            out = tmp / "o"
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.copytree(clean, out)
+            kind = fz.parquet_output_mutation(out, rng)
+            try:
+                return fz.outcome(out).kind
+            except Exception as exc:
+                failures.add(exc, f"output #{i} {kind}", out)
+                return "FAIL"
+
+        run("kineto (both decoders)", args.kineto, kineto_case)
+        run("neuron explorer directories", args.neuron, neuron_case)
+        run("legacy neuron json", args.json, json_case)
+        run("convert outputs", args.outputs, output_case)
+    print(f"distinct failures: {len(failures.seen)}")
+    sys.exit(1 if failures.seen else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""A seeded fuzz campaign over real inputs, bounded to seconds (the heavier one: bench/fuzz_campaign.py).
+
+Mutations of windows of the shipped samples and the small corpus traces (both Kineto decoders), of
+the synthetic Neuron Explorer directories, of the legacy Neuron JSON samples and of a ``convert``
+output must each load or fail with a named error, with valid tables (tests/fuzz_inputs.py says
+exactly what is checked). The seed is fixed, so a failure names a case that reproduces.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import neurontrace
+from tests import fuzz_inputs as fz
+
+SEED = 12
+GZIP = b"\x1f\x8b"
+KINETO_CASES = 900
+NEURON_CASES = 50
+JSON_CASES = 400
+OUTPUT_CASES = 40
+
+
+@pytest.mark.slow
+def test_mutated_kineto_traces_load_or_fail_by_name_and_the_decoders_agree(tmp_path: Path) -> None:
+    kinds: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter()
+    for i, (source, kind, data) in enumerate(fz.kineto_cases(SEED, KINETO_CASES)):
+        path = tmp_path / (f"case{i % 8}.json" + (".gz" if data.startswith(GZIP) else ""))
+        path.write_bytes(data)
+        try:
+            result = fz.check_kineto(path)
+        except AssertionError as exc:
+            raise AssertionError(f"case {i} ({kind} of {source}): {exc}") from exc
+        except Exception as exc:
+            raise AssertionError(f"case {i} ({kind} of {source}): {type(exc).__name__}: {exc}") from exc
+        kinds[kind] += 1
+        outcomes[result.kind] += 1
+    # The campaign covers every class, and both outcomes happen (a mutator that never bites proves nothing).
+    assert len(kinds) >= 17, kinds
+    assert outcomes["ok"] > 100 and outcomes["error"] > 100, outcomes
+
+
+def test_mutated_neuron_directories_load_or_fail_by_name(tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    outcomes: Counter[str] = Counter()
+    for i in range(NEURON_CASES):
+        src = rng.choice(fz.NEURON_DIRS)
+        kind = fz.neuron_mutation(src, tmp_path / "d", rng)
+        try:
+            outcomes[fz.outcome(tmp_path / "d").kind] += 1
+        except Exception as exc:
+            raise AssertionError(f"case {i} ({kind} of {src.name}): {type(exc).__name__}: {exc}") from exc
+    assert outcomes["ok"] > 5 and outcomes["error"] > 3, outcomes
+
+
+def test_mutated_legacy_neuron_json_loads_or_fails_by_name(tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    docs = {p: json.loads(p.read_text()) for p in fz.LEGACY_JSON}
+    outcomes: Counter[str] = Counter()
+    for i in range(JSON_CASES):
+        src = rng.choice(fz.LEGACY_JSON)
+        kind, doc = fz.json_value_mutation(docs[src], rng)
+        path = tmp_path / src.name
+        path.write_text(json.dumps(doc))
+        try:
+            outcomes[fz.outcome(path).kind] += 1
+        except Exception as exc:
+            raise AssertionError(f"case {i} ({kind} of {src.name}): {type(exc).__name__}: {exc}") from exc
+    assert outcomes["ok"] > 20 and outcomes["error"] > 5, outcomes
+
+
+def test_damaged_convert_outputs_load_or_fail_by_name(tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    trace = neurontrace.load(fz.ROOT / "sample_traces" / "cpu_train_loop.pt.trace.json.gz")
+    clean = trace.to_parquet(tmp_path / "clean")
+    outcomes: Counter[str] = Counter()
+    for i in range(OUTPUT_CASES):
+        out = tmp_path / "out"
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(clean, out)
+        kind = fz.parquet_output_mutation(out, rng)
+        try:
+            outcomes[fz.outcome(out).kind] += 1
+        except Exception as exc:
+            raise AssertionError(f"case {i} ({kind}): {type(exc).__name__}: {exc}") from exc
+    assert outcomes["error"] > 20, outcomes
+
+
+def test_mutations_are_reproducible() -> None:
+    first = [(k, d) for _, k, d in fz.kineto_cases(SEED, 40)]
+    assert first == [(k, d) for _, k, d in fz.kineto_cases(SEED, 40)]
