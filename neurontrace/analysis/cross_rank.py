@@ -557,6 +557,8 @@ def _pct(x: float) -> str:
 
 
 def _text(cr: CrossRank) -> list[str]:
+    if not cr.collectives and not cr.step_skew:  # nothing across ranks to speak of (e.g. a Neuron summary)
+        return []
     lines = [f"{len(cr.collectives)} collectives; {cr.matched} matched across {len(cr.ranks)} ranks"]
     if cr.straggler_rank is not None:
         me = next(p for p in cr.per_rank if p["rank"] == cr.straggler_rank)
