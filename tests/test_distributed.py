@@ -34,7 +34,7 @@ def dask_client():  # type: ignore[no-untyped-def]
     (test_real_cpu.py) would record their Python frames."""
     import logging
 
-    with dd.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with dd.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                          silence_logs=logging.ERROR) as cluster, dd.Client(cluster) as client:
         yield client
 
