@@ -529,6 +529,16 @@ def straggler_findings(cr: CrossRank) -> list[Finding]:
                     evidence, advice, None)]
 
 
+def waiting_advice(cr: CrossRank | None) -> str | None:
+    """The advice for exposed collectives when most of their time is waiting for a straggler (else None):
+    overlapping or shrinking messages does not help while the ranks wait for a late one."""
+    if cr is None or not straggler_findings(cr):
+        return None
+    return (f"{_pct(cr.wait_share or 0)} of collective time is ranks waiting for the last to arrive, most often "
+            f"rank {cr.straggler_rank} (see the straggler finding): make it arrive on time first; overlapping "
+            "communication or shrinking messages only helps the transfer that remains.")
+
+
 def bandwidth_findings(cr: CrossRank) -> list[Finding]:
     """Per op and size bucket, the median bus bandwidth against the device's link class."""
     buckets: dict[tuple[str, str, str, float], list[float]] = defaultdict(list)
