@@ -471,3 +471,21 @@ def test_without_force_a_writer_that_lost_the_race_is_refused(tmp_path: Path) ->
         with pytest.raises(OutputExistsError, match="meanwhile"):
             trace.to_parquet(out)
     assert (out / "theirs").exists()
+
+
+# -- the reference decoder's memory: minified lists are chunked too --------------------------------------
+
+
+def test_a_minified_list_is_cut_between_events_not_inside_strings(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from neurontrace.parsers import _kineto_json
+
+    events = [op(i, note='}, {"ph": "X"}, {' * (i % 3)) for i in range(200)]
+    data = json.dumps({"traceEvents": events}, separators=(",", ":")).encode()  # no line structure
+    whole = both(tmp_path, data)
+    monkeypatch.setattr(_kineto_json, "CHUNK_BYTES", 256)
+    chunks = list(_kineto_json._minified_chunks(memoryview(data)[len(b'{"traceEvents":['):-2]))
+    assert len(chunks) > 20
+    for chunk, _ in chunks:  # every chunk is a run of whole events
+        assert len(json.loads(bytes(_kineto_json._bracketed(chunk)))) > 0
+    assert fz.same(whole, both(tmp_path, data))
