@@ -225,8 +225,8 @@ def _json_break(data: Document) -> int:
     return len(data)
 
 
-def _page_releaser(data: Document) -> Callable[[int], None] | None:
-    """For a file snapshot: a function that hands the pages before an offset back to the OS.
+def _page_releaser(data: Document) -> Callable[[int, int], None] | None:
+    """For a file snapshot: a function that hands the pages of a byte range back to the OS.
 
     Scanned input is not read again (unless the scanner declines, and then the snapshot is
     restored), so peak memory holds about one copy of the trace, not two, while the columns grow.

@@ -198,7 +198,7 @@ def test_a_snapshot_whose_file_shrank_refuses_to_restore(tmp_path: Path) -> None
     path.write_bytes(doc_bytes([op(i) for i in range(4000)]))
     snap = _io.read_content(path, snapshot=True).data
     assert isinstance(snap, _io.Snapshot)
-    snap.release(len(snap))
+    snap.release(0, len(snap))
     path.write_bytes(b"{}")
     with pytest.raises(MalformedTraceError, match="shrank while it was read"):
         snap.restore()
@@ -210,7 +210,10 @@ def test_released_pages_are_restored_for_the_reference_decoder(tmp_path: Path) -
     path.write_bytes(data)
     snap = _io.read_content(path, snapshot=True).data
     assert isinstance(snap, _io.Snapshot)
-    snap.release(len(snap))
+    snap.release(100, len(snap))
+    page = mmap.PAGESIZE
+    assert not any(snap[page: len(snap) // page * page])  # freed: private memory reads as zeros
+    assert bytes(snap[:page]) == data[:page]  # the page holding byte 100 is kept
     snap.restore()
     assert bytes(snap) == data
     assert not isinstance(snap, bytes) and isinstance(snap, mmap.mmap)
