@@ -153,7 +153,8 @@ def on_timeline(model: ViewModel, trigger: str | None, relayout: Any, goto: Any,
     # A goto not yet drawn wins whatever fired: a redraw racing it (the window resized, the analysis
     # finished) read the view from before it, and would otherwise undo it.
     nonce = goto.get("nonce") if isinstance(goto, dict) else None
-    if nonce is not None and (not isinstance(view, dict) or view.get("goto") != nonce) and trigger != "nt-timeline":
+    if nonce is not None and (not isinstance(view, dict) or view.get("goto") != nonce) and \
+            trigger in ("nt-viewport", "nt-analysis-ready", "nt-selected"):
         trigger = "nt-goto"
     if trigger == "nt-timeline":
         asked = parse_relayout(relayout, model.index.span_ns, stored[2] if stored else 0)
@@ -429,12 +430,17 @@ def register(app: dash.Dash, state: ViewerState) -> None:
     def _table(_ready: Any, _sorts: Any, text: Any, sort: Any) -> tuple[Any, Any]:
         model = state.model
         name = str(dash.ctx.outputs_list[0]["id"]["table"])
+        if name not in layout.TABLES:
+            raise dash.exceptions.PreventUpdate
         if model is None or model.analysis is None:
             return layout.table_rows(name, []), no_update
+        columns = [c for c, _ in layout.TABLES[name]]
+        if not (isinstance(sort, dict) and sort.get("column") in columns):
+            sort = None
         trigger = dash.ctx.triggered_id
-        if isinstance(trigger, dict) and trigger.get("type") == "nt-sort":
+        if isinstance(trigger, dict) and trigger.get("type") == "nt-sort" and trigger.get("column") in columns:
             column = trigger["column"]
-            desc = not (isinstance(sort, dict) and sort.get("column") == column and sort.get("desc"))
+            desc = not (sort is not None and sort.get("column") == column and sort.get("desc"))
             sort = {"column": column, "desc": desc}
         rows = {"stalls": model.analysis.stalls, "ops": model.analysis.top_ops,
                 "fallback": model.analysis.fallback}[name]

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from neurontrace.app import lod
+from neurontrace.app import counters, lod
 from neurontrace.app.model import MARKER_CATEGORIES, DeviceKey, ViewModel
 from neurontrace.app.palette import (
     CATEGORY_COLORS,
@@ -36,6 +36,7 @@ from neurontrace.app.tracks import DEVICE, MARKERS, PYTHON
 from neurontrace.causes import CAUSES
 
 ROW_PX = 20
+COUNTER_COLOR = "#00838f"
 TOP_PX = 50
 BOTTOM_PX = 8
 LEFT_PX = 250
@@ -43,6 +44,7 @@ PAN_MARGIN = 0.125  # data is sent for this share of the width beyond each edge,
 MAX_STEP_LABELS = 40
 MAX_STEP_LINES = 400
 STEP_LABEL_PX = 56
+COUNTERS = "counters"  # the counters' key among the expanded groups
 MAX_ROWS = 120  # rows drawn at most (beyond them the page is neither readable nor small)
 HOVER_CELLS = 150_000  # binned cells beyond which their hover (busy share) is left out of the payload
 MAX_HIGHLIGHT_SHAPES = 600
@@ -74,6 +76,7 @@ class Row:
     lane: int | None = None
     device: DeviceKey | None = None  # (device, rank) of a cause row
     thin: bool = False  # a markers lane (device steps, annotations): thin bars
+    counter: int | None = None  # index into model.counters of a counter row
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,11 @@ def rows(model: ViewModel, expanded: Collection[str], max_depth: int, python: bo
         if key not in with_group:
             where = f"{key[0]} (host as device)" + (f" · rank {key[1]}" if len(ranks) > 1 else "")
             out.append(Row("cause", f"{where} · stall causes", None, device=key))
+    if model.counters:  # the counters table: one area row per series, collapsible like a group
+        is_open = COUNTERS in expanded
+        out.append(Row("group", f"{'▾' if is_open else '▸'} counters", None))
+        if is_open:
+            out += [Row("counter", s.label, None, counter=k) for k, s in enumerate(model.counters)]
     budget = MAX_ROWS - sum(1 for r in out if r.kind != "lane")
     kept: list[Row] = []
     for r in out:
@@ -177,6 +185,9 @@ def timeline(model: ViewModel, req: Request) -> Drawn:
             if row.lane in as_events:
                 continue
             code, p = lod.encode(view.binned[row.lane], view.touched[row.lane])
+        elif row.kind == "counter" and row.counter is not None:
+            _counter_trace(model, row.counter, w, y, traces, req.origin)
+            continue
         elif row.kind == "group" and row.group is not None:
             group_y[row.group] = y
             # What the process's threads were doing, all nesting levels, steps and annotations left out.
@@ -335,7 +346,7 @@ def _event_traces(model: ViewModel, view: lod.LaneView, lane_y: np.ndarray, bin_
 
 
 def _cause_traces(model: ViewModel, device: DeviceKey, span: tuple[int, int], y: int, bin_ms: float,
-                  traces: list[dict[str, Any]], origin: int) -> None:
+                  traces: list[dict[str, Any]], shift: int) -> None:
     assert model.analysis is not None
     runs = model.analysis.causes[device]
     origin = model.index.origin_ns
@@ -350,7 +361,7 @@ def _cause_traces(model: ViewModel, device: DeviceKey, span: tuple[int, int], y:
         custom = [[-1, d, a, b] for d, a, b in zip(np.round((end[m] - start[m]) / 1e3, 3).tolist(),
                                                    start[m].tolist(), end[m].tolist(), strict=True)]
         traces.append({
-            "type": "bar", "orientation": "h", "name": f"cause:{name}", "base": typed((start[m] - origin) / 1e6),
+            "type": "bar", "orientation": "h", "name": f"cause:{name}", "base": typed((start[m] - shift) / 1e6),
             "x": typed(np.maximum((end[m] - start[m]) / 1e6, bin_ms)), "y": typed(np.full(int(m.sum()), y, np.int32)),
             "customdata": custom, "text": [runs.details[int(d)] for d in detail[m].tolist()], "width": 0.86,
             "marker": {"color": CAUSE_COLORS[name], "line": {"width": 0}}, "textposition": "none",
@@ -359,9 +370,40 @@ def _cause_traces(model: ViewModel, device: DeviceKey, span: tuple[int, int], y:
         })
 
 
+def _counter_trace(model: ViewModel, k: int, w: lod.Window, y: int, traces: list[dict[str, Any]],
+                   origin: int) -> None:
+    """One counter series as a filled step area inside its row (the row's height is its peak)."""
+    s = model.counters[k]
+    held = counters.binned(s, w)
+    if not np.isfinite(held).any():
+        return
+    x = (w.t0 - origin + (np.arange(w.n_bins) + 0.5) * w.bin_ns) / 1e6
+    top = y + 0.42 - 0.84 * np.nan_to_num(held, nan=0.0) / (s.peak or 1.0)
+    base = y + 0.42
+    text = [_value(v, s.unit) for v in held.tolist()]
+    traces.append({
+        "type": "scatter", "mode": "lines", "name": f"counter:{s.label}", "line": {"shape": "hv", "width": 1,
+                                                                                   "color": COUNTER_COLOR},
+        "x": typed(np.r_[x, x[-1], x[0]]), "y": typed(np.r_[top, base, base]), "fill": "toself",
+        "fillcolor": rgba(COUNTER_COLOR, 0.25), "text": [*text, "", ""], "hoveron": "points",
+        "hovertemplate": f"<b>{s.label}</b><br>%{{text}} at %{{x:.4f}} ms<extra></extra>",
+    })
+
+
+def _value(v: float, unit: str) -> str:
+    if not np.isfinite(v):
+        return "no sample yet"
+    if unit == "bytes":
+        for scale, name in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+            if abs(v) >= scale:
+                return f"{v / scale:,.2f} {name}"
+        return f"{v:,.0f} B"
+    return f"{v:,.4g} {unit}".strip()
+
+
 def _group_bands(table_rows: list[Row], shapes: list[dict[str, Any]]) -> None:
     for y, row in enumerate(table_rows):
-        if row.kind != "lane":
+        if row.kind not in ("lane", "counter"):
             shapes.append({"type": "rect", "xref": "paper", "yref": "y", "x0": 0, "x1": 1, "y0": y - 0.5,
                            "y1": y + 0.5, "fillcolor": "#f4f6f8", "line": {"width": 0}, "layer": "below"})
             if y:

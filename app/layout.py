@@ -218,8 +218,9 @@ def default_expanded(model: ViewModel) -> list[str]:
     """Every group open unless that makes the page too tall; then devices open, processes closed."""
     ix = model.index
     rows = sum(1 + sum(min(ix.tracks[t].depth, DEFAULT_DEPTH) for t in g.tracks) for g in ix.groups)
+    counters = [figures.COUNTERS] if model.counters else []  # counter rows open (a handful at most)
     if rows <= MAX_EXPANDED_ROWS:
-        return [g.key for g in ix.groups]
+        return [g.key for g in ix.groups] + counters
     out = []
     budget = MAX_EXPANDED_ROWS
     for g in sorted(ix.groups, key=lambda g: g.side != "device"):
@@ -227,7 +228,7 @@ def default_expanded(model: ViewModel) -> list[str]:
         if size <= budget:
             out.append(g.key)
             budget -= size
-    return out
+    return [*out, *counters]
 
 
 def legend(model: ViewModel) -> list[Any]:
@@ -252,7 +253,7 @@ def legend(model: ViewModel) -> list[Any]:
 
 
 def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roots: list[str],
-         view: dict[str, Any]) -> html.Div:
+         view: dict[str, Any], selected: int | None = None) -> html.Div:
     ix = model.index
     badges = [(model.trace.meta("format", "trace") or "trace", False), (f"{ix.n_events:,} events", False)]
     if model.synthetic:
@@ -301,7 +302,8 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
                         html.Label("groups"),
                         dcc.Checklist(id="nt-groups", className="nt-groups",
                                       options=[{"label": g.label, "value": g.key} for g in ix.groups
-                                               if any(not ix.tracks[t].empty for t in g.tracks)],
+                                               if any(not ix.tracks[t].empty for t in g.tracks)]
+                                      + ([{"label": "counters", "value": figures.COUNTERS}] if model.counters else []),
                                       value=expanded, inline=True),
                         html.Span(first.status, id="nt-timeline-status", className="nt-status"),
                     ]),
@@ -338,7 +340,7 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
         ]),
         html.Button(id="nt-fit", style={"display": "none"}),
         dcc.Store(id="nt-view", data=view),
-        dcc.Store(id="nt-selected", data=None),
+        dcc.Store(id="nt-selected", data=selected),
         dcc.Store(id="nt-highlight", data=None),
         dcc.Store(id="nt-goto", data=None),
         dcc.Store(id="nt-viewport", data=None),

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from neurontrace.analysis.attribution import CauseIntervals, cause_intervals
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
-from neurontrace.app import lod, tables
+from neurontrace.app import counters, lod, tables
 from neurontrace.app.tracks import DEVICE, DEVICE_TABLE, SYSTEM_TABLE, TrackIndex, build, codes
 from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
@@ -80,6 +80,7 @@ class ViewModel:
     fallback_ops: Sequence[str] = ()
     analysis: Analysis | None = None
     build_seconds: float = 0.0
+    counters: list[counters.Series] = field(default_factory=list)
     _frames: dict[int, tuple[int | None, Frame]] = field(default_factory=dict, repr=False)
     _links: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
@@ -94,6 +95,7 @@ class ViewModel:
                     synthetic=bool(trace.meta("synthetic", False)), fallback_ops=tuple(fallback_ops))
         model._frames = _frames(trace.frames)
         model._links = _link_columns(trace)
+        model.counters = counters.series(trace, index.origin_ns)
         model.build_seconds = time.perf_counter() - t0
         return model
 

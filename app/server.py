@@ -144,15 +144,16 @@ def main_page(model: ViewModel, source_roots: list[str], url_query: str = "") ->
     expanded = layout.default_expanded(model)
     focus = callbacks.focus_view(model)  # the analysis window once known, else the whole trace
     window = focus or (0, model.index.span_ns)
-    _selected, goto = callbacks.on_url(model, url_query)
+    selected, goto = callbacks.on_url(model, url_query)
+    selected = selected if isinstance(selected, int) else None
     auto = focus is None  # jump to the analysis window when it is known
     if isinstance(goto, dict):  # the page URL names a window: open there, and stay
         window, auto = callbacks.clamp(model, goto["t0"], goto["t1"]), False
-    req = callbacks.request(model, window, expanded=expanded)
+    req = callbacks.request(model, window, expanded=expanded, selected=selected)
     first = figures.timeline(model, req)
     view = {"t0": window[0], "t1": window[1], "origin": req.origin, "auto": auto,
-            "query": callbacks.url_query(model, window, None)}
-    return layout.main(model, first, expanded, source_roots, view)
+            "query": callbacks.url_query(model, window, selected)}
+    return layout.main(model, first, expanded, source_roots, view, selected)
 
 
 def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:

@@ -6,6 +6,8 @@ viewer treats those paths as untrusted. :class:`SourceReader` opens a file only 
 - the path, with every symlink and ``..`` resolved, lies inside one of the configured source roots
   (``--source-root``, default the current directory);
 - it is a regular file (not a directory, device, FIFO or socket) of at most ``MAX_BYTES``;
+- it has one link only: a hard link has no "real path" to check, and a second name for a file
+  outside the roots (``ln /etc/shadow ROOT/x.py``) would otherwise be served;
 - its content is text (no NUL bytes in what is read).
 
 Anything else is *refused* or *not found* and the panel shows the path as text only. A relative
@@ -90,6 +92,9 @@ class SourceReader:
             if st.st_size > MAX_BYTES:
                 problem = f"{file}: larger than {MAX_BYTES // (1024 * 1024)} MB, not shown"
                 continue
+            if st.st_nlink > 1:
+                return Snippet(file, line, REFUSED, f"refused: {file} has {st.st_nlink} hard links, so it may be "
+                               "a file from outside the source roots; shown as text only")
             return self._lines(file, line, real, st, context, by_suffix)
         if problem:
             return Snippet(file, line, UNREADABLE, problem)
@@ -125,7 +130,8 @@ class SourceReader:
         with os.fdopen(fd, "rb") as fh:
             now = os.fstat(fh.fileno())
             # The file checked is the file read (no swap between the check and the open).
-            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(now.st_mode):
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or not stat.S_ISREG(now.st_mode) \
+                    or now.st_nlink > 1:
                 return Snippet(file, line, REFUSED, "refused: the file changed while it was being opened")
             data = fh.read(MAX_BYTES + 1)
         if b"\x00" in data:

@@ -13,13 +13,17 @@ calls that interpreter with a small driver and reads its JSON. Per trace it prin
   call end, clipped at 0), and HTA's ``get_cuda_kernel_launch_stats``;
 - queue depth: neurontrace's (launched, not finished) vs HTA's ``get_queue_length_summary`` (launched, not started).
 
-HTA has no FLOP or roofline analysis; TraceLens (which has) was not compared: it was not installable here.
+HTA has no FLOP or roofline analysis. With ``--tracelens-python`` (and ``--tracelens-src`` for a source checkout
+put on PYTHONPATH, e.g. one fetched from AMD-AGI/TraceLens with only pandas, tqdm, orjson, tabulate, PyYAML and
+openpyxl installed beside it), TraceLens's ``TreePerfAnalyzer.build_df_unified_perf_table`` GFLOPs and kernel
+time per op are printed beside neurontrace's for the traces that record shapes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -69,6 +73,29 @@ print(json.dumps(out))
 """
 
 
+TRACELENS_DRIVER = r"""
+import json, sys, warnings, logging, collections
+warnings.filterwarnings("ignore"); logging.disable(logging.CRITICAL)
+from TraceLens import TreePerfAnalyzer
+df = TreePerfAnalyzer.from_file(sys.argv[1]).build_df_unified_perf_table()
+agg = collections.defaultdict(lambda: [0, 0.0, 0.0])
+for _, r in df.iterrows():
+    if r.get("has_perf_model") and r.get("GFLOPS") == r.get("GFLOPS"):
+        a = agg[r["name"]]; a[0] += 1; a[1] += float(r["GFLOPS"]); a[2] += float(r.get("Kernel Time (\u00b5s)", 0.0))
+print(json.dumps({k: {"ops": v[0], "gflop": v[1], "kernel_us": v[2]} for k, v in agg.items()}))
+"""
+
+
+def tracelens(python: str, src: str | None, trace: Path) -> dict[str, Any]:
+    env = {**os.environ, **({"PYTHONPATH": src} if src else {})}
+    run = subprocess.run([python, "-c", TRACELENS_DRIVER, str(trace)], capture_output=True, text=True, timeout=900,
+                         check=False, env=env)
+    if run.returncode != 0:
+        return {"error": run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"exit {run.returncode}"}
+    result: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
+    return result
+
+
 def hta(python: str, trace: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as d:
         shutil.copy(trace, Path(d) / trace.name)  # HTA reads a directory of rank traces
@@ -114,6 +141,8 @@ def _us(ns: float | None) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hta-python", required=True, help="the python of a venv with holistictraceanalysis installed")
+    ap.add_argument("--tracelens-python", help="the python of a venv that can import TraceLens (optional)")
+    ap.add_argument("--tracelens-src", help="a TraceLens source checkout to put on PYTHONPATH (optional)")
     ap.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "corpus" / "kineto")
     args = ap.parse_args()
     for rel in TRACES:
@@ -135,6 +164,23 @@ def main() -> None:
             print(f"    {r.op} / {r.kernel_class}: {r.tflops_per_s:.1f} TFLOP/s, {r.tb_per_s:.3f} TB/s, "
                   f"{r.pct_of_peak if r.pct_of_peak is None else round(r.pct_of_peak, 1)}% of peak, {r.bound} bound")
         print("  HTA: no FLOP/roofline analysis")
+        if args.tracelens_python and not all(r.flops is None for r in rep.rows):
+            tl = tracelens(args.tracelens_python, args.tracelens_src, path)
+            if "error" in tl:
+                print(f"  TraceLens: {tl['error']}")
+            for name, v in sorted(tl.items(), key=lambda kv: -kv[1]["kernel_us"])[:6] if "error" not in tl else []:
+                print(f"  TraceLens {name}: {v['ops']} ops, {v['gflop']:,.2f} GFLOP in {v['kernel_us']:,.1f} µs = "
+                      f"{v['gflop'] / v['kernel_us'] * 1e3 if v['kernel_us'] else 0:,.1f} TFLOP/s")
+            mine: dict[str, list[float]] = {}
+            for r in rep.rows:
+                if r.flops is not None:
+                    m = mine.setdefault(r.op, [0, 0.0, 0.0])
+                    m[0] += r.ops
+                    m[1] += r.flops / 1e9
+                    m[2] += r.device_ns / 1e3
+            for name, (ops_n, gflop, us) in sorted(mine.items(), key=lambda kv: -kv[1][2])[:6]:
+                print(f"  neurontrace {name}: {ops_n:g} ops, {gflop:,.2f} GFLOP in {us:,.1f} µs = "
+                      f"{gflop / us * 1e3 if us else 0:,.1f} TFLOP/s")
         o = n["overlap"]
         ours_pct = "-" if o.collectives_hidden is None else f"{100 * o.collectives_hidden:.2f}%"
         print(f"  comm hidden by compute: neurontrace {ours_pct} of {_us(o.collectives_total_ns)}; "

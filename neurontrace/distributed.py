@@ -179,7 +179,7 @@ def _client(client: Any, scheduler: str | None, workers: int | None) -> Iterator
     import logging
 
     n = workers or os.cpu_count() or 1
-    with dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+    with dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
                          silence_logs=logging.ERROR) as cluster, dd.Client(cluster) as c:
         yield c
 

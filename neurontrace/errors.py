@@ -71,6 +71,10 @@ class UsageError(NeurontraceError):
     exit_code = EXIT_USAGE
 
 
+class WindowError(UsageError):
+    """``--window`` does not fit the trace (it lies outside it, or is malformed)."""
+
+
 class InputNotFoundError(NeurontraceError, FileNotFoundError):
     """The path given does not exist."""
 

@@ -66,7 +66,7 @@ from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_t
 from . import neuron_explorer, ntff
 from ._neuron_arrow import constant
 from ._neuron_common import warn
-from ._neuron_ntff import find_neff, is_session, read_header
+from ._neuron_ntff import check_version, find_neff, is_session, read_header
 from ._neuron_read import looks_like_explorer
 from ._neuron_tool import cache_root, decode, find_tool, timeout_default
 from .kineto import parse as kineto_parse
@@ -374,6 +374,7 @@ def undecoded_profiles(leaf: Path, ntffs: list[Path]) -> list[dict[str, str]]:
     for p in ntffs:
         try:
             header = read_header(p)
+            check_version(p, header)  # an NTFF view cannot read gets the reason, not a command that fails
             neff, _ = (None, "") if is_session(p) else find_neff(p, header, None)
             what = f"{p.name}: {header.describe()}"
         except NeurontraceError as exc:

@@ -238,3 +238,151 @@ def test_the_timeline_draws_at_most_max_rows_and_says_how_many_it_left_out() -> 
     assert len(drawn.rows) == figures.MAX_ROWS
     assert f"{n + 2 - figures.MAX_ROWS} more rows not drawn" in drawn.status
     assert len(to_json_plotly(drawn.figure)) < MAX_PAYLOAD
+
+
+def test_debug_and_non_loopback_hosts_are_warned_about(capsys: pytest.CaptureFixture[str]) -> None:
+    from neurontrace.cli import view
+
+    view._warn_exposure("127.0.0.1", debug=False)
+    assert capsys.readouterr().err == ""
+    view._warn_exposure("127.0.0.1", debug=True)
+    err = capsys.readouterr().err
+    assert "warning: --debug" in err and "anyone" not in err
+    view._warn_exposure("0.0.0.0", debug=True)
+    err = capsys.readouterr().err
+    assert "anyone who can reach this machine" in err and "warning: --debug" in err and "0.0.0.0" in err
+
+
+BAD_VALUES: list[Any] = [float("nan"), float("inf"), -float("inf"), "x", "1e400", 1e300, -(2**70), True, None,
+                         [], [float("nan")], {}, {"t0": float("nan"), "t1": "y", "origin": float("inf")},
+                         {"points": [{"x": float("inf"), "customdata": [float("nan"), "a", None, 1e400]}]},
+                         {"device": 5, "cause": [], "rank": float("nan")}, {"xaxis.range[0]": float("nan"),
+                                                                             "xaxis.range[1]": float("inf")}]
+
+
+def _dash_post(url: str, body: dict[str, Any]) -> int:
+    # allow_nan: the page's JSON parser (Flask's) accepts NaN and Infinity, so a hostile page can send them.
+    data = json.dumps(body, allow_nan=True).encode()
+    req = urllib.request.Request(url + "_dash-update-component", data=data,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_every_callback_survives_nan_infinity_and_strings_over_http() -> None:
+    """Each callback of the page, called over HTTP as the browser calls it, with every input and state
+    replaced by hostile values: answered (200, or 204 "nothing to update"), never an HTTP 500."""
+    from neurontrace.app.server import serve_trace
+
+    server, state = serve_trace(tiny_trace(), port=0)
+    try:
+        deadline = time.monotonic() + 30
+        while (state.model is None or state.model.analysis is None) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with urllib.request.urlopen(server.url + "_dash-dependencies", timeout=30) as resp:
+            deps = json.loads(resp.read())
+        assert len(deps) >= 10
+        statuses: dict[int, int] = {}
+        for dep in deps:
+            if dep.get("clientside_function"):
+                continue  # runs in the browser, never reaches the server
+
+            def spec(item: dict[str, Any], value: Any) -> Any:
+                ident = item["id"]
+                if ident.startswith("{"):  # a pattern-matching id: ALL gives a list, MATCH one item
+                    concrete = json.loads(ident)
+                    for k, v in concrete.items():
+                        if isinstance(v, list):
+                            concrete[k] = 0 if k in ("index", "event", "frame") else "stalls"
+                    one = {"id": concrete, "property": item["property"], "value": value}
+                    return [one] if '["ALL"]' in ident else one
+                return {"id": ident, "property": item["property"], "value": value}
+
+            for value in BAD_VALUES:
+                inputs = [spec(i, value) for i in dep["inputs"]]
+                body = {"output": dep["output"], "outputs": _outputs(dep["output"]),
+                        "inputs": inputs, "state": [spec(s, value) for s in dep["state"]],
+                        "changedPropIds": [f"{i['id']}.{i['property']}" for i in dep["inputs"][:1]]}
+                code = _dash_post(server.url, body)
+                statuses[code] = statuses.get(code, 0) + 1
+                assert code in (200, 204), (dep["output"], value, code)
+        assert statuses.get(200, 0) > 0  # some hostile calls are answered with a page update, not refused
+    finally:
+        server.stop()
+
+
+def _outputs(output: str) -> Any:
+    """The "outputs" field Dash's renderer sends for an output spec such as "..a.b...c.d.." ."""
+    parts = output.strip(".").split("...") if output.startswith("..") else [output]
+    out = []
+    for part in parts:
+        ident, prop = part.rsplit(".", 1)
+        prop = prop.split("@", 1)[0]
+        if ident.startswith("{"):
+            concrete = json.loads(ident)
+            concrete = {k: ("stalls" if isinstance(v, list) else v) for k, v in concrete.items()}
+            out.append({"id": concrete, "property": prop})
+        else:
+            out.append({"id": ident, "property": prop})
+    return out if output.startswith("..") else out[0]
+
+
+def _decode(spec: Any) -> Any:
+    import base64
+
+    import numpy as np
+
+    if isinstance(spec, list):
+        return np.asarray(spec, dtype=np.float64)
+    return np.frombuffer(base64.b64decode(spec["bdata"]), dtype={"f8": np.float64, "i4": np.int32, "f4": np.float32,
+                                                                  "u1": np.uint8, "i2": np.int16}[spec["dtype"]])
+
+
+def test_the_page_opens_on_the_analysis_window_and_counts_time_from_its_start() -> None:
+    model = ViewModel.build(neurontrace.load(SAMPLES / "cpu_train_loop.pt.trace.json.gz"))
+    assert model.time_origin == 0 and model.focus() is None  # before the analysis: the first event
+    model.analyse()
+    (device, rank), (w0, w1) = model.focus()
+    d = model.analysis.diagnosis.devices[0]
+    assert (device, rank) == (d.device, d.rank) and (w0, w1) == (d.window[0] - model.index.origin_ns,
+                                                                  d.window[1] - model.index.origin_ns)
+    assert model.time_origin == w0
+    page = main_page(model, [str(SAMPLES)])
+    view = page.children[-7].data  # the nt-view store
+    assert view["origin"] == w0 and not view["auto"] and view["t0"] < w0 < w1 < view["t1"]
+    fig, _view, _ = callbacks.on_timeline(model, "nt-focus", None, None, view)
+    lo, hi = fig["layout"]["xaxis"]["range"]
+    assert lo == pytest.approx(-0.01 * (w1 - w0) / 1e6, rel=1e-3) and hi > (w1 - w0) / 1e6
+    assert fig["layout"]["xaxis"]["ticktext"][0] == "0" and fig["layout"]["xaxis"]["tickvals"][0] == 0
+    # Every drawn interval (events, cause runs, counters) lies on the same axis: within the padded view.
+    width = hi - lo
+    for t in fig["data"]:
+        xs = _decode(t["base"]) if "base" in t else (_decode(t["x"]) if t["type"] == "scatter" and
+                                                       t["name"].startswith("counter") else None)
+        if xs is not None and len(xs):
+            assert xs.min() >= lo - 0.2 * width and xs.max() <= hi + 0.2 * width, t["name"]
+    # The stall table reads like diagnose: from the window start.
+    stall = model.analysis.stalls[0]
+    s = d.top_stalls[0]
+    assert stall["start_ms"] == round((s.start_ns - d.window[0]) / 1e6, 4)
+
+
+def test_counter_rows_hold_the_highest_value_of_each_pixel() -> None:
+    import numpy as np
+
+    from neurontrace.app import counters
+    from neurontrace.app.lod import Window
+
+    s = counters.Series("c", "bytes", np.array([10, 20, 21, 40], dtype=np.int64), np.array([1.0, 5.0, 2.0, 3.0]), 5.0)
+    held = counters.binned(s, Window(0, 50, 5))  # pixels of 10 ns
+    assert np.isnan(held[0]) and held.tolist()[1:] == [1.0, 5.0, 2.0, 3.0]  # 2 is carried through 30..40
+    model = ViewModel.build(neurontrace.load(SAMPLES / "cpu_train_loop.pt.trace.json.gz"))
+    assert [c.label for c in model.counters] == ["[memory] Total Allocated · cpu"]  # Bytes (per event) and a zero series left out
+    rows, _ = figures.rows(model, layout.default_expanded(model), 10)
+    assert [r.label for r in rows if r.kind == "counter"] == ["[memory] Total Allocated · cpu"]
+    drawn = figures.timeline(model, callbacks.request(model, (0, model.index.span_ns)))
+    area = next(t for t in drawn.figure["data"] if t["name"].startswith("counter:"))
+    assert area["fill"] == "toself" and "KiB" in " ".join(area["text"])

@@ -72,6 +72,15 @@ def test_symlinks_out_of_the_root_are_refused_and_inside_are_followed(tree: tupl
     assert reader.read("alias.py", 2).status == OK
 
 
+def test_hard_links_are_refused(tree: tuple[Path, Path]) -> None:
+    # A hard link has no real path to check: a second name inside the root for a file outside it.
+    root, outside = tree
+    os.link(outside, root / "pkg" / "innocent.py")
+    s = SourceReader([root]).read("pkg/innocent.py", 1)
+    assert s.status == REFUSED and "hard links" in s.message and s.lines == []
+    assert SourceReader([root]).read("pkg/model.py", 1).status == OK  # one link: read as before
+
+
 def test_a_symlinked_root_is_resolved_once(tree: tuple[Path, Path], tmp_path: Path) -> None:
     root, _ = tree
     link = tmp_path / "rootlink"

@@ -208,3 +208,21 @@ def test_framework_mapping_links_runtime_executions_to_the_ops_that_issued_them(
     # Each execution links to the nonzero right before it (sequence numbers repeat without autograd).
     assert linked == [("aten::nonzero", e["ts_ns"], "nrt_execute") for e in nonzero]
     assert t.accounting[0].skipped["framework_mapping entry without nrta_seq_id / framework_op_exec_ids"] == 1
+
+
+def test_the_shipped_ntff_sample_is_exit_9_not_an_empty_report() -> None:
+    # The case: `diagnose sample_traces/synthetic_neuron/synthetic_ntff` printed an empty cpu report, exit 0.
+    from tests.conftest import SAMPLES
+
+    res = _cli("diagnose", SAMPLES / "synthetic_neuron" / "synthetic_ntff")
+    assert res.returncode == EXIT_EXTERNAL_TOOL and res.stdout == ""
+    assert "neuron-explorer view -n" in res.stderr and "synthetic_mlp.neff -s" in res.stderr
+
+
+@pytest.mark.usefixtures("no_tool")
+def test_an_ntff_version_view_cannot_read_is_named_with_the_reason(tmp_path: Path, cpu_trace: Path) -> None:
+    proc = flat_capture(tmp_path / "out", cpu_trace, cores=1)
+    syn.write_ntff(syn.Scenario(), proc / f"{HASH}_instid_0_vnc_0.ntff", version=129, neff_name="file.neff")
+    with pytest.warns(NeuronToolMissingWarning, match=r"NTFF format version 129; neuron-explorer view 2\.31/2\.32 "
+                                                      r"parses versions 1-7"):
+        neurontrace.load(tmp_path / "out")

@@ -160,6 +160,24 @@ def test_diagnose_options_are_validated(tmp_path: Path) -> None:
     assert res.returncode == errors.EXIT_NOT_FOUND and "no such fallback log" in res.stderr
 
 
+def test_diagnose_window_is_offsets_from_the_trace_start_or_absolute() -> None:
+    whole = json.loads(run("diagnose", SAMPLE, "--json").stdout)
+    start = whole["phases"]["trace_start_ns"]
+    res = run("diagnose", SAMPLE, "--json", "--window", "1ms:2.5ms")
+    (dev,) = json.loads(res.stdout)["devices"]
+    assert (dev["window"], dev["window_rule"]) == ({"start_ns": start + 1_000_000, "end_ns": start + 2_500_000},
+                                                   "option")
+    res = run("diagnose", SAMPLE, "--json", "--window", f"abs:{start + 1_000_000}:{start + 2_500_000}")
+    assert json.loads(res.stdout)["devices"][0]["window"] == dev["window"]
+    # A window outside the trace is an error that says where the trace is, not a 1 µs idle window.
+    res = run("diagnose", SAMPLE, "--window", "1000s:1001s")
+    assert res.returncode == errors.EXIT_USAGE and "lies outside the trace" in res.stderr
+    res = run("diagnose", SAMPLE, "--window", "abs:5:10")
+    assert res.returncode == errors.EXIT_USAGE and "lies outside the trace" in res.stderr
+    res = run("diagnose", SAMPLE, "--window", "1parsec:2")
+    assert res.returncode == errors.EXIT_USAGE and "optional unit" in res.stderr
+
+
 def test_diagnose_explicit_fallback_ops(tmp_path: Path) -> None:
     res = run("diagnose", SAMPLE, "--json", "--fallback-ops", "aten::addmm")
     doc = json.loads(res.stdout)

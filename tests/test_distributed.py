@@ -34,7 +34,7 @@ def dask_client():  # type: ignore[no-untyped-def]
     (test_real_cpu.py) would record their Python frames."""
     import logging
 
-    with dd.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with dd.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                          silence_logs=logging.ERROR) as cluster, dd.Client(cluster) as client:
         yield client
 
@@ -88,9 +88,10 @@ def test_dataset_round_trip_rank_by_rank(dask_client: Any, tmp_path: Path) -> No
         got = {r: ds.dataset(table).count_rows(filter=pads.field("rank") == r) for r in range(8)}
         assert got == per_rank, table
     # diagnose DATASET gives the same diagnosis as the directory it came from (only the inputs differ)
-    a = diagnose(neurontrace.load(path)).as_dict()
+    a = diagnose(neurontrace.load(path), inputs=[{"path": str(path), "format": "neurontrace-dataset"}]).as_dict()
     b = diagnose(whole).as_dict()
     assert {k: v for k, v in a.items() if k != "inputs"} == {k: v for k, v in b.items() if k != "inputs"}
+    assert distributed.diagnose(path, client=dask_client) == a  # on Dask: one task per rank partition
 
 
 def test_open_dataset_filters_one_rank_without_reading_the_others(tmp_path: Path) -> None:

@@ -310,3 +310,17 @@ def test_neuron_instructions_count_their_own_flops(tmp_path: Path) -> None:
         dev2.schema.get_field_index("args"), "args", pa.array(args))})
     (row2,) = [r for r in op_table(bf16).rows if r.kernel_class == "tensor"]
     assert row2.dtype == "bf16" and row2.pct_of_peak is not None and row2.flops == expected
+
+
+def test_each_rank_keeps_its_own_rows(tmp_path: Path) -> None:
+    """Two ranks' traces read as one: both have a cuda:0, and their rows stay apart."""
+    from tests.micro import write
+
+    paths = []
+    for rank in (0, 1):
+        ev = [x("kernel", "sm90_gemm", 30, 10 * (rank + 1), pid=0, tid=7, device=0)]
+        paths.append(write(tmp_path, ev, name=f"r{rank}.json",
+                           distributedInfo={"backend": "nccl", "rank": rank, "world_size": 2}))
+    trace = neurontrace.Trace.concat([neurontrace.load(p) for p in paths])
+    rows = op_table(trace).rows
+    assert [(r.rank, r.device, r.device_ns) for r in rows] == [(0, "cuda:0", 10_000), (1, "cuda:0", 20_000)]

@@ -92,7 +92,8 @@ RECORDS = pa.schema([
 
 def rank_collectives(trace: Trace) -> pa.Table:
     """One row per collective per rank (schema :data:`RECORDS`), for every rank in ``trace``."""
-    parts = [_one_rank(trace, rank) for rank in _ranks(trace)]
+    ranks = _ranks(trace)
+    parts = [_one_rank(trace, rank, only=len(ranks) == 1) for rank in ranks]
     parts = [p for p in parts if p.num_rows]
     return pa.concat_tables(parts) if parts else RECORDS.empty_table()
 
@@ -110,9 +111,9 @@ def _of_rank(t: pa.Table, rank: int | None) -> pa.Table:
     return t.filter(pc.fill_null(pc.equal(t["rank"], rank), False))
 
 
-def _one_rank(trace: Trace, rank: int | None) -> pa.Table:
-    dev = _of_rank(trace.device_events, rank)
-    host = _of_rank(trace.system_events, rank)
+def _one_rank(trace: Trace, rank: int | None, only: bool = False) -> pa.Table:
+    dev = trace.device_events if only else _of_rank(trace.device_events, rank)
+    host = trace.system_events if only else _of_rank(trace.system_events, rank)
     coll = keep(dev, isin(dev["category"], ["collective"]))
     if coll.num_rows:
         device_col = [str(d) for d in coll["device"].to_pylist()]
@@ -160,7 +161,9 @@ def _one_rank(trace: Trace, rank: int | None) -> pa.Table:
     rows["start_ns"], rows["end_ns"], rows["before_start_ns"] = list(starts), list(ends), list(before)
     rows["before_device_ns"] = list(_covered(dev_busy, before, starts))
     rows["before_host_ns"] = list(_covered(host_busy, before, starts))
-    top_from = keep(dev, isin(dev["category"], ["compute"])) if len(dev_busy[0]) else _outermost(host_work)
+    # Named work: kernels, else outermost host ops (not Python frames: an outer frame spans everything).
+    top_from = keep(dev, isin(dev["category"], ["compute"])) if len(dev_busy[0]) else \
+        _outermost(keep(host_work, ~isin(host_work["category"], ["python"])))
     rows["before_top"] = [json.dumps(t) for t in _top_names(top_from, before, starts)]
     return pa.table({f.name: pa.array(rows[f.name], f.type) for f in RECORDS}, schema=RECORDS)
 

@@ -121,7 +121,8 @@ def _text(w: dict[str, Any]) -> list[str]:
     waits = ", ".join(f"{k} {ms(v)}" for k, v in w["waits_ns"].items() if v) or "none"
     mfu = w["summary"].get("mfu_estimated_percent")
     extra = f"; MFU {100 * mfu:.1f}%" if isinstance(mfu, int | float) else ""
-    return [f"engine waits ({w['wait_count']}): {waits}; throttled {ms(w['throttled_ns'])}{extra}"]
+    wall = f" (unions per engine; {ms(w['wait_wall_ns'])} with any engine waiting)" if "wait_wall_ns" in w else ""
+    return [f"engine waits ({w['wait_count']}): {waits}{wall}; throttled {ms(w['throttled_ns'])}{extra}"]
 
 
 def _compute(ctx: Context, d: DeviceAttribution) -> dict[str, Any] | None:

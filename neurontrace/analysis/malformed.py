@@ -9,7 +9,7 @@ kind                        what                                                
 =========================  =====================================================================  ========
 ``negative_duration``       ``dur_ns < 0``                                                          drop
 ``days_long``               longer than a day (``MAX_EVENT_NS``; CUPTI writes such ends)            drop
-``longer_than_trace``       ends past all other activity and lasts over 10x its whole extent (a     clip to
+``longer_than_trace``       ends past all other events and lasts over 10x their whole extent (a     clip to
                             ProfilerStep of another process lasting 13 s in a 0.36 s trace)         its end
 ``overflows_next``          device work ending after the next work on its stream/engine starts      clip to
                             (work on one track runs in order; the overlap is clock rounding)        the next
@@ -79,22 +79,25 @@ def sanitize(trace: Trace) -> tuple[Trace, EventChecks]:
     d_drop |= zero
     checks.ns_removed += int(np.clip(hd[h_drop], 0, None).sum() + np.clip(dd[d_drop], 0, None).sum())
     h_end, d_end = hs + np.where(h_drop, 0, hd), ds + np.where(d_drop, 0, dd)
-    # longer than the trace: an event over LONGER_THAN_TRACE x the extent of everything shorter than it ends
-    # past all of it; judged against the events no longer than the starts' span (the ordinary ones).
-    starts = np.concatenate([hs[~h_drop], ds[~d_drop]])
-    if len(starts) > 1:
-        span = int(starts.max() - starts.min())
-        long_h, long_d = (hd > span) & ~h_drop, (dd > span) & ~d_drop
-        rest_s = np.concatenate([hs[~h_drop & ~long_h], ds[~d_drop & ~long_d]])
-        rest_e = np.concatenate([h_end[~h_drop & ~long_h], d_end[~d_drop & ~long_d]])
-        if len(rest_s):
-            lo, end = int(rest_s.min()), int(rest_e.max())
-            limit = LONGER_THAN_TRACE * max(end - lo, 1)
-            over_h = long_h & (h_end > end) & (hd > limit)
-            over_d = long_d & (d_end > end) & (dd > limit)
-            _count(checks, "longer_than_trace", int(over_h.sum() + over_d.sum()))
-            checks.ns_removed += int((h_end[over_h] - end).sum() + (d_end[over_d] - end).sum())
-            h_end, d_end = np.where(over_h, end, h_end), np.where(over_d, end, d_end)
+    # longer than the trace: the event ending last, when it ends past every other event and lasts over
+    # LONGER_THAN_TRACE x the whole extent of the others (repeated while the next one qualifies too).
+    ends = np.concatenate([np.where(h_drop, np.iinfo(np.int64).min, h_end), np.where(d_drop, np.iinfo(np.int64).min,
+                                                                                      d_end)])
+    begins = np.concatenate([hs, ds])
+    alive = ~np.concatenate([h_drop, d_drop])
+    clipped = np.zeros(len(ends), dtype=bool)
+    if alive.sum() > 1:
+        lo = int(begins[alive].min())  # the others' start (the clipped event's own start only matters if first)
+        for i in np.argsort(-ends, kind="stable")[:-1].tolist():
+            rest_end = int(np.max(ends[alive & ~clipped & (np.arange(len(ends)) != i)]))
+            if ends[i] <= rest_end or ends[i] - begins[i] <= LONGER_THAN_TRACE * max(rest_end - lo, 1):
+                break
+            checks.ns_removed += int(ends[i] - rest_end)
+            ends[i], clipped[i] = rest_end, True
+    if clipped.any():
+        _count(checks, "longer_than_trace", int(clipped.sum()))
+        n = len(h_end)
+        h_end, d_end = np.where(clipped[:n], ends[:n], h_end), np.where(clipped[n:], ends[n:], d_end)
     d_end = _clip_overflows(dev, ds, d_end, d_drop, checks)
     _count(checks, "correlation_collisions", _collisions(host))
     if not checks.total:

@@ -49,7 +49,7 @@ LOW_EFFICIENCY_SHARE = 0.10  # ... holding at least 10% of the device's kernel t
 
 @dataclass
 class OpRow:
-    """One (device, op name, kernel class) group."""
+    """One (rank, device, op name, kernel class) group."""
 
     device: str
     op: str
@@ -62,6 +62,7 @@ class OpRow:
     bytes: int | None
     dtype: str | None
     peak: DevicePeak | None = None
+    rank: int | None = None  # every rank of a job has its own cuda:0
 
     @property
     def tflops_per_s(self) -> float | None:
@@ -103,7 +104,7 @@ class OpRow:
     def as_dict(self) -> dict[str, Any]:
         def r(v: float | None, n: int = 4) -> float | None:
             return round(v, n) if v is not None else None
-        return {"device": self.device, "op": self.op, "op_class": self.op_class, "kernel_class": self.kernel_class,
+        return {"device": self.device, "rank": self.rank, "op": self.op, "op_class": self.op_class, "kernel_class": self.kernel_class,
                 "kernels": self.kernels, "ops": self.ops, "device_ns": self.device_ns, "flops": self.flops,
                 "bytes": self.bytes, "dtype": self.dtype, "tflops_per_s": r(self.tflops_per_s),
                 "tb_per_s": r(self.tb_per_s), "intensity": r(self.intensity, 3), "pct_of_peak": r(self.pct_of_peak, 2),
@@ -374,12 +375,17 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray
         op_code[named] = len(op_names) + hlo[named]
         op_names += [str(h) for h in hlo_names]
         cls_code[own] = len(CLASS_NAMES) + kclass[own]  # the engine is the class
-    n_ops, n_cls = len(op_names), len(classes)
-    combined, g = np.unique((dev_code * n_ops + op_code) * n_cls + kclass, return_inverse=True)
+    rank_values, rank_code = np.unique(pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False),
+                                       return_inverse=True)
+    n_dev, n_ops, n_cls = len(dev_names) + 1, len(op_names), len(classes)
+    combined, g = np.unique(((rank_code.reshape(-1) * n_dev + dev_code) * n_ops + op_code) * n_cls + kclass,
+                            return_inverse=True)
     g = g.reshape(-1)
     ng = len(combined)
     rest, group_class = np.divmod(combined, n_cls)
-    groups = np.stack([*np.divmod(rest, n_ops), group_class])  # device, op, kernel class per group
+    rest, group_op = np.divmod(rest, n_ops)
+    group_rank, group_dev = np.divmod(rest, n_dev)
+    groups = np.stack([group_dev, group_op, group_class])  # device, op, kernel class per group
     ops = np.zeros(ng, dtype=np.int64)
     linked = label >= 0
     if linked.any():
@@ -400,8 +406,9 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray
                           class_names[cls[i]] if cls[i] >= 0 else "unknown", classes[int(groups[2][i])],
                           int(kernels[i]), int(ops[i]), int(sums["ns"][i]),
                           round(sums["flops"][i]) if has else None, round(sums["bytes"][i]) if has else None,
-                          DTYPE_NAMES[dtype[i]] if dtype[i] >= 0 else None, peaks[device]))
-    rows.sort(key=lambda r: (r.device, -r.device_ns, r.op, r.kernel_class))
+                          DTYPE_NAMES[dtype[i]] if dtype[i] >= 0 else None, peaks[device],
+                          None if rank_values[group_rank[i]] < 0 else int(rank_values[group_rank[i]])))
+    rows.sort(key=lambda r: (r.device, r.rank is not None, r.rank or 0, -r.device_ns, r.op, r.kernel_class))
     return OpsReport(rows, peaks, skipped)
 
 
@@ -462,9 +469,12 @@ def _cpu_table(host: pa.Table, tops: np.ndarray, costs: _Costs, skipped: dict[st
         return OpsReport([], {}, skipped)
     dur = host["dur_ns"].to_numpy()[tops].astype(np.float64)
     name_code, host_names = _codes(host["name"])
-    g_names, g = np.unique(name_code[tops], return_inverse=True)
+    rank_values, rank_code = np.unique(pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False)[tops],
+                                       return_inverse=True)
+    keys, g = np.unique(rank_code.reshape(-1) * (len(host_names) + 1) + name_code[tops], return_inverse=True)
+    g_rank, g_names = np.divmod(keys, len(host_names) + 1)
     g = g.reshape(-1)
-    ng = len(g_names)
+    ng = len(keys)
     known = ~np.isnan(costs.flops[tops])
     sums = {name: np.bincount(g, weights=w, minlength=ng) for name, w in
             (("ns", dur), ("flops", np.where(known, costs.flops[tops], 0.0)),
@@ -477,8 +487,9 @@ def _cpu_table(host: pa.Table, tops: np.ndarray, costs: _Costs, skipped: dict[st
                   "cpu_op", int(count[i]), int(count[i]), int(sums["ns"][i]),
                   round(sums["flops"][i]) if sums["known"][i] else None,
                   round(sums["bytes"][i]) if sums["known"][i] else None,
-                  DTYPE_NAMES[dtype[i]] if dtype[i] >= 0 else None, peak) for i in range(ng)]
-    rows.sort(key=lambda r: (-r.device_ns, r.op))
+                  DTYPE_NAMES[dtype[i]] if dtype[i] >= 0 else None, peak,
+                  None if rank_values[g_rank[i]] < 0 else int(rank_values[g_rank[i]])) for i in range(ng)]
+    rows.sort(key=lambda r: (r.rank is not None, r.rank or 0, -r.device_ns, r.op))
     return OpsReport(rows, {CPU_DEVICE: peak}, skipped)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from neurontrace import errors
 from neurontrace.analysis.attribution import TOP_STALLS
 from neurontrace.analysis.findings import SEVERITIES
+from neurontrace.analysis.window import WindowSpec, parse_window, resolve
 from neurontrace.cli import _common as common
 from neurontrace.cli.runs import add_save_run_arguments, check_save_run_arguments, save_run
 
@@ -25,8 +26,10 @@ class DiagnoseCommand(common.Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         common.add_input(parser, nargs="+")
         parser.add_argument("--json", action="store_true", help="print the neurontrace.diagnose/1 JSON document")
-        parser.add_argument("--window", metavar="START_NS:END_NS", type=_window,
-                            help="analyse this window (trace clock, ns) instead of the profiled steps")
+        parser.add_argument("--window", metavar="START:END", type=_window,
+                            help="analyse this window instead of the default one: offsets from the trace start "
+                                 "as the report prints them (e.g. 120ms:340ms; units ns, us, ms, s; ns when "
+                                 "none), or abs:START_NS:END_NS on the trace clock")
         common.add_fallback_ops(parser, "ops known to have fallen back to the CPU (e.g. aten::nonzero)")
         parser.add_argument("--fallback-log", metavar="FILE", type=Path,
                             help="a TorchNeuron log whose fallback lines name the ops")
@@ -56,7 +59,8 @@ class DiagnoseCommand(common.Command):
         if args.workers is not None or args.scheduler is not None:
             return self._run_distributed(args, explicit)
         trace, inputs = common.load_traces(args.path, args)
-        diag = diagnose(trace, inputs=inputs, window=args.window, fallback_ops=explicit, top=args.top)
+        window = resolve(args.window, trace) if args.window is not None else None
+        diag = diagnose(trace, inputs=inputs, window=window, fallback_ops=explicit, top=args.top)
         self._print(args, diag)
         save_run(args, trace, diag)
         return self._exit_code(args, diag)
@@ -70,10 +74,14 @@ class DiagnoseCommand(common.Command):
         if getattr(args, "save_run", None) is not None:
             raise errors.UsageError("--save-run needs the whole trace in one process; run it without "
                                     "--workers/--scheduler")
+        if args.window is not None and not args.window.absolute:
+            raise errors.WindowError("--window offsets need the whole trace's start; with --workers/--scheduler "
+                                     "give abs:START_NS:END_NS")
         with common.progress_bar() as progress:
             doc = distributed_diagnose(args.path, workers=args.workers, scheduler=args.scheduler, progress=progress,
                                        format=args.format, load_options=common.load_options(args),
-                                       window=args.window, fallback_ops=explicit, top=args.top)
+                                       window=None if args.window is None else
+                                       (args.window.start_ns, args.window.end_ns), fallback_ops=explicit, top=args.top)
         failed = doc.pop("failed_ranks", [])
         diag = Diagnosis.from_dict(doc)
         self._print(args, diag)
@@ -99,11 +107,8 @@ class DiagnoseCommand(common.Command):
         return errors.EXIT_OK
 
 
-def _window(text: str) -> tuple[int, int]:
+def _window(text: str) -> WindowSpec:
     try:
-        start, end = (int(v) for v in text.split(":"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected START_NS:END_NS (integers), got {text!r}") from None
-    if end <= start:
-        raise argparse.ArgumentTypeError(f"the window must end after it starts, got {text!r}")
-    return start, end
+        return parse_window(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -9,7 +9,6 @@ error on the page. Dash is imported only when the command runs (``pip install 'n
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import threading
@@ -58,9 +57,7 @@ class ViewCommand(common.Command):
         if not 0 <= args.port <= 65535:
             raise errors.UsageError(f"--port must be between 0 and 65535, got {args.port}")
         require("dash", extra="viewer")
-        # Imported by name: app/ is outside the type-checked packages and imports Dash.
-        server_mod = importlib.import_module("neurontrace.app.server")
-        ViewerState, Server, create_app = server_mod.ViewerState, server_mod.Server, server_mod.create_app  # noqa: N806
+        from neurontrace.app.server import Server, ViewerState, create_app  # imports Dash: only here
 
         state = ViewerState(str(path), source_roots=roots, fallback_ops=args.fallback_ops, log=_log)
         app = create_app(state, debug=args.debug)
@@ -73,9 +70,12 @@ class ViewCommand(common.Command):
         if args.debug:  # Dash's own development server: dev tools and the code reloader
             # The reloader runs this command again in a child process (WERKZEUG_RUN_MAIN=true), which
             # serves; the parent only watches files, so it does not load the trace.
+            if os.environ.get("WERKZEUG_RUN_MAIN") != "true":
+                _warn_exposure(args.host, debug=True)
             if os.environ.get("WERKZEUG_RUN_MAIN") == "true":
                 worker.start()
-            app.run(host=args.host, port=args.port or DEFAULT_PORT, debug=True)
+            # No Werkzeug debugger: its in-browser console runs Python for whoever opens an error page.
+            app.run(host=args.host, port=args.port or DEFAULT_PORT, debug=True, use_debugger=False)
             return errors.EXIT_OK
         try:
             server = Server(app, args.host, args.port)
@@ -83,9 +83,7 @@ class ViewCommand(common.Command):
             raise errors.UsageError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
                                     "pick another port with --port N (0 picks a free one)") from None
         _say(f"neurontrace view: {path} at {server.url}  (Ctrl+C to stop)")
-        if args.host not in LOOPBACK:
-            _log(f"warning: listening on {args.host}: anyone who can reach this machine can open the trace "
-                 "and the source files under the source roots")
+        _warn_exposure(args.host, debug=False)
         worker.start()
         if not args.no_browser:
             threading.Timer(0.5, webbrowser.open, args=(server.url,)).start()
@@ -96,6 +94,19 @@ class ViewCommand(common.Command):
         finally:
             server.httpd.server_close()
         return errors.EXIT_OK
+
+
+def _warn_exposure(host: str, *, debug: bool) -> None:
+    """Say who can see what: a non-loopback host shares the trace and the source files; --debug adds
+    Dash's development server, whose error pages show tracebacks and local source and whose reloader
+    runs code that changes on disk, so it is for developing the viewer, never for sharing a trace."""
+    if host not in LOOPBACK:
+        _log(f"warning: listening on {host}: anyone who can reach this machine can open the trace "
+             "and the source files under the source roots")
+    if debug:
+        _log("warning: --debug runs Dash's development server (dev tools, error overlays with tracebacks and "
+             "source, code reloader): for developing the viewer only"
+             + ("" if host in LOOPBACK else f"; and it listens on {host}, so others can reach all of that"))
 
 
 def _say(message: str) -> None:

@@ -25,11 +25,14 @@ def render(report: OpsReport, console: Console, *, top: int = 30) -> None:
             head = f"[bold]{device}[/]: the trace does not name this device — % of peak is not shown"
         console.print(head)
         t = Table(header_style="bold", box=None, pad_edge=False)
+        ranked = any(r.rank is not None for r in rows)
+        if ranked:
+            t.add_column("rank", justify="right")
         for col in ("op", "kernel class", "kernels", "time ms", "GFLOP", "MB", "TFLOP/s", "TB/s", "FLOP/B",
                     "% peak", "bound"):
             t.add_column(col, justify="left" if col in ("op", "kernel class", "bound") else "right")
         for r in rows[:top]:
-            t.add_row(r.op, r.kernel_class, str(r.kernels), f"{r.device_ns / 1e6:,.3f}",
+            t.add_row(*([str(r.rank)] if ranked else []), r.op, r.kernel_class, str(r.kernels), f"{r.device_ns / 1e6:,.3f}",
                       _num(r.flops / 1e9 if r.flops is not None else None, ",.2f"),
                       _num(r.bytes / 1e6 if r.bytes is not None else None, ",.2f"),
                       _num(r.tflops_per_s, ",.2f"), _num(r.tb_per_s, ".3f"), _num(r.intensity, ",.1f"),

@@ -1,0 +1,55 @@
+"""Every real trace gets the verdict declared for it in tests/conformance/expectations.py."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from pathlib import Path
+
+import pytest
+
+import neurontrace
+from neurontrace.analysis.attribution import CAUSES
+from neurontrace.analysis.diagnose import Diagnosis, diagnose
+from tests.conformance.expectations import EXPECTATIONS, TOLERANCE, Expect
+from tests.conftest import SAMPLES, corpus_files, corpus_root
+
+
+def _path(e: Expect) -> Path | None:
+    if e.base == "samples":
+        return SAMPLES / e.path
+    root = corpus_root()
+    return None if root is None else root / e.path
+
+
+@functools.cache
+def _diagnosis(path: Path) -> Diagnosis:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # load warnings are part of the diagnosis (its warnings section)
+        return diagnose(neurontrace.load(path))
+
+
+@pytest.mark.parametrize("e", EXPECTATIONS, ids=lambda e: f"{Path(e.path).name}:{e.device}")
+def test_verdict(e: Expect) -> None:
+    path = _path(e)
+    if path is None:
+        pytest.skip("the real-trace corpus (../shared/corpus/kineto) is not beside this checkout")
+    diag = _diagnosis(path)
+    (dev,) = [d for d in diag.devices if d.device == e.device]
+    assert dev.window_rule == e.rule, e.why
+    for cause in CAUSES:
+        got = 100 * dev.causes_ns[cause] / dev.window_ns
+        assert abs(got - e.shares.get(cause, 0.0)) <= TOLERANCE, f"{cause} {got:.1f}%: {e.why}"
+    fired = {f.id for f in diag.findings}
+    assert set(e.must) <= fired, f"missing {set(e.must) - fired}: {e.why}"
+    assert not set(e.must_not) & fired, f"wrongly fired {set(e.must_not) & fired}: {e.why}"
+
+
+def test_every_corpus_trace_has_a_declared_verdict() -> None:
+    root = corpus_root()
+    if root is None:
+        pytest.skip("the real-trace corpus (../shared/corpus/kineto) is not beside this checkout")
+    declared = {e.path for e in EXPECTATIONS if e.base == "corpus"}
+    missing = [p.relative_to(root).as_posix() for p in corpus_files() if p.relative_to(root).as_posix() not in declared]
+    assert not missing, f"corpus traces without an expectation: {missing}"
+    assert all(e.why for e in EXPECTATIONS)
