@@ -232,6 +232,8 @@ class Trace:
         finish wins (or, without ``force``, the later one is refused).
         """
         out = Path(directory)
+        if out.resolve() in (Path.cwd(), *Path.cwd().parents):  # replacing it would pull the floor away
+            raise OutputExistsError(f"{out} is the current directory or one above it; write to a new directory")
         if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
             raise OutputExistsError(f"{out} already exists and is not empty; pass --force to replace it")
         out.resolve().parent.mkdir(parents=True, exist_ok=True)

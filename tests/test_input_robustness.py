@@ -492,3 +492,13 @@ def test_a_minified_list_is_cut_between_events_not_inside_strings(tmp_path: Path
     for chunk, _ in chunks:  # every chunk is a run of whole events
         assert len(json.loads(bytes(_kineto_json._bracketed(chunk)))) > 0
     assert fz.same(whole, both(tmp_path, data))
+
+
+def test_convert_never_replaces_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    trace = quiet_load(SAMPLE)
+    for target in (".", tmp_path, tmp_path.parent):
+        with pytest.raises(OutputExistsError, match="current directory"):
+            trace.to_parquet(target, force=True)
+    assert (tmp_path / "keep.txt").read_text() == "mine"
