@@ -272,7 +272,9 @@ class Trace:
             if not path.is_file():
                 raise MalformedTraceError(f"{d}: {path.name} is missing; convert the original trace again")
             try:
-                tables[name] = conform(pq.read_table(path), schema.TABLES[name])
+                table = pq.read_table(path)
+                table.validate(full=True)  # Parquet does not check UTF-8: a flipped byte would reach the tables
+                tables[name] = conform(table, schema.TABLES[name])
             except (pa.ArrowException, OSError) as exc:
                 raise MalformedTraceError(f"{path}: not readable Parquet ({exc})") from exc
             except ValueError as exc:  # a column missing, added or of another type

@@ -502,3 +502,24 @@ def test_convert_never_replaces_the_current_directory(tmp_path: Path, monkeypatc
         with pytest.raises(OutputExistsError, match="current directory"):
             trace.to_parquet(target, force=True)
     assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def _invalid_utf8(n: int) -> pa.Array:
+    raw = pa.array([b"ok\xff"] * n, pa.binary())
+    return pa.StringArray.from_buffers(n, raw.buffers()[1], raw.buffers()[2])
+
+
+def test_invalid_utf8_in_a_parquet_page_is_named(converted: Path, tmp_path: Path) -> None:
+    """Parquet readers do not check UTF-8 (a flipped byte in a string page found by the campaign)."""
+    path = converted / "system_events.parquet"
+    t = pq.read_table(path)
+    t = t.set_column(t.column_names.index("host"), "host", _invalid_utf8(t.num_rows))
+    pq.write_table(t, path)
+    with pytest.raises(MalformedTraceError, match="UTF8"):
+        neurontrace.load(converted)
+    d = copy_neuron(tmp_path)
+    t = pq.read_table(d / "Instruction.parquet")
+    t = t.set_column(t.column_names.index("opcode"), "opcode", _invalid_utf8(t.num_rows))
+    pq.write_table(t, d / "Instruction.parquet")
+    with pytest.raises(MalformedTraceError, match="UTF8"):
+        quiet_load(d)
