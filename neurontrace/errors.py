@@ -75,6 +75,10 @@ class WindowError(UsageError):
     """``--window`` does not fit the trace (it lies outside it, or is malformed)."""
 
 
+class MixedRunsError(UsageError):
+    """The inputs hold unrelated runs (other processes, other clocks, no ranks) that one analysis would stitch."""
+
+
 class InputNotFoundError(NeurontraceError, FileNotFoundError):
     """The path given does not exist."""
 

@@ -212,3 +212,30 @@ def test_fallback_finding_thresholds(tmp_path: Path, fallback_us: float, severit
     trace = load(tmp_path, [step(0, 100), kernel("k", 0, 10), x("cpu_op", "aten::nonzero", 20, fallback_us)])
     found = [f for f in diagnose(trace, fallback_ops=["aten::nonzero"]).findings if f.id == "host_fallback"]
     assert [f.severity for f in found] == ([severity] if severity else [])
+
+
+def test_no_nanosecond_stalls_on_a_busy_device(tmp_path: Path) -> None:
+    # Back-to-back kernels with 1 ns seams (Kineto's ns fractions): no "top stall" is a seam.
+    events = [step(0, 10)] + [kernel(f"k{i}", i * 1.001, 1.0) for i in range(9)]
+    (dev,) = attribute(load(tmp_path, events))
+    assert dev.causes_ns["idle"] > 0 and all(s.dur_ns >= 1_000 for s in dev.top_stalls)
+
+
+def test_host_bound_advice_knows_graph_replay_and_step_outliers(tmp_path: Path) -> None:
+    def trace(launch: str) -> list[dict]:
+        ev = []
+        for i in range(6):
+            t, d = i * 100, (300 if i == 4 else 100)  # step 5 takes 3x the others
+            t = t if i < 5 else 700
+            ev += [step(t, d, i + 1), x("cpu_op", "aten::add", t, d - 10),
+                   x("cuda_runtime", launch, t + 1, d - 20, correlation=i + 1), kernel("k", t + d - 5, 2, correlation=i + 1)]
+        return ev
+    from neurontrace.analysis.diagnose import diagnose
+
+    (tmp_path / "eager").mkdir()
+    (tmp_path / "graphs").mkdir()
+    eager = {f.id: f for f in diagnose(load(tmp_path / "eager", trace("cudaLaunchKernel"))).findings}
+    graphs = {f.id: f for f in diagnose(load(tmp_path / "graphs", trace("cudaGraphLaunch"))).findings}
+    assert "CUDA graphs" in eager["host_bound"].advice
+    assert "CUDA graphs" not in graphs["host_bound"].advice and "already replays" in graphs["host_bound"].advice
+    assert "step 5" in eager["step_outliers"].evidence

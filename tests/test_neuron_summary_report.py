@@ -122,5 +122,5 @@ def test_diagnose_of_a_summary_alone_is_a_report_not_an_empty_cpu_window(tmp_pat
     assert {"low_model_flops", "spill_reload", "throttling"} <= {f["id"] for f in doc["findings"]}
     text = subprocess.run([sys.executable, "-m", "neurontrace", "diagnose", str(p)], capture_output=True, text=True,
                           timeout=120, check=False, env={**os.environ, "COLUMNS": "200"}).stdout
-    assert "window 0.000 ms" not in text and "empty trace" not in text
+    assert "window 0.000 ms" not in text and "empty trace" not in text and "cross-rank" not in text
     assert "total 2.10 ms, active 20.0 µs" in text and "throttling on physical nc2" in text

@@ -501,13 +501,13 @@ def straggler_findings(cr: CrossRank) -> list[Finding]:
     if me["late_ns"] <= STRAGGLER_LATE_SHARE * sum(p["late_ns"] for p in cr.per_rank):
         return []
     w = cr.straggler_work or {}
-    top = ", ".join(f"{n} ({ns / 1e6:.1f} ms)" for n, ns in w.get("top", []))
+    top = ", ".join(f"{n} ({ms(ns)})" for n, ns in w.get("top", []))
     evidence = (f"rank {late} arrived last at {me['last_count']} of {cr.matched} collectives, "
-                f"{me['late_ns'] / 1e6:.1f} ms after the first rank in total; {_pct(cr.wait_share or 0)} of all "
+                f"{ms(me['late_ns'])} after the first rank in total; {_pct(cr.wait_share or 0)} of all "
                 f"collective time is ranks waiting for the last one (rank {cr.most_waiting_rank} waited most). "
-                f"Before those collectives rank {late} was busy {w.get('device_ns', 0) / 1e6:.1f} ms on the device "
-                f"and {w.get('host_ns', 0) / 1e6:.1f} ms on the host on average (other ranks: "
-                f"{w.get('others_device_ns', 0) / 1e6:.1f} ms / {w.get('others_host_ns', 0) / 1e6:.1f} ms)"
+                f"Before those collectives rank {late} was busy {ms(w.get('device_ns', 0))} on the device "
+                f"and {ms(w.get('host_ns', 0))} on the host on average (other ranks: "
+                f"{ms(w.get('others_device_ns', 0))} / {ms(w.get('others_host_ns', 0))})"
                 + (f"; its largest work: {top}" if top else ""))
     extra_device = w.get("device_ns", 0) - w.get("others_device_ns", 0)
     extra_host = w.get("host_ns", 0) - w.get("others_host_ns", 0)
@@ -557,6 +557,8 @@ def _pct(x: float) -> str:
 
 
 def _text(cr: CrossRank) -> list[str]:
+    if not cr.collectives and not cr.step_skew:  # nothing across ranks to speak of (e.g. a Neuron summary)
+        return []
     lines = [f"{len(cr.collectives)} collectives; {cr.matched} matched across {len(cr.ranks)} ranks"]
     if cr.straggler_rank is not None:
         me = next(p for p in cr.per_rank if p["rank"] == cr.straggler_rank)

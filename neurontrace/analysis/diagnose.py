@@ -24,6 +24,7 @@ from neurontrace.analysis.fallback import FallbackOp, find_fallback, recorded_op
 from neurontrace.analysis.findings import worst
 from neurontrace.analysis.malformed import sanitize
 from neurontrace.analysis.phases import Phases
+from neurontrace.analysis.runs_check import check_one_run
 from neurontrace.trace import Trace
 
 SCHEMA = "neurontrace.diagnose/1"
@@ -114,6 +115,7 @@ def diagnose(
     combined once (:func:`combine`), exactly as ``neurontrace.distributed`` does on a cluster, so both
     give the same document.
     """
+    check_one_run(trace)  # unrelated runs are refused, never stitched (analysis/runs_check.py)
     options = Options(window, tuple(sorted(set(fallback_ops))), top)
     parts = [diagnose_rank(t, options) for t in split_ranks(trace)]
     return combine(parts, options, inputs=inputs)
