@@ -25,6 +25,8 @@ LIBRARY_ROOTS = frozenset(sys.stdlib_module_names) | {
     "torch", "torch_neuronx", "torch_xla", "torchvision", "torchaudio", "functorch", "triton", "numpy",
     "scipy", "pandas", "transformers", "accelerate", "neuronx_distributed", "libneuronxla", "jax",
     "typing_extensions", "_pytest", "pytest", "pluggy", "IPython", "ipykernel", "tornado", "neurontrace",
+    # a Dask client or worker threads in the profiled process, and Jupyter's kernel machinery
+    "dask", "distributed", "cloudpickle", "zmq", "anyio",
 }
 _PY_NAME = r"^(?P<file>.*)\((?P<line>\d+)\): (?P<function>.*)$"
 

@@ -324,3 +324,14 @@ def test_legacy_call_stack_args_become_frames(tmp_path: Path) -> None:
     assert {f[-1] for f in frames.values()} == {"call_stack"}
     # <module> is shared by the first two stacks; module.py appears under three different callers.
     assert [f[1] for f in frames.values()].count("train.py") == 1 and len(frames) == 5
+
+
+def test_library_frames_are_not_user_code() -> None:
+    from neurontrace.parsers._stacks import is_user_file
+
+    # torch's tracer shortens paths relative to sys.path: the first component names the package.
+    for lib in ("distributed/utils.py", "dask/array/core.py", "torch/nn/modules/module.py", "threading.py",
+                "/usr/lib/python3.11/threading.py", "/venv/lib/python3.11/site-packages/x/y.py", "<string>"):
+        assert not is_user_file(lib), lib
+    for user in ("train.py", "models/attention.py", "/home/me/proj/train.py"):
+        assert is_user_file(user), user
