@@ -21,8 +21,9 @@ import pyarrow as pa
 from neurontrace.analysis.attribution import CauseIntervals, cause_intervals
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
 from neurontrace.app import counters, lod, tables
-from neurontrace.app.tracks import DEVICE, DEVICE_TABLE, SYSTEM_TABLE, TrackIndex, build, codes
+from neurontrace.app.tracks import DEVICE, DEVICE_TABLE, SYSTEM_TABLE, TrackIndex, build
 from neurontrace.causes import CAUSES
+from neurontrace.columns import codes
 from neurontrace.trace import Trace
 
 DeviceKey = tuple[str, "int | None"]  # (device, rank): one attribution block each

@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from neurontrace.app.palette import CATEGORIES
+from neurontrace.columns import codes
 from neurontrace.trace import Trace
 
 HOST = "host"
@@ -201,15 +202,6 @@ def build(trace: Trace) -> TrackIndex:
 
 
 # -- columns of one table ------------------------------------------------------------------------
-
-
-def codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[object]]:
-    """(index per row, -1 for null; the distinct values) of a string column, dictionary or not."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if not pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_encode()
-    idx = arr.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return idx, arr.dictionary.to_pylist()
 
 
 def _columns(table: pa.Table, which: int) -> dict[str, Any]:

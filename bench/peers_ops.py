@@ -34,11 +34,11 @@ from typing import Any
 import numpy as np
 
 import neurontrace
-from neurontrace.analysis._columns import isin, keep, select
 from neurontrace.analysis.attribution import driving_host_events
 from neurontrace.analysis.launch import LAUNCHED, launch_calls, launch_stats
 from neurontrace.analysis.ops import op_table
 from neurontrace.analysis.overlap import overlap
+from neurontrace.columns import isin, keep, select
 
 TRACES = (
     "HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz",

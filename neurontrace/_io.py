@@ -142,38 +142,45 @@ def read_content(path: Path, progress: Progress = no_progress, *, snapshot: bool
 
 class Snapshot(mmap.mmap):
     """A private copy of a file in anonymous memory: a file that changes or shrinks afterwards
-    cannot fault it. Pages the parser is done with go back to the OS (:meth:`release`); a parser
-    that needs them again after all calls :meth:`restore`, which reads them from the file again."""
+    cannot fault it. Pages the parser is done with go back to the OS (:meth:`release`; they then
+    read as zeros); a parser that needs them again after all calls :meth:`restore`, which reads
+    them from the file again."""
 
     path: Path
     offset: int  # file offset of byte 0 (a skipped byte-order mark)
-    released: int
+    released: tuple[int, int]  # the byte range handed back, page-aligned ((0, 0): none)
 
-    def release(self, upto: int) -> None:
-        end = upto // mmap.PAGESIZE * mmap.PAGESIZE
-        if end > self.released and hasattr(self, "madvise"):
+    def release(self, start: int, end: int) -> None:
+        """Hand back the whole pages within [start, end); one growing range per snapshot."""
+        lo = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+        hi = end // mmap.PAGESIZE * mmap.PAGESIZE
+        if self.released != (0, 0):
+            lo = self.released[0]
+        if hi > max(lo, self.released[1]) and hasattr(self, "madvise"):
             with contextlib.suppress(OSError, ValueError):  # only a memory optimisation
-                self.madvise(mmap.MADV_DONTNEED, 0, end)  # anonymous memory: freed, reads as zeros
-                self.released = end
+                self.madvise(mmap.MADV_DONTNEED, lo, hi - lo)  # private anonymous memory: freed
+                self.released = (lo, hi)
 
     def restore(self) -> None:
-        if not self.released:
+        lo, hi = self.released
+        if hi <= lo:
             return
         with self.path.open("rb") as f:
-            f.seek(self.offset)
-            got = f.readinto(memoryview(self)[:self.released])
-        if got != self.released:
+            f.seek(self.offset + lo)
+            got = f.readinto(memoryview(self)[lo:hi])
+        if got != hi - lo:
             raise MalformedTraceError(f"{self.path}: the file shrank while it was read; read it again once "
                                       "whatever writes it has finished")
-        self.released = 0
+        self.released = (0, 0)
 
 
 def _copy(f: BinaryIO, path: Path, size: int, start: int, progress: Progress, snapshot: bool) -> Content:
     n = size - start
     buf: bytearray | Snapshot
     if snapshot and n:
-        snap = Snapshot(-1, n)
-        snap.path, snap.offset, snap.released = path, start, 0
+        # Private anonymous memory: MADV_DONTNEED really frees it (shared anonymous memory keeps the pages).
+        snap = Snapshot(-1, n, flags=mmap.MAP_PRIVATE)
+        snap.path, snap.offset, snap.released = path, start, (0, 0)
         buf = snap
     else:
         buf = bytearray(n)

@@ -32,6 +32,7 @@ from neurontrace.errors import (
     MalformedTraceError,
     NeurontraceError,
 )
+from neurontrace.schema import setup_facts
 from neurontrace.trace import Trace
 
 FILE_NAME = "runs.sqlite"
@@ -500,7 +501,7 @@ def run_facts(trace: Trace, diagnosis: Mapping[str, Any] | None = None) -> dict[
     device_types: list[str] = []
     for key, vals in meta.items():
         for v in vals:
-            _collect(key, v, versions, device_types)
+            setup_facts(key, v, versions, device_types)
     runs = [r for r in meta.get("run", []) if isinstance(r, dict)]
     run = runs[0] if runs else None
     if run is not None:
@@ -524,33 +525,6 @@ def run_facts(trace: Trace, diagnosis: Mapping[str, Any] | None = None) -> dict[
         "run": run,
         "metadata": {k: (v[0] if len(v) == 1 else v) for k, v in sorted(meta.items()) if k != "run"},
     }
-
-
-def _collect(key: str, value: Any, versions: dict[str, set[str]], device_types: list[str]) -> None:
-    """Versions and device types from one metadata value (Kineto top-level keys, Neuron Metadata)."""
-    if key == "kineto.deviceProperties" and isinstance(value, list):
-        device_types += [str(d["name"]) for d in value if isinstance(d, dict) and d.get("name")]
-        return
-    prefix = key.split(".", 1)[0]
-    rows = value if isinstance(value, list) else [value]
-    if key.startswith("kineto.") and "version" in key.lower() and not isinstance(value, dict | list):
-        name = key.removeprefix("kineto.")
-        name = "kineto_schema" if name == "schemaVersion" else name.removesuffix("_version")
-        versions.setdefault(name, set()).add(str(value))
-        return
-    if prefix != "neuron":
-        return
-    for row in rows:
-        fields = row.get("metrics", row) if isinstance(row, dict) else {}
-        if not isinstance(fields, dict):
-            continue
-        for k, v in fields.items():
-            if v is None or isinstance(v, dict | list):
-                continue
-            if k.endswith("_version"):
-                versions.setdefault("neuron_" + k.removesuffix("_version"), set()).add(str(v))
-            elif k == "instance_type":
-                device_types.append(str(v))
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, str]:

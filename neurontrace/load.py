@@ -174,7 +174,11 @@ def _parse(fmt: Format, path: Path, progress: Progress, options: dict[str, Any])
         wrong = sorted(k for k in options if k not in accepted)
         if wrong:
             raise UsageError(f"{path} is {fmt.name}, whose parser takes no option {', '.join(wrong)}")
-    trace = parser.parse(path, progress=progress, **options)
+    try:
+        trace = parser.parse(path, progress=progress, **options)
+    except UnicodeDecodeError as exc:  # only input bytes fail to decode (e.g. a damaged Parquet string page)
+        raise MalformedTraceError(f"{path}: holds bytes that are not UTF-8 where text belongs ({exc}); the file "
+                                  "is damaged. Regenerate or copy it again") from exc
     if fmt.name not in STORED_FORMATS:
         for acct in trace.accounting:
             acct.check()  # read == kept + skipped, for every parser: checked here, once

@@ -13,6 +13,7 @@ Conventions (see DESIGN.md, "The data model"):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -262,6 +263,36 @@ def metadata_key(key: str) -> MetaKey | None:
     """The declaration of ``key`` (an exact key before a family), or None when it is not declared."""
     exact = [m for m in METADATA_KEYS if m.key == key]
     return exact[0] if exact else next((m for m in METADATA_KEYS if m.matches(key)), None)
+
+
+def setup_facts(key: str, value: Any, versions: dict[str, set[str]], device_types: list[str]) -> None:
+    """Add the tool versions and device types that one metadata value declares (Kineto top-level keys:
+    ``kineto.deviceProperties``, ``kineto.*_version``; Neuron rows: ``*_version``, ``instance_type``).
+    The run catalog files runs by them."""
+    if key == "kineto.deviceProperties" and isinstance(value, list):
+        device_types += [str(d["name"]) for d in value if isinstance(d, dict) and d.get("name")]
+        return
+    prefix = key.split(".", 1)[0]
+    rows = value if isinstance(value, list) else [value]
+    if key.startswith("kineto.") and "version" in key.lower() and not isinstance(value, dict | list):
+        name = key.removeprefix("kineto.")
+        name = "kineto_schema" if name == "schemaVersion" else name.removesuffix("_version")
+        versions.setdefault(name, set()).add(str(value))
+        return
+    if prefix != "neuron":
+        return
+    for row in rows:
+        fields = row.get("metrics", row) if isinstance(row, dict) else {}
+        if not isinstance(fields, dict):
+            continue
+        for k, v in fields.items():
+            if v is None or isinstance(v, dict | list):
+                continue
+            if k.endswith("_version"):
+                versions.setdefault("neuron_" + k.removesuffix("_version"), set()).add(str(v))
+            elif k == "instance_type":
+                device_types.append(str(v))
+
 
 
 TABLES: dict[str, TableSpec] = {

@@ -9,18 +9,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neurontrace.columns import encoded, flat
 
-def flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """One array (a single chunk is not copied)."""
-    if not isinstance(col, pa.ChunkedArray):
-        return col
-    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+__all__ = ["codes", "dictionary", "flat", "map_unique", "pair_codes"]
 
 
 def dictionary(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
-    """(int64 code per row, distinct values) of a column."""
-    enc = flat(pc.dictionary_encode(flat(values)))
-    return np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64), enc.dictionary
+    """(int64 code per row, -1 for null; the distinct values as an array) of a column."""
+    enc = encoded(values)
+    return pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary
 
 
 def codes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:

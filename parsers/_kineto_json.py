@@ -18,8 +18,10 @@ Below 2**43 µs (about 101 days) a double's spacing is under 1 ns, so the neares
 chunk is decoded again with ``Decimal`` timestamps. (The scanner converts the printed digits to
 integer nanoseconds directly, rounding half to even like ``Decimal``.)
 
-How it stays lean: the ``traceEvents`` array is decoded in chunks cut at event boundaries, so the
-Python objects of only one chunk are alive at a time.
+How it stays lean: the ``traceEvents`` array is decoded in chunks cut at event boundaries (about
+``CHUNK_BYTES`` each, however the file is laid out), and each chunk in batches of at most
+``BATCH_EVENTS`` events or ``BATCH_BYTES`` of text, so the Python objects of one batch (and a small
+handle per event of one chunk) are alive at a time; all-null columns share one zero-filled buffer.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from neurontrace.progress import Progress, no_progress
 
 from . import _kineto_native
 
-CHUNK_BYTES = 16 << 20
+CHUNK_BYTES = 2 << 20  # text decoded per chunk by the reference (see "How it stays lean")
 BATCH_EVENTS = 1 << 15  # events decoded into Python objects at a time (see _decode_chunk) ...
 BATCH_BYTES = 4 << 20  # ... or this much of their text
 Document = Data  # the whole content: bytes, a bytearray or a file snapshot
@@ -223,8 +225,8 @@ def _json_break(data: Document) -> int:
     return len(data)
 
 
-def _page_releaser(data: Document) -> Callable[[int], None] | None:
-    """For a file snapshot: a function that hands the pages before an offset back to the OS.
+def _page_releaser(data: Document) -> Callable[[int, int], None] | None:
+    """For a file snapshot: a function that hands the pages of a byte range back to the OS.
 
     Scanned input is not read again (unless the scanner declines, and then the snapshot is
     restored), so peak memory holds about one copy of the trace, not two, while the columns grow.
@@ -303,7 +305,7 @@ def _chunks(buf: memoryview) -> Iterator[tuple[memoryview, bool]]:
 
     A pretty-printed trace opens every event on its own line at one indentation; nested objects
     never start a line at that indentation, so a cut just before "\\n<indent>{" is safe. A
-    minified trace (no such lines) is decoded as one chunk.
+    minified trace (no such lines) is cut by _minified_chunks.
     """
     n = len(buf)
     m = re.compile(rb"\{").search(buf)
@@ -313,7 +315,7 @@ def _chunks(buf: memoryview) -> Iterator[tuple[memoryview, bool]]:
     line_start = bytes(buf[: m.start()]).rfind(b"\n") + 1
     indent = bytes(buf[line_start:m.start()])
     if line_start == 0 or indent.strip():
-        yield buf, True
+        yield from _minified_chunks(buf)
         return
     pat = _BOUNDARY_CACHE.setdefault(indent, re.compile(b"\n" + re.escape(indent) + rb"\{"))
     pos = 0
@@ -328,6 +330,40 @@ def _chunks(buf: memoryview) -> Iterator[tuple[memoryview, bool]]:
             return
         yield buf[pos:cut.start()], False
         pos = cut.start()
+
+
+_EVENT_GAP = re.compile(rb"\}\s*,\s*\{")
+_CUT_TRIES = 16
+
+
+def _minified_chunks(buf: memoryview) -> Iterator[tuple[memoryview, bool]]:
+    """Chunks of a list without line structure, cut at a "}, {" between two events.
+
+    Such a gap may also sit inside a string; the text from an event's start to a gap between events
+    is valid JSON (a list of whole events), while one that ends inside a string is not, so each
+    candidate is checked (msgspec validates without building objects) and the next one tried if
+    need be. Without a good cut after a few tries (damaged input), the rest is one chunk.
+    """
+    n, pos = len(buf), 0
+    while pos < n:
+        target = pos + CHUNK_BYTES
+        cut = None
+        for _ in range(_CUT_TRIES if target < n else 0):
+            gap = _EVENT_GAP.search(buf, target)
+            if gap is None:
+                break
+            try:
+                msgspec.json.decode(_bracketed(buf[pos:gap.start() + 1]), type=msgspec.Raw)
+            except msgspec.DecodeError:
+                target = gap.end()
+                continue
+            cut = gap.end() - 1  # at the next event's "{": this chunk keeps the comma, which is trimmed
+            break
+        if cut is None:
+            yield buf[pos:], True
+            return
+        yield buf[pos:cut], False
+        pos = cut
 
 
 def _decode_chunk(chunk: memoryview, *, first_index: int, final: bool) -> tuple[list[pa.Table], int]:

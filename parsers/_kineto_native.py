@@ -57,7 +57,7 @@ def available() -> str | None:
 
 
 def scan(data: Buffer, columns: list[str], device_categories: list[str], progress: Progress = no_progress,
-         release: Callable[[int], None] | None = None) -> Scanned:
+         release: Callable[[int, int], None] | None = None) -> Scanned:
     """A whole trace document: its events in parts, and its other top-level keys.
 
     The scanner checks every byte of the list against the JSON grammar (RFC 8259) as it converts
@@ -66,8 +66,8 @@ def scan(data: Buffer, columns: list[str], device_categories: list[str], progres
     are checked and decoded by msgspec, without the list.
 
     Events are routed to parts by phase and category so the normalizer keeps whole parts instead
-    of copying rows out of one big table; each part is in file order. ``release(offset)`` is told
-    after each chunk that the bytes before ``offset`` are done with.
+    of copying rows out of one big table; each part is in file order. ``release(start, end)`` is told
+    after each chunk that the list's bytes so far are done with.
     """
     why = available()
     if why is not None or _kineto_scan is None:
@@ -91,7 +91,7 @@ def scan(data: Buffer, columns: list[str], device_categories: list[str], progres
             rows_done += rows
             progress("decode events", stop, n)
             if release is not None:
-                release(stop)
+                release(first + 1, stop)  # the document around the list is read again (_outer)
             if not closed and stop == pos:
                 return Scanned(None, {}, "python (native scanner: the traceEvents list is not closed)")
             pos = stop

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace._io import read_content
+from neurontrace.columns import encoded
 from neurontrace.errors import MalformedTraceError, TraceWarning, TruncatedTraceWarning
 from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
@@ -568,7 +569,7 @@ def _bind(markers: pa.Table, index: np.ndarray, events: pa.Table) -> np.ndarray:
     n_ev = events.num_rows
     if n_ev == 0:
         return np.full(len(index), -1, dtype=np.int64)
-    place, places = pair_codes(*(pa.concat_arrays([_dict(events[c]), _dict(markers[c])]) for c in ("pid", "tid")))
+    place, places = pair_codes(*(pa.concat_arrays([encoded(events[c]), encoded(markers[c])]) for c in ("pid", "tid")))
     # One sortable int64 per (place, time): time offsets when they fit beside the place, else ranks.
     ts = np.r_[events["ts_ns"].to_numpy(), markers["ts_ns"].to_numpy()]
     span = int(ts.max()) - int(ts.min()) + 1
@@ -588,12 +589,6 @@ def _bind(markers: pa.Table, index: np.ndarray, events: pa.Table) -> np.ndarray:
             break
         cand[later] -= 1
     return np.where(cand >= lo, ev_id[np.maximum(cand, 0)], -1)
-
-
-def _dict(col: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """The column dictionary-encoded (concatenating encoded arrays unifies their dictionaries)."""
-    col = flat(col)
-    return col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col)
 
 
 def _first_with(events: pa.Table, corr: np.ndarray) -> np.ndarray:

@@ -42,7 +42,7 @@ from neurontrace import schema
 from neurontrace.errors import NeuronProfileWarning, UnknownFormatError
 from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
-from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
+from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, checked, conform, metadata_table
 
 from . import _neuron_schema
 from ._neuron_align import align
@@ -166,14 +166,14 @@ def parse(
         facts["neuron.non_table_files"] = others
     facts[ACCOUNTING_KEY] = acct.as_dict()
     progress("neuron tables", steps, steps)
-    return Trace(
+    return checked(Trace(
         system_events=system_table(ctx),
         device_events=device,
         flows=_concat(ctx.flows, schema.FLOWS),
         counters=_concat(ctx.counters, schema.COUNTERS),
         frames=ctx.frames.table(),
         metadata=metadata_table(facts, source=src, rank=rank),
-    )
+    ), src)
 
 
 def _nc_index(device: str) -> int | None:

@@ -109,6 +109,9 @@ def test_diagnose_reports_the_straggler_and_its_work() -> None:
     # Rank 7's work before those all-reduces (its extra backward passes) is named, not the waiting ranks'.
     assert cr["straggler_work"]["host_ns"] > 2 * cr["straggler_work"]["others_host_ns"]
     assert any("Backward" in name for name, _ in cr["straggler_work"]["top"])
+    # Exposed collectives here are mostly waiting for rank 7: the advice says so instead of "overlap".
+    exposed = [f for f in doc["findings"] if f["id"] == "exposed_collectives"]
+    assert exposed and all("rank 7" in f["advice"] and "waiting" in f["advice"] for f in exposed)
 
 
 def test_single_rank_nccl_bandwidth_from_kernel_durations(corpus: Path) -> None:

@@ -198,7 +198,7 @@ def test_a_snapshot_whose_file_shrank_refuses_to_restore(tmp_path: Path) -> None
     path.write_bytes(doc_bytes([op(i) for i in range(4000)]))
     snap = _io.read_content(path, snapshot=True).data
     assert isinstance(snap, _io.Snapshot)
-    snap.release(len(snap))
+    snap.release(0, len(snap))
     path.write_bytes(b"{}")
     with pytest.raises(MalformedTraceError, match="shrank while it was read"):
         snap.restore()
@@ -210,7 +210,10 @@ def test_released_pages_are_restored_for_the_reference_decoder(tmp_path: Path) -
     path.write_bytes(data)
     snap = _io.read_content(path, snapshot=True).data
     assert isinstance(snap, _io.Snapshot)
-    snap.release(len(snap))
+    snap.release(100, len(snap))
+    page = mmap.PAGESIZE
+    assert not any(snap[page: len(snap) // page * page])  # freed: private memory reads as zeros
+    assert bytes(snap[:page]) == data[:page]  # the page holding byte 100 is kept
     snap.restore()
     assert bytes(snap) == data
     assert not isinstance(snap, bytes) and isinstance(snap, mmap.mmap)
@@ -471,3 +474,52 @@ def test_without_force_a_writer_that_lost_the_race_is_refused(tmp_path: Path) ->
         with pytest.raises(OutputExistsError, match="meanwhile"):
             trace.to_parquet(out)
     assert (out / "theirs").exists()
+
+
+# -- the reference decoder's memory: minified lists are chunked too --------------------------------------
+
+
+def test_a_minified_list_is_cut_between_events_not_inside_strings(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from neurontrace.parsers import _kineto_json
+
+    events = [op(i, note='}, {"ph": "X"}, {' * (i % 3)) for i in range(200)]
+    data = json.dumps({"traceEvents": events}, separators=(",", ":")).encode()  # no line structure
+    whole = both(tmp_path, data)
+    monkeypatch.setattr(_kineto_json, "CHUNK_BYTES", 256)
+    chunks = list(_kineto_json._minified_chunks(memoryview(data)[len(b'{"traceEvents":['):-2]))
+    assert len(chunks) > 20
+    for chunk, _ in chunks:  # every chunk is a run of whole events
+        assert len(json.loads(bytes(_kineto_json._bracketed(chunk)))) > 0
+    assert fz.same(whole, both(tmp_path, data))
+
+
+def test_convert_never_replaces_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    trace = quiet_load(SAMPLE)
+    for target in (".", tmp_path, tmp_path.parent):
+        with pytest.raises(OutputExistsError, match="current directory"):
+            trace.to_parquet(target, force=True)
+    assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def _invalid_utf8(n: int) -> pa.Array:
+    raw = pa.array([b"ok\xff"] * n, pa.binary())
+    return pa.StringArray.from_buffers(n, raw.buffers()[1], raw.buffers()[2])
+
+
+def test_invalid_utf8_in_a_parquet_page_is_named(converted: Path, tmp_path: Path) -> None:
+    """Parquet readers do not check UTF-8 (a flipped byte in a string page found by the campaign)."""
+    path = converted / "system_events.parquet"
+    t = pq.read_table(path)
+    t = t.set_column(t.column_names.index("host"), "host", _invalid_utf8(t.num_rows))
+    pq.write_table(t, path)
+    with pytest.raises(MalformedTraceError, match="UTF8"):
+        neurontrace.load(converted)
+    d = copy_neuron(tmp_path)
+    t = pq.read_table(d / "Instruction.parquet")
+    t = t.set_column(t.column_names.index("opcode"), "opcode", _invalid_utf8(t.num_rows))
+    pq.write_table(t, d / "Instruction.parquet")
+    with pytest.raises(MalformedTraceError, match="UTF"):
+        quiet_load(d)

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 import neurontrace
-from neurontrace.analysis._columns import select
 from neurontrace.analysis.attribution import default_window, driving_host_events
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
 from neurontrace.analysis.launch import launch_stats
 from neurontrace.analysis.overlap import overlap
+from neurontrace.columns import select
 from tests.micro import load, x
 
 NCCL = "HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz"

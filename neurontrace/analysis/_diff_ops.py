@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis._columns import matches
 from neurontrace.analysis.attribution import frame_sources
+from neurontrace.columns import matches
 from neurontrace.trace import Trace
 
 # Host categories compared op by op, and the kind each becomes. Python frames are left out (they are

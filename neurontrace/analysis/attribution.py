@@ -25,10 +25,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import flat, isin, keep, matches, select
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
 from neurontrace.causes import CAUSES
+from neurontrace.columns import codes, flat, isin, keep, matches, select
 from neurontrace.trace import Trace
 
 DEVICE_WORK = {"compute": "compute", "collective": "collectives", "memcpy": "data_movement",
@@ -345,12 +345,9 @@ def _per_distinct(columns: list[Any], fn: Any) -> tuple[np.ndarray, list[Any]]:
     combined = np.zeros(n, dtype=np.int64)
     dictionaries = []
     for col in columns:
-        enc = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        if not pa.types.is_dictionary(enc.type):  # Trace string columns are already dictionaries
-            enc = pc.dictionary_encode(enc)
-        idx = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1  # 0 = null
-        combined = combined * (len(enc.dictionary) + 1) + idx
-        dictionaries.append([None, *enc.dictionary.to_pylist()])
+        idx, values = codes(col)  # Trace string columns are dictionaries already
+        combined = combined * (len(values) + 1) + idx + 1  # 0 = null
+        dictionaries.append([None, *values])
     if int(combined.max(initial=0)) < 4 * n + 1024:  # few combinations: count instead of sorting
         present = np.flatnonzero(np.bincount(combined))
         lookup = np.zeros(int(present[-1]) + 1 if len(present) else 1, dtype=np.int64)

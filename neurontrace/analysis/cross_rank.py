@@ -41,9 +41,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import flat, isin, keep, matches, select
 from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section, ms
 from neurontrace.analysis.intervals import union
+from neurontrace.columns import flat, isin, keep, matches, select
 from neurontrace.trace import Trace
 
 # busbw = algbw * factor(n): the share of the data each link carries in the optimal algorithm.
@@ -527,6 +527,16 @@ def straggler_findings(cr: CrossRank) -> list[Finding]:
                   "overlapping messages will not help while the others wait for it.")
     return [Finding("straggler", "warning", f"Rank {late} arrives last at collectives; the other ranks wait for it",
                     evidence, advice, None)]
+
+
+def waiting_advice(cr: CrossRank | None) -> str | None:
+    """The advice for exposed collectives when most of their time is waiting for a straggler (else None):
+    overlapping or shrinking messages does not help while the ranks wait for a late one."""
+    if cr is None or not straggler_findings(cr):
+        return None
+    return (f"{_pct(cr.wait_share or 0)} of collective time is ranks waiting for the last to arrive, most often "
+            f"rank {cr.straggler_rank} (see the straggler finding): make it arrive on time first; overlapping "
+            "communication or shrinking messages only helps the transfer that remains.")
 
 
 def bandwidth_findings(cr: CrossRank) -> list[Finding]:

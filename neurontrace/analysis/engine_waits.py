@@ -26,10 +26,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis._columns import isin, select
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, ms
 from neurontrace.analysis.intervals import clip, layered, union
+from neurontrace.columns import isin, select
 from neurontrace.trace import Trace
 
 CHARGE = {"dma": "data_movement", "collective": "collectives", "compute": "compute_dependency"}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from neurontrace.analysis._columns import select
+from neurontrace.columns import select
 
 
 def device_executions(dev: pa.Table) -> pa.Table:

@@ -44,8 +44,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import matches, select
 from neurontrace.analysis.intervals import union
+from neurontrace.columns import matches, select
 from neurontrace.trace import Trace
 
 NOT_SUSPECT = names.NOT_FALLBACK_SUSPECT  # data-movement and view ops are never suspects (names.py)

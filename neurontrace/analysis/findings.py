@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from neurontrace import units
-from neurontrace.analysis import names
+from neurontrace.analysis import cross_rank, names
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, FindingFamily
 from neurontrace.analysis.fallback import FallbackOp
@@ -186,7 +186,12 @@ def collective_groups(cross_rank: Any) -> dict[str, list[int]]:
 
 # The finding families of this module (registered in analysis/registry.py).
 def _devices(ctx: Context) -> list[Finding]:
-    return [f for d in ctx.devices for f in device_findings(d, bool(d.sections.get("graph_launches")))]
+    out = [f for d in ctx.devices for f in device_findings(d, bool(d.sections.get("graph_launches")))]
+    waiting = cross_rank.waiting_advice(ctx.sections.get("cross_rank"))
+    for f in out:
+        if f.id == "exposed_collectives" and waiting is not None:  # waiting for a late rank, not the transfer
+            f.advice = waiting
+    return out
 
 
 DEVICE = FindingFamily("device causes", _devices)

@@ -6,9 +6,9 @@ A device fed by graph replays is not helped by the advice "use CUDA graphs" (the
 from __future__ import annotations
 
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import matches, select
 from neurontrace.analysis.attribution import DeviceAttribution, device_rows, driving_host_events
 from neurontrace.analysis.contract import Context, DeviceSection
+from neurontrace.columns import matches, select
 
 
 def _compute(ctx: Context, d: DeviceAttribution) -> int | None:

@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis._columns import isin, keep
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily, ms
 from neurontrace.analysis.overlap import device_and_host
+from neurontrace.columns import isin, keep
 
 LAUNCHED = ("compute", "collective", "memcpy", "memset")
 

@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis._columns import isin
 from neurontrace.analysis.contract import Context, Section
+from neurontrace.columns import isin
 from neurontrace.trace import Trace
 
 MAX_EVENT_NS = 86_400 * 10**9  # one day

@@ -34,11 +34,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import flat, isin, keep, select
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
 from neurontrace.analysis.opcost import FORMULAS, op_cost
 from neurontrace.analysis.peaks import DevicePeak, device_peak
+from neurontrace.columns import codes, flat, isin, keep, select
 from neurontrace.trace import Trace
 
 CPU_DEVICE = "cpu"
@@ -319,11 +319,8 @@ def _lookup(rank_src: np.ndarray, key_src: np.ndarray, rows: np.ndarray, rank_q:
 
 
 def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
-    arr = flat(col)
-    if not pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_encode()
-    return (pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64),
-            [str(v) for v in arr.dictionary.to_pylist()])
+    idx, values = codes(col)
+    return idx, [str(v) for v in values]
 
 
 def _mode(group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray:

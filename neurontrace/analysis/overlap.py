@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from neurontrace.analysis._columns import isin, keep, select
 from neurontrace.analysis.attribution import DeviceAttribution, device_rows, driving_host_events
 from neurontrace.analysis.contract import Context, DeviceSection, ms
 from neurontrace.analysis.intervals import clip, union, within
+from neurontrace.columns import isin, keep, select
 
 COMPUTE = ("compute",)
 COLLECTIVES = ("collective",)

@@ -16,10 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis._columns import isin, matches, select
 from neurontrace.analysis.contract import Context, Section, ms
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import union
+from neurontrace.columns import isin, matches, select
 from neurontrace.trace import Trace
 
 _STEP_NUMBER = re.compile(r"#(\d+)")

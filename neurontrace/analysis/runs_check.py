@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.compute as pc
 
-from neurontrace.analysis._columns import select
+from neurontrace.columns import select
 from neurontrace.errors import MixedRunsError
 from neurontrace.trace import Trace
 

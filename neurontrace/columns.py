@@ -1,13 +1,15 @@
-"""Fast selections on the Trace's dictionary-encoded string columns.
+"""The one set of helpers over the Trace's dictionary-encoded string columns (parsers, analyses, viewer).
 
 Names, categories and devices are dictionary encoded: a test runs once per distinct value and is
-spread to the rows through the indices, instead of decoding millions of strings first.
+spread to the rows through the indices, instead of decoding millions of strings first; ``codes`` gives
+any string column as integers for numpy.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -15,14 +17,24 @@ import pyarrow.compute as pc
 
 
 def flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    """One array (a single chunk is not copied)."""
+    if not isinstance(col, pa.ChunkedArray):
+        return col
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
 
 
-def _dict(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+def encoded(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The column as one dictionary array (encoded here when it is not one already)."""
     arr = flat(col)
     if not pa.types.is_dictionary(arr.type):
-        arr = pc.dictionary_encode(arr)
+        arr = flat(pc.dictionary_encode(arr))
     return arr
+
+
+def codes(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
+    """(int64 code per row, -1 for null; the values the codes index) of a string column."""
+    arr = encoded(col)
+    return pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64), arr.dictionary.to_pylist()
 
 
 def _spread(arr: pa.Array, per_value: np.ndarray) -> np.ndarray:
@@ -36,7 +48,7 @@ def _spread(arr: pa.Array, per_value: np.ndarray) -> np.ndarray:
 
 def isin(col: pa.Array | pa.ChunkedArray, values: Iterable[str]) -> np.ndarray:
     """Boolean mask: the row's value is one of ``values`` (null rows are False)."""
-    arr = _dict(col)
+    arr = encoded(col)
     wanted = set(values)
     per_value = np.array([v in wanted for v in arr.dictionary.to_pylist()], dtype=bool)
     return _spread(arr, per_value)
@@ -45,7 +57,7 @@ def isin(col: pa.Array | pa.ChunkedArray, values: Iterable[str]) -> np.ndarray:
 def matches(col: pa.Array | pa.ChunkedArray, pattern: re.Pattern[str] | str) -> np.ndarray:
     """Boolean mask: the row's value matches the regular expression (searched, null rows False)."""
     rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-    arr = _dict(col)
+    arr = encoded(col)
     per_value = np.array([bool(v is not None and rx.search(v)) for v in arr.dictionary.to_pylist()], dtype=bool)
     return _spread(arr, per_value)
 
@@ -62,7 +74,7 @@ def select(table: pa.Table, column: str, *values: str) -> pa.Table:
 
 def distinct(col: pa.Array | pa.ChunkedArray) -> list[str]:
     """The distinct non-null values that occur in the column."""
-    arr = _dict(col)
+    arr = encoded(col)
     used: list[int] = np.unique(arr.indices.drop_null().to_numpy(zero_copy_only=False)).tolist()
     values = arr.dictionary.to_pylist()
     return sorted(values[int(i)] for i in used)
