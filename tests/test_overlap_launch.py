@@ -36,6 +36,17 @@ def test_overlap_on_a_micro_timeline(tmp_path: Path) -> None:
                                                                                               (3_000, 3_000)]
 
 
+def test_overlap_counts_collectives_the_parser_filed_as_kernels(tmp_path: Path) -> None:
+    """A PyTorch symmetric-memory all-reduce is an ordinary-looking kernel (names.COLLECTIVE_KERNEL): it is
+    communication here as in attribution. gemm [0,10); multimem all-reduce [5,25): 20 total, 5 hidden."""
+    t = load(tmp_path, [
+        x("kernel", "gemm", 0, 10, pid=0, tid=7, device=0),
+        x("kernel", "multimem_all_reduce_kernel", 5, 20, pid=0, tid=9, device=0),
+    ])
+    o = overlap(t.device_events, (0, 100_000))
+    assert (o.collectives_total_ns, o.collectives_overlapped_ns) == (20_000, 5_000)
+
+
 def _raw(path: Path) -> tuple[list[dict[str, Any]], int]:
     """The raw events and the base time their float-µs ``ts`` count from (baseTimeNanoseconds)."""
     doc = json.loads(gzip.decompress(path.read_bytes()))
@@ -142,6 +153,12 @@ def test_launch_bound_fires_on_short_serial_kernels(tmp_path: Path) -> None:
     (f,) = [f for f in doc["findings"] if f["id"] == "launch_bound"]
     assert f["device"] == "cuda:0" and "100.0% of 150 ops" in f["evidence"]
     assert doc["devices"][0]["launch"]["short_kernel_share"] == 1.0
+
+
+def test_launch_bound_never_advises_graphs_to_a_trace_that_replays_them(tmp_path: Path) -> None:
+    ev = [*_serial_launches(150, kernel_us=1, call_us=5), x("cuda_runtime", "cudaGraphLaunch", 1505, 2)]
+    (f,) = [f for f in diagnose(load(tmp_path, ev)).as_dict()["findings"] if f["id"] == "launch_bound"]
+    assert "already replays" in f["advice"] and "torch.compile mode" not in f["advice"]
 
 
 @pytest.mark.parametrize(("n", "kernel_us"), [(50, 1), (150, 8)])  # too few launches; ops longer than calls

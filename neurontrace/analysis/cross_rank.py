@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
+from neurontrace.analysis.attribution import device_categories
 from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section, ms
 from neurontrace.analysis.intervals import union
 from neurontrace.columns import flat, isin, keep, matches, select
@@ -114,7 +115,10 @@ def _of_rank(t: pa.Table, rank: int | None) -> pa.Table:
 def _one_rank(trace: Trace, rank: int | None, only: bool = False) -> pa.Table:
     dev = trace.device_events if only else _of_rank(trace.device_events, rank)
     host = trace.system_events if only else _of_rank(trace.system_events, rank)
-    coll = keep(dev, isin(dev["category"], ["collective"]))
+    # The category each event counts as (names.device_category), as in attribution: symmetric-memory and
+    # custom all-reduce kernels are collectives though the parser filed them as compute.
+    effective = device_categories(dev)
+    coll = keep(dev, effective == "collective")
     if coll.num_rows:
         device_col = [str(d) for d in coll["device"].to_pylist()]
     else:  # a CPU job: the host collectives are the collectives
@@ -155,14 +159,14 @@ def _one_rank(trace: Trace, rank: int | None, only: bool = False) -> pa.Table:
     # What the rank did since its previous collective ended (collectives may overlap: never < 0).
     prev_end = np.r_[first_ts, np.maximum.accumulate(ends)[:-1]] if len(ends) else ends
     before = np.minimum(prev_end, starts)
-    dev_busy = _busy(keep(dev, isin(dev["category"], ["compute"])))
+    dev_busy = _busy(keep(dev, effective == "compute"))
     host_work = keep(host, isin(host["category"], HOST_WORK))
     host_busy = _busy(host_work)
     rows["start_ns"], rows["end_ns"], rows["before_start_ns"] = list(starts), list(ends), list(before)
     rows["before_device_ns"] = list(_covered(dev_busy, before, starts))
     rows["before_host_ns"] = list(_covered(host_busy, before, starts))
     # Named work: kernels, else outermost host ops (not Python frames: an outer frame spans everything).
-    top_from = keep(dev, isin(dev["category"], ["compute"])) if len(dev_busy[0]) else \
+    top_from = keep(dev, effective == "compute") if len(dev_busy[0]) else \
         _outermost(keep(host_work, ~isin(host_work["category"], ["python"])))
     rows["before_top"] = [json.dumps(t) for t in _top_names(top_from, before, starts)]
     return pa.table({f.name: pa.array(rows[f.name], f.type) for f in RECORDS}, schema=RECORDS)

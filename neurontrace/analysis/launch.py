@@ -167,6 +167,13 @@ def _compute(ctx: Context, d: DeviceAttribution) -> Launch | None:
     return launch_stats(host, ctx.trace.flows, dev, d.window)
 
 
+_ADVICE = ("Launch fewer, larger kernels: CUDA graphs (torch.compile mode='reduce-overhead'), fused ops, "
+           "larger batches; keep the launching thread free of Python work.")
+# Never advise CUDA graphs to a trace that already replays them (graph_replay.py).
+_ADVICE_REPLAYING = ("The trace already replays CUDA/HIP graphs: capture the ops still launched one by one "
+                     "into the graph, fuse small ops, batch more work per launch.")
+
+
 def launch_bound(ctx: Context) -> list[Finding]:
     out = []
     for d in ctx.devices:
@@ -180,8 +187,7 @@ def launch_bound(ctx: Context) -> list[Finding]:
                 f"{100 * v.short_kernel_share:.1f}% of {v.kernels} ops on {d.device} are shorter than their launch "
                 f"call (median call {ms(v.call_ns_median)}) and the queue holds a median {v.queue_depth_median:g} "
                 f"op(s) after each launch",
-                "Launch fewer, larger kernels: CUDA graphs (torch.compile mode='reduce-overhead'), fused ops, "
-                "larger batches; keep the launching thread free of Python work.", d.device))
+                _ADVICE_REPLAYING if d.sections.get("graph_launches") else _ADVICE, d.device))
     return out
 
 

@@ -21,10 +21,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from neurontrace.analysis.attribution import DeviceAttribution, device_rows, driving_host_events
+from neurontrace.analysis.attribution import (
+    DeviceAttribution,
+    device_categories,
+    device_rows,
+    driving_host_events,
+)
 from neurontrace.analysis.contract import Context, DeviceSection, ms
 from neurontrace.analysis.intervals import clip, union, within
-from neurontrace.columns import isin, keep, select
+from neurontrace.columns import keep, select
 
 COMPUTE = ("compute",)
 COLLECTIVES = ("collective",)
@@ -64,7 +69,9 @@ class Overlap:
 
 
 def _union_of(dev: pa.Table, categories: tuple[str, ...], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    t = keep(dev, isin(dev["category"], categories))
+    # The category each event counts as (names.device_category): a symmetric-memory all-reduce kernel
+    # is a collective here as it is in attribution, though the parser filed it as compute.
+    t = keep(dev, np.isin(device_categories(dev), categories))
     s = t["ts_ns"].to_numpy()
     return union(*clip(s, s + t["dur_ns"].to_numpy(), lo, hi))
 
