@@ -16,7 +16,7 @@ import math
 import re
 import time
 import urllib.parse
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import dash
 import numpy as np
@@ -24,10 +24,23 @@ from dash import ALL, MATCH, Input, Output, State, html, no_update
 
 from neurontrace.app import figures, layout
 from neurontrace.app.model import ViewModel
+from neurontrace.app.source import SourceReader
 from neurontrace.causes import CAUSES
 
-if TYPE_CHECKING:
-    from neurontrace.app.server import ViewerState
+
+class PageState(Protocol):
+    """What the callbacks read of the server's state (``server.ViewerState``): declared here, so this module
+    does not import the server that registers it (no import cycle, not even a type-only one)."""
+
+    status: str
+    model: ViewModel | None
+    analysis_error: str | None
+    reader: SourceReader
+
+    def page(self, url_query: str = "") -> Any: ...
+
+    def require(self) -> ViewModel: ...
+
 
 SIDE_PANEL_PX = 430 + 60  # the details column and page padding, beside the timeline
 ZOOM_PAD = 0.25  # a table row zooms to its interval plus this share of it on each side
@@ -402,7 +415,7 @@ def analysis_note(model: ViewModel) -> str:
 # -- registration --------------------------------------------------------------------------------
 
 
-def register(app: dash.Dash, state: ViewerState) -> None:
+def register(app: dash.Dash, state: PageState) -> None:
     """Attach every callback to ``app``; they read the model from ``state``."""
 
     @app.callback(Output("nt-page", "children"), Output("nt-load-poll", "disabled"),
