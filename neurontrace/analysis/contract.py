@@ -31,7 +31,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from neurontrace import units
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.trace import Trace
@@ -79,12 +78,6 @@ class Context:
     options: Options = field(default_factory=Options)
     sections: dict[str, Any] = field(default_factory=dict)  # key -> value of the sections computed so far
     shared: dict[Any, Any] = field(default_factory=dict)  # intermediate results sections share (never in output)
-
-
-def ms(ns: int | None) -> str:
-    """How section text shows a duration: scaled per value (ns, µs, ms, s; :func:`neurontrace.units.duration`),
-    never "0.000 ms" for the µs-long Neuron executions. (The name is older than the scaling.)"""
-    return units.duration(ns)
 
 
 def _same(value: Any) -> Any:

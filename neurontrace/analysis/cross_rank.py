@@ -42,10 +42,11 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import names
 from neurontrace.analysis.attribution import device_categories
-from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section, ms
+from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section
 from neurontrace.analysis.intervals import union
 from neurontrace.columns import flat, isin, keep, matches, select
 from neurontrace.trace import Trace
+from neurontrace.units import duration
 
 # busbw = algbw * factor(n): the share of the data each link carries in the optimal algorithm.
 BUS_FACTOR: dict[str, Callable[[int], float]] = {
@@ -505,13 +506,13 @@ def straggler_findings(cr: CrossRank) -> list[Finding]:
     if me["late_ns"] <= STRAGGLER_LATE_SHARE * sum(p["late_ns"] for p in cr.per_rank):
         return []
     w = cr.straggler_work or {}
-    top = ", ".join(f"{n} ({ms(ns)})" for n, ns in w.get("top", []))
+    top = ", ".join(f"{n} ({duration(ns)})" for n, ns in w.get("top", []))
     evidence = (f"rank {late} arrived last at {me['last_count']} of {cr.matched} collectives, "
-                f"{ms(me['late_ns'])} after the first rank in total; {_pct(cr.wait_share or 0)} of all "
+                f"{duration(me['late_ns'])} after the first rank in total; {_pct(cr.wait_share or 0)} of all "
                 f"collective time is ranks waiting for the last one (rank {cr.most_waiting_rank} waited most). "
-                f"Before those collectives rank {late} was busy {ms(w.get('device_ns', 0))} on the device "
-                f"and {ms(w.get('host_ns', 0))} on the host on average (other ranks: "
-                f"{ms(w.get('others_device_ns', 0))} / {ms(w.get('others_host_ns', 0))})"
+                f"Before those collectives rank {late} was busy {duration(w.get('device_ns', 0))} on the device "
+                f"and {duration(w.get('host_ns', 0))} on the host on average (other ranks: "
+                f"{duration(w.get('others_device_ns', 0))} / {duration(w.get('others_host_ns', 0))})"
                 + (f"; its largest work: {top}" if top else ""))
     extra_device = w.get("device_ns", 0) - w.get("others_device_ns", 0)
     extra_host = w.get("host_ns", 0) - w.get("others_host_ns", 0)
@@ -577,11 +578,11 @@ def _text(cr: CrossRank) -> list[str]:
     if cr.straggler_rank is not None:
         me = next(p for p in cr.per_rank if p["rank"] == cr.straggler_rank)
         lines.append(f"straggler rank {cr.straggler_rank} (last at {me['last_count']} of {cr.matched}, "
-                     f"{ms(me['late_ns'])} late in total); most waiting rank {cr.most_waiting_rank}; "
+                     f"{duration(me['late_ns'])} late in total); most waiting rank {cr.most_waiting_rank}; "
                      f"waiting is {_pct(cr.wait_share or 0)} of collective time")
     if cr.step_skew:
         worst = max(cr.step_skew, key=lambda s: s["start_skew_ns"])
-        lines.append(f"worst step start skew {ms(worst['start_skew_ns'])} ({worst['step']}, "
+        lines.append(f"worst step start skew {duration(worst['start_skew_ns'])} ({worst['step']}, "
                      f"last to start: rank {worst['last_to_start_rank']})")
     bw = [c["busbw_gbps"] for c in cr.collectives if c["busbw_gbps"] is not None]
     if bw:

@@ -27,10 +27,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis.attribution import DeviceAttribution
-from neurontrace.analysis.contract import Context, DeviceSection, ms
+from neurontrace.analysis.contract import Context, DeviceSection
 from neurontrace.analysis.intervals import clip, layered, union
 from neurontrace.columns import isin, select
 from neurontrace.trace import Trace
+from neurontrace.units import duration
 
 CHARGE = {"dma": "data_movement", "collective": "collectives", "compute": "compute_dependency"}
 TOLERANCE_NS = 2_000  # a producer may finish this long after the wait ends (clock skew between engines)
@@ -118,11 +119,11 @@ def _summary(trace: Trace, device: str) -> dict[str, Any]:
 
 
 def _text(w: dict[str, Any]) -> list[str]:
-    waits = ", ".join(f"{k} {ms(v)}" for k, v in w["waits_ns"].items() if v) or "none"
+    waits = ", ".join(f"{k} {duration(v)}" for k, v in w["waits_ns"].items() if v) or "none"
     mfu = w["summary"].get("mfu_estimated_percent")
     extra = f"; MFU {100 * mfu:.1f}%" if isinstance(mfu, int | float) else ""
-    wall = f" (unions per engine; {ms(w['wait_wall_ns'])} with any engine waiting)" if "wait_wall_ns" in w else ""
-    return [f"engine waits ({w['wait_count']}): {waits}{wall}; throttled {ms(w['throttled_ns'])}{extra}"]
+    wall = f" (unions per engine; {duration(w['wait_wall_ns'])} with any engine waiting)" if "wait_wall_ns" in w else ""
+    return [f"engine waits ({w['wait_count']}): {waits}{wall}; throttled {duration(w['throttled_ns'])}{extra}"]
 
 
 def _compute(ctx: Context, d: DeviceAttribution) -> dict[str, Any] | None:

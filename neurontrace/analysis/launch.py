@@ -25,9 +25,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis.attribution import DeviceAttribution
-from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily, ms
+from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
 from neurontrace.analysis.overlap import device_and_host
 from neurontrace.columns import isin, keep
+from neurontrace.units import duration
 
 LAUNCHED = ("compute", "collective", "memcpy", "memset")
 
@@ -154,9 +155,9 @@ def _text(v: Launch) -> list[str]:
     if not v.kernels:
         return [f"no launch calls recorded for {v.unmatched} device ops"] if v.unmatched else []
     share = f"{100 * v.short_kernel_share:.1f}%" if v.short_kernel_share is not None else "-"
-    line = (f"{v.kernels} launches: launch-to-start delay median {ms(v.delay_ns_median)}, p90 "
-            f"{ms(v.delay_ns_p90)}; queue depth max {v.queue_depth_max} (median {v.queue_depth_median}); {share} "
-            f"of ops shorter than their launch call (median call {ms(v.call_ns_median)})")
+    line = (f"{v.kernels} launches: launch-to-start delay median {duration(v.delay_ns_median)}, p90 "
+            f"{duration(v.delay_ns_p90)}; queue depth max {v.queue_depth_max} (median {v.queue_depth_median}); {share} "
+            f"of ops shorter than their launch call (median call {duration(v.call_ns_median)})")
     return [line]
 
 
@@ -185,7 +186,7 @@ def launch_bound(ctx: Context) -> list[Finding]:
             out.append(Finding(
                 "launch_bound", "warning", "The device runs ops faster than the host can launch them",
                 f"{100 * v.short_kernel_share:.1f}% of {v.kernels} ops on {d.device} are shorter than their launch "
-                f"call (median call {ms(v.call_ns_median)}) and the queue holds a median {v.queue_depth_median:g} "
+                f"call (median call {duration(v.call_ns_median)}) and the queue holds a median {v.queue_depth_median:g} "
                 f"op(s) after each launch",
                 _ADVICE_REPLAYING if d.sections.get("graph_launches") else _ADVICE, d.device))
     return out

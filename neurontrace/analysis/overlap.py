@@ -27,9 +27,10 @@ from neurontrace.analysis.attribution import (
     device_rows,
     driving_host_events,
 )
-from neurontrace.analysis.contract import Context, DeviceSection, ms
+from neurontrace.analysis.contract import Context, DeviceSection
 from neurontrace.analysis.intervals import clip, union, within
 from neurontrace.columns import keep, select
+from neurontrace.units import duration
 
 COMPUTE = ("compute",)
 COLLECTIVES = ("collective",)
@@ -134,10 +135,10 @@ def _from_json(d: dict[str, Any]) -> Overlap:
 def _text(o: Overlap) -> list[str]:
     out = []
     if o.collectives_total_ns:
-        out.append(f"{o.sentence()} ({ms(o.collectives_overlapped_ns)} of {ms(o.collectives_total_ns)})")
+        out.append(f"{o.sentence()} ({duration(o.collectives_overlapped_ns)} of {duration(o.collectives_total_ns)})")
     if o.copies_total_ns and o.copies_hidden is not None:
         out.append(f"{100 * o.copies_hidden:.1f}% of copy time is hidden by compute "
-                   f"({ms(o.copies_overlapped_ns)} of {ms(o.copies_total_ns)})")
+                   f"({duration(o.copies_overlapped_ns)} of {duration(o.copies_total_ns)})")
     return out
 
 

@@ -16,11 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis.contract import Context, Section, ms
+from neurontrace.analysis.contract import Context, Section
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import union
 from neurontrace.columns import isin, matches, select
 from neurontrace.trace import Trace
+from neurontrace.units import duration
 
 _STEP_NUMBER = re.compile(r"#(\d+)")
 
@@ -113,9 +114,9 @@ def _merge_steps(rows: list[dict[str, int]]) -> list[dict[str, int]]:
 def _text(p: Phases) -> list[str]:
     if p.trace_end_ns <= p.trace_start_ns:  # no events (a Neuron summary): no phases to speak of
         return []
-    return [(f"compile {ms(p.compile_ns)}, load {ms(p.load_ns)}, execution {ms(p.execution_ns)}; first step "
-            f"{ms(p.first_step_ns)}, steady median {ms(p.steady_median_ns)} (p90 {ms(p.steady_p90_ns)}), "
-            f"time to first step {ms(p.time_to_first_step_ns)}")]
+    return [(f"compile {duration(p.compile_ns)}, load {duration(p.load_ns)}, execution {duration(p.execution_ns)}; first step "
+            f"{duration(p.first_step_ns)}, steady median {duration(p.steady_median_ns)} (p90 {duration(p.steady_p90_ns)}), "
+            f"time to first step {duration(p.time_to_first_step_ns)}")]
 
 
 def _compute(ctx: Context) -> Phases:
