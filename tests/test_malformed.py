@@ -3,6 +3,7 @@ diagnosis (``event_checks``) and in its warnings. Times in µs in, ns out."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,60 @@ def test_triton_example_step_of_another_process(corpus: Path) -> None:
     (dev,) = diag.devices
     assert dev.window_rule == "activity" and dev.window_ns == 1_520_795
     assert corpus_root() is not None
+
+
+def test_host_slices_that_overflow_their_parent_are_clipped(tmp_path: Path) -> None:
+    trace = load(tmp_path, [
+        x("cpu_op", "A", 0, 10),
+        x("cpu_op", "B", 1, 4),
+        x("cpu_op", "B1", 2, 1),
+        x("cpu_op", "C", 4, 3),  # ends at 7, inside A, after its parent B (ends at 5)
+        x("cpu_op", "D", 8, 5),  # ends at 13, after its parent A
+        x("cpu_op", "E", 20, 5), x("cpu_op", "F", 20, 5), x("cpu_op", "G", 25, 2),  # equal and touching slices nest
+        x("cpu_op", "H", 0, 30, tid=2),  # another thread is another stack
+        x("cpu_op", "I", 3, 20, pid=2),  # so is another process
+        x("python_function", "enter", 30, 2), x("user_annotation", "range", 31, 5),  # crosses a Python frame
+        x("cuda_runtime", "cudaMemcpyAsync", 40, 4), x("cuda_runtime", "cudaMemcpyAsync", 42, 4),  # not a stack
+    ])
+    clean, checks = sanitize(trace)
+    assert checks.counts == {"overflows_parent": 2}
+    assert checks.ns_removed == (7 - 5 + 13 - 10) * US
+    ends = {n: (t + d) // US for n, t, d in zip(clean.system_events["name"].to_pylist(),
+                                                clean.system_events["ts_ns"].to_pylist(),
+                                                clean.system_events["dur_ns"].to_pylist(), strict=True)}
+    assert ends["C"] == 5 and ends["D"] == 10  # clipped to the parent's end
+    assert (ends["B1"], ends["E"], ends["F"], ends["G"], ends["H"], ends["I"], ends["range"]) == (3, 25, 25, 27, 30,
+                                                                                                  23, 36)
+    assert trace.system_events.num_rows == clean.system_events.num_rows  # clipped, never dropped
+    diag = diagnose(trace).as_dict()
+    assert diag["event_checks"]["counts"] == {"overflows_parent": 2}
+    assert any("2 event(s) overflows parent: clipped to its parent's end" in w["message"] for w in diag["warnings"])
+
+
+def test_a_clip_is_seen_by_the_slices_after_it(tmp_path: Path) -> None:
+    # B overflows A and is clipped to 10; C started inside B and ends at 12: after B's clipped end, so C is clipped too
+    trace = load(tmp_path, [x("cpu_op", "A", 0, 10), x("cpu_op", "B", 5, 10), x("cpu_op", "C", 6, 6)])
+    clean, checks = sanitize(trace)
+    assert checks.counts == {"overflows_parent": 2}
+    assert clean.system_events["dur_ns"].to_pylist() == [10 * US, 5 * US, 4 * US]
+
+
+def test_host_overflows_agree_with_a_plain_stack_walk(tmp_path: Path) -> None:
+    # seeded random slices on 3 threads (integer µs, many ties and touching ends) against the textbook walk
+    rng = random.Random(13)
+    events = [x("cpu_op", f"s{i}", rng.randrange(100), rng.randrange(1, 30), tid=rng.randrange(3)) for i in range(300)]
+    want: dict[str, int] = {}
+    for tid in range(3):
+        stack: list[int] = []
+        for ev in sorted((e for e in events if e["tid"] == tid), key=lambda e: (e["ts"], -(e["ts"] + e["dur"]))):
+            while stack and stack[-1] <= ev["ts"]:
+                stack.pop()
+            end = min(ev["ts"] + ev["dur"], stack[-1]) if stack else ev["ts"] + ev["dur"]
+            want[ev["name"]] = end
+            stack.append(end)
+    clean, checks = sanitize(load(tmp_path, events))
+    got = {n: (t + d) // US for n, t, d in zip(clean.system_events["name"].to_pylist(),
+                                               clean.system_events["ts_ns"].to_pylist(),
+                                               clean.system_events["dur_ns"].to_pylist(), strict=True)}
+    assert got == want
+    assert checks.counts["overflows_parent"] == sum(e["ts"] + e["dur"] != want[e["name"]] for e in events) > 50

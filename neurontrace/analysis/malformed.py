@@ -13,6 +13,10 @@ kind                        what                                                
                             ProfilerStep of another process lasting 13 s in a 0.36 s trace)         its end
 ``overflows_next``          device work ending after the next work on its stream/engine starts      clip to
                             (work on one track runs in order; the overlap is clock rounding)        the next
+``overflows_parent``        a host slice (``X``) starting inside another on its thread (rank, pid,    clip to
+                            tid) and ending after it: a thread's slices nest (its call stack);      the parent
+                            Python frames nest among themselves, runtime/driver records are not
+                            checked (``ASYNC_ON_THREAD``)
 ``zero_duration_device``    device work of duration 0 (it owns no time; it would move a window)     drop
 ``correlation_collisions``  a correlation id on runtime calls of several processes of one rank     count
                             (files merged without ranks): links then use launch flows (exact event
@@ -37,9 +41,13 @@ from neurontrace.trace import Trace
 MAX_EVENT_NS = 86_400 * 10**9  # one day
 LONGER_THAN_TRACE = 10  # an event this many times longer than all other activity together is an artefact
 TRACK_WORK = ("compute", "collective", "memcpy", "memset")  # in-order work on one stream / engine
+# Runtime and driver records come from the accelerator runtime's activity records, not the thread's call stack:
+# in the MTIA inference trace of the corpus, gif_remote calls on one thread overlap each other by up to 6 ms.
+ASYNC_ON_THREAD = ("runtime", "driver")
 DEVICE_WORK = ("compute", "collective", "memcpy", "memset", "dma")
 RULES = {"negative_duration": "dropped", "days_long": "dropped", "longer_than_trace": "clipped to the trace end",
-         "overflows_next": "clipped to the next start on the track", "zero_duration_device": "dropped",
+         "overflows_next": "clipped to the next start on the track",
+         "overflows_parent": "clipped to its parent's end on the thread", "zero_duration_device": "dropped",
          "correlation_collisions": "counted; links keyed by flow, then rank"}
 
 
@@ -99,6 +107,7 @@ def sanitize(trace: Trace) -> tuple[Trace, EventChecks]:
         n = len(h_end)
         h_end, d_end = np.where(clipped[:n], ends[:n], h_end), np.where(clipped[n:], ends[n:], d_end)
     d_end = _clip_overflows(dev, ds, d_end, d_drop, checks)
+    h_end = _clip_host_overflows(host, hs, h_end, h_drop, checks)
     _count(checks, "correlation_collisions", _collisions(host))
     if not checks.total:
         return trace, checks
@@ -133,6 +142,65 @@ def _clip_overflows(dev: pa.Table, ds: np.ndarray, d_end: np.ndarray, drop: np.n
         d_end = d_end.copy()
         d_end[rows[over]] = nxt[over]
     return d_end
+
+
+def _clip_host_overflows(host: pa.Table, hs: np.ndarray, h_end: np.ndarray, drop: np.ndarray,
+                         checks: EventChecks) -> np.ndarray:
+    """Host slices that do not nest on their thread: each one's end clipped to its parent's end.
+
+    Found without a loop: as brackets (opens and closes sorted per thread) slices nest exactly when each
+    slice's close comes at the depth its open reached. Only the top-level runs holding a slice that fails
+    this are walked with a stack, in Python (none on a well-formed trace)."""
+    if not host.num_rows:
+        return h_end
+    rows = np.flatnonzero(pc.fill_null(pc.equal(host["phase"], "X"), False).to_numpy(zero_copy_only=False)
+                          & ~isin(host["category"], ASYNC_ON_THREAD) & ~drop & (h_end > hs))
+    if len(rows) < 2:
+        return h_end
+    sub = host.take(pa.array(rows))
+    codes = [np.unique(pc.fill_null(sub[c].cast(pa.string()), "").to_numpy(zero_copy_only=False),
+                       return_inverse=True)[1] for c in ("pid", "tid")]
+    # Python frames come from another tracer than ops, runtime calls and ranges, and cross them by design (a
+    # record_function range opens inside the frame of the call that enters it): each nests only among its own.
+    python = isin(sub["category"], ("python",)).astype(np.int64)
+    thread = np.unique(np.stack([pc.fill_null(sub["rank"], -1).to_numpy(), *codes, python]), axis=1,
+                       return_inverse=True)[1].ravel()
+    start, end = hs[rows], h_end[rows]
+    order = np.lexsort((-end, start, thread))  # per thread: by start, the longer (outer) slice first
+    n = len(order)
+    rank_in_order = np.empty(n, np.int64)
+    rank_in_order[order] = np.arange(n)
+    # brackets: (thread, time, close before open at one time, opens in order / closes inner first)
+    b_thread = np.r_[thread, thread]
+    b_time = np.r_[start, end]
+    b_open = np.r_[np.ones(n, np.int64), np.zeros(n, np.int64)]
+    b_tie = np.r_[rank_in_order, -rank_in_order]
+    b_order = np.lexsort((b_tie, b_open, b_time, b_thread))
+    depth = np.cumsum(np.where(b_open[b_order] == 1, 1, -1))
+    at = np.empty(2 * n, np.int64)
+    at[b_order] = depth
+    bad = at[:n] != at[n:] + 1  # the depth after its open vs. the depth before its close
+    if not bad.any():
+        return h_end
+    # top-level runs: a slice opened at depth 0 starts one; walk only the runs holding a bad slice
+    run = np.cumsum(at[:n][order] == 1)  # the run of each slice in sorted order (runs are contiguous there)
+    bad_runs = np.unique(run[bad[order]])
+    lo, hi = np.searchsorted(run, bad_runs, "left"), np.searchsorted(run, bad_runs, "right")
+    h_end = h_end.copy()
+    clipped, removed = 0, 0
+    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+        stack: list[int] = []
+        for i in order[a:b].tolist():
+            while stack and stack[-1] <= start[i]:
+                stack.pop()
+            e = int(end[i])
+            if stack and e > stack[-1]:
+                clipped, removed, e = clipped + 1, removed + e - stack[-1], stack[-1]
+                h_end[rows[i]] = e
+            stack.append(e)
+    _count(checks, "overflows_parent", clipped)
+    checks.ns_removed += removed
+    return h_end
 
 
 def _collisions(host: pa.Table) -> int:

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from neurontrace.analysis.ops import OpsReport
+from neurontrace.units import duration
 
 
 def _num(v: float | None, fmt: str) -> str:
@@ -28,11 +29,11 @@ def render(report: OpsReport, console: Console, *, top: int = 30) -> None:
         ranked = any(r.rank is not None for r in rows)
         if ranked:
             t.add_column("rank", justify="right")
-        for col in ("op", "kernel class", "kernels", "time ms", "GFLOP", "MB", "TFLOP/s", "TB/s", "FLOP/B",
+        for col in ("op", "kernel class", "kernels", "time", "GFLOP", "MB", "TFLOP/s", "TB/s", "FLOP/B",
                     "% peak", "bound"):
             t.add_column(col, justify="left" if col in ("op", "kernel class", "bound") else "right")
         for r in rows[:top]:
-            t.add_row(*([str(r.rank)] if ranked else []), r.op, r.kernel_class, str(r.kernels), f"{r.device_ns / 1e6:,.3f}",
+            t.add_row(*([str(r.rank)] if ranked else []), r.op, r.kernel_class, str(r.kernels), duration(r.device_ns),
                       _num(r.flops / 1e9 if r.flops is not None else None, ",.2f"),
                       _num(r.bytes / 1e6 if r.bytes is not None else None, ",.2f"),
                       _num(r.tflops_per_s, ",.2f"), _num(r.tb_per_s, ".3f"), _num(r.intensity, ",.1f"),
