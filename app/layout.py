@@ -123,6 +123,7 @@ body { margin: 0; background: var(--nt-bg); color: var(--nt-ink);
 .nt-tr:hover td { background: #e8f1fb; }
 .nt-tr:nth-child(even) td { background: #fbfcfd; }
 .nt-tr:nth-child(even):hover td { background: #e8f1fb; }
+.nt-tr.nt-cmp-picked td { background: #f3e5f5 !important; font-weight: 600; }
 """
 
 # Keys as in Perfetto and chrome://tracing: W/S zoom in/out around the centre, A/D pan by a fifth of

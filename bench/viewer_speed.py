@@ -23,6 +23,12 @@ stacks (500 lanes), viewed as it opens (the big process collapsed) and with ever
 3. **payload**: the JSON Dash sends back for each callback (``plotly.io.json.to_json_plotly`` of the
    outputs, which is Dash's own serializer), in bytes.
 
+4. **two runs side by side** (``neurontrace view A B``): the GPU-like trace against a second one built
+   with another seed. First render = both indexes + the page + its first callback (both timelines);
+   the analyses and the diff run before the page is shown and are printed on their own line; then
+   ``compare.on_compare`` for zooms/pans of either side (both timelines redrawn each time) and a diff
+   row click (its op outlined in both).
+
 Targets (issue "The Dash viewer"): first render <= 3 s; each zoom/pan callback <= 300 ms of server
 time; payload per callback <= 2 MB. Times are wall-clock on this machine, which is shared: read the
 minima, and rerun before believing a regression.
@@ -248,8 +254,68 @@ def main() -> None:
     secs, out = best_of(args.repeat, lambda: callbacks.on_summary(
         model, "nt-summary", {"points": [{"curveNumber": 4, "customdata": [0, 0]}]}, None))
     print(f"click a cause (summary strip): {secs * 1e3:.1f} ms, {payload(out) / 1e3:.1f} KB")
+    pair_first, pair_t, pair_b = run_pair(trace, args)
     print(json.dumps({"events": trace.num_events, "first_render_s": round(first, 3),
-                      "worst_callback_ms": round(worst_t * 1e3, 1), "worst_payload_bytes": worst_b}))
+                      "worst_callback_ms": round(worst_t * 1e3, 1), "worst_payload_bytes": worst_b,
+                      "pair_first_render_s": round(pair_first, 3), "pair_worst_callback_ms": round(pair_t * 1e3, 1),
+                      "pair_worst_payload_bytes": pair_b}))
+
+
+def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, int]:
+    """The two-run page on ``trace`` and a second trace like it: first render, zoom/pan and a diff row click."""
+    from neurontrace.app.compare import CompareState, compare_page, on_compare
+    from neurontrace.app.server import ViewerState
+
+    other = build_trace(args.events, seed=1)
+    state = CompareState(ViewerState("A"), ViewerState("B"))
+    t0 = time.perf_counter()
+    for side, tr in zip(("a", "b"), (trace, other), strict=True):
+        state.sides[side].use(tr)
+    index_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for side in ("a", "b"):
+        state.sides[side].analyse()
+    analyse_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    state.compare()
+    diff_s = time.perf_counter() - t0
+    viewport = {"w": args.viewport, "h": 1000}
+    page_s, _page = best_of(1, lambda: compare_page(state))
+    draw_s, out = best_of(1, lambda: on_compare(state, None, {"a": None, "b": None}, None, None, viewport))
+    first = index_s + page_s + draw_s
+    print(f"\ntwo runs side by side: {trace.num_events:,} + {other.num_events:,} events; before the page: "
+          f"analyses {analyse_s:.2f} s, diff {diff_s:.2f} s ({len(state.rows())} changed ops listed)")
+    print(f"first render: {first:.2f} s = both indexes {index_s:.2f} s + page {page_s:.2f} s + both timelines "
+          f"{draw_s:.2f} s, {payload(out) / 1e6:.2f} MB (target <= {TARGET_FIRST_RENDER_S:.0f} s): "
+          f"{'PASS' if first <= TARGET_FIRST_RENDER_S else 'FAIL'}")
+    view = out[4]
+    span_ms = state.sides["a"].model.index.span_ns / 1e6 if state.sides["a"].model else 1.0
+    worst_t, worst_b = 0.0, 0
+    print(f"{'zoom':>12} {'side':>5} {'window':>12} {'server ms':>10} {'payload KB':>11}")
+    zoom = 1.0
+    while span_ms / zoom >= 0.005:
+        width = span_ms / zoom
+        for side in ("a", "b"):
+            relayout = {"xaxis.range[0]": span_ms * 0.3, "xaxis.range[1]": span_ms * 0.3 + width}
+
+            def call(side: str = side, relayout: Any = relayout) -> Any:
+                return on_compare(state, f"nt-cmp-timeline-{side}", {"a": None, "b": None} | {side: relayout},
+                                  view, None, viewport)
+
+            secs, res = best_of(args.repeat, call)
+            size = payload(res)
+            worst_t, worst_b = max(worst_t, secs), max(worst_b, size)
+            print(f"{'1/' + format(zoom, ',.0f'):>12} {side:>5} {_dur(width * 1e6):>12} {secs * 1e3:>10.1f} "
+                  f"{size / 1e3:>11.1f}")
+        zoom *= 10
+    secs, res = best_of(args.repeat, lambda: on_compare(state, {"type": "nt-cmp-row", "index": 0},
+                                                        {"a": None, "b": None}, view, None, viewport))
+    worst_t, worst_b = max(worst_t, secs), max(worst_b, payload(res))
+    print(f"click a diff row ({res[5]} outlined in both): {secs * 1e3:.1f} ms, {payload(res) / 1e3:.1f} KB")
+    print(f"two runs: worst callback {worst_t * 1e3:.0f} ms (target <= {TARGET_CALLBACK_S * 1e3:.0f} ms): "
+          f"{'PASS' if worst_t <= TARGET_CALLBACK_S else 'FAIL'}; worst payload {worst_b / 1e6:.2f} MB (target <= "
+          f"{TARGET_PAYLOAD_BYTES / 1e6:.0f} MB): {'PASS' if worst_b <= TARGET_PAYLOAD_BYTES else 'FAIL'}")
+    return first, worst_t, worst_b
 
 
 def run_views(model: ViewModel, args: argparse.Namespace, title: str, *, expanded: list[str] | None,

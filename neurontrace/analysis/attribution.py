@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neurontrace import units
 from neurontrace.analysis import names
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
@@ -654,7 +655,7 @@ def _evidence(trace: Trace, lb: _Label | None, lo: int, hi: int,
     score = overlap.astype(np.float64) ** 2 / np.maximum(lb.ends[hit] - lb.starts[hit], 1)
     best = hit[np.argsort(-score, kind="stable")[:3]]
     picked = lb.table.select(["name", "frame_id"]).take(pa.array(lb.rows[best]))
-    evidence = [f"{n} ({(e - s) / 1e3:.1f} µs)" for n, s, e in
+    evidence = [f"{n} ({units.duration(int(e - s))})" for n, s, e in
                 zip(picked["name"].cast(pa.string()).to_pylist(), lb.starts[best], lb.ends[best], strict=True)]
     if names.OWN_FRAME.search(evidence[0]):  # inside capture.step() / torch.profiler: not the user's line
         return evidence, None

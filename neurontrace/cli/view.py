@@ -1,4 +1,5 @@
-"""``neurontrace view PATH``: serve the Dash viewer for one trace on this machine (docs/viewer.md).
+"""``neurontrace view PATH [OTHER]``: serve the Dash viewer for one trace, or two side by side, on this
+machine (docs/viewer.md).
 
 The server binds 127.0.0.1 by default, prints its URL, and runs with production settings (threaded
 WSGI server, no reloader, no per-request log) unless ``--debug``. The trace loads in the
@@ -34,6 +35,9 @@ class ViewCommand(common.Command):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         common.add_input(parser)
+        parser.add_argument("other", nargs="?", metavar="OTHER",
+                            help="a second trace: compare it (B, the change) with PATH (A, the baseline) side by "
+                                 "side, with a shared zoom and the diff table")
         parser.add_argument("--host", default="127.0.0.1",
                             help="address to listen on (default 127.0.0.1: this machine only)")
         parser.add_argument("--port", type=int, default=DEFAULT_PORT,
@@ -48,8 +52,9 @@ class ViewCommand(common.Command):
 
     def run(self, args: argparse.Namespace) -> int:
         path = Path(args.path)
-        if not path.exists():
-            raise errors.InputNotFoundError(f"{path}: no such file or directory")
+        for p in (path, *([Path(args.other)] if args.other else [])):
+            if not p.exists():
+                raise errors.InputNotFoundError(f"{p}: no such file or directory")
         roots: list[Path] = args.source_roots or [Path.cwd()]
         for root in roots:
             if not root.is_dir():
@@ -59,14 +64,24 @@ class ViewCommand(common.Command):
         require("dash", extra="viewer")
         from neurontrace.app.server import Server, ViewerState, create_app  # imports Dash: only here
 
-        state = ViewerState(str(path), source_roots=roots, fallback_ops=args.fallback_ops, log=_log)
-        app = create_app(state, debug=args.debug)
-
         def loader(p: str, progress: Any) -> Trace:
             return common.load_one(p, args, progress)
 
-        worker = threading.Thread(target=state.load, kwargs={"loader": loader, "progress": _TerminalProgress()},
-                                  name="neurontrace-load", daemon=True)
+        state = ViewerState(str(path), source_roots=roots, fallback_ops=args.fallback_ops, log=_log)
+        if args.other:  # two runs side by side
+            from neurontrace.app.compare import CompareState, create_compare_app
+
+            pair = CompareState(state, ViewerState(str(args.other), source_roots=roots,
+                                                   fallback_ops=args.fallback_ops, log=_log))
+            app = create_compare_app(pair)
+            worker = threading.Thread(target=pair.load, kwargs={"loader": loader}, name="neurontrace-load",
+                                      daemon=True)
+            if args.debug:
+                app.enable_dev_tools(debug=True)
+        else:
+            app = create_app(state, debug=args.debug)
+            worker = threading.Thread(target=state.load, kwargs={"loader": loader, "progress": _TerminalProgress()},
+                                      name="neurontrace-load", daemon=True)
         if args.debug:  # Dash's own development server: dev tools and the code reloader
             # The reloader runs this command again in a child process (WERKZEUG_RUN_MAIN=true), which
             # serves; the parent only watches files, so it does not load the trace.
@@ -82,7 +97,8 @@ class ViewCommand(common.Command):
         except OSError as exc:
             raise errors.UsageError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
                                     "pick another port with --port N (0 picks a free one)") from None
-        _say(f"neurontrace view: {path} at {server.url}  (Ctrl+C to stop)")
+        shown = f"{path} and {args.other}" if args.other else str(path)
+        _say(f"neurontrace view: {shown} at {server.url}  (Ctrl+C to stop)")
         _warn_exposure(args.host, debug=False)
         worker.start()
         if not args.no_browser:
