@@ -21,10 +21,10 @@ from tests import fuzz_inputs as fz
 
 SEED = 12
 GZIP = b"\x1f\x8b"
-KINETO_CASES = 900
-NEURON_CASES = 50
-JSON_CASES = 400
-OUTPUT_CASES = 40
+KINETO_CASES = 1500
+NEURON_CASES = 120
+JSON_CASES = 1300
+OUTPUT_CASES = 80
 
 
 @pytest.mark.slow
