@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis.contract import Context, Section
-from neurontrace.columns import isin
+from neurontrace.columns import codes, isin
 from neurontrace.trace import Trace
 
 MAX_EVENT_NS = 86_400 * 10**9  # one day
@@ -159,13 +159,12 @@ def _clip_host_overflows(host: pa.Table, hs: np.ndarray, h_end: np.ndarray, drop
     if len(rows) < 2:
         return h_end
     sub = host.take(pa.array(rows))
-    codes = [np.unique(pc.fill_null(sub[c].cast(pa.string()), "").to_numpy(zero_copy_only=False),
-                       return_inverse=True)[1] for c in ("pid", "tid")]
     # Python frames come from another tracer than ops, runtime calls and ranges, and cross them by design (a
     # record_function range opens inside the frame of the call that enters it): each nests only among its own.
-    python = isin(sub["category"], ("python",)).astype(np.int64)
-    thread = np.unique(np.stack([pc.fill_null(sub["rank"], -1).to_numpy(), *codes, python]), axis=1,
-                       return_inverse=True)[1].ravel()
+    thread = isin(sub["category"], ("python",)).astype(np.int64)
+    for key in (pc.fill_null(sub["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
+                codes(sub["pid"])[0], codes(sub["tid"])[0]):  # one dense code per (rank, pid, tid, tracer)
+        thread = np.unique(thread * (int(key.max()) + 2) + key + 1, return_inverse=True)[1].ravel()
     start, end = hs[rows], h_end[rows]
     order = np.lexsort((-end, start, thread))  # per thread: by start, the longer (outer) slice first
     n = len(order)
