@@ -6,10 +6,12 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import neurontrace
 from neurontrace.analysis.diagnose import diagnose
+from neurontrace.analysis.launch import launch_calls
 from neurontrace.analysis.malformed import MAX_EVENT_NS, sanitize
 from tests.conftest import corpus_root
 from tests.micro import load, x
@@ -142,3 +144,29 @@ def test_host_overflows_agree_with_a_plain_stack_walk(tmp_path: Path) -> None:
                                                clean.system_events["dur_ns"].to_pylist(), strict=True)}
     assert got == want
     assert checks.counts["overflows_parent"] == sum(e["ts"] + e["dur"] != want[e["name"]] for e in events) > 50
+
+
+def _flow(fid: int, ts: float, pid: int, tid: int, end: bool) -> dict:
+    ev = {"ph": "f" if end else "s", "id": fid, "pid": pid, "tid": tid, "ts": ts, "cat": "ac2g", "name": "ac2g"}
+    return {**ev, "bp": "e"} if end else ev
+
+
+def test_colliding_correlation_ids_link_within_the_launching_process(tmp_path: Path) -> None:
+    # Two processes merged into one file without ranks, reusing correlation ids 1-3: process 1 drives cuda:0,
+    # process 2 drives cuda:1. Only each device's first kernel keeps its launch flow (the others lost theirs).
+    events = []
+    for proc, dev_pid, t0 in ((1, 0, 0), (2, 1, 100)):
+        for c in (1, 2, 3):
+            events.append(x("cuda_runtime", f"launch p{proc} c{c}", t0 + 10 * c, 2, pid=proc, correlation=c))
+            events.append(x("kernel", f"k p{proc} c{c}", t0 + 10 * c + 5, 3, pid=dev_pid, tid=7, device=dev_pid,
+                            correlation=c))
+        events += [_flow(proc * 10, t0 + 10, proc, 1, False), _flow(proc * 10, t0 + 15, dev_pid, 7, True)]
+    trace = load(tmp_path, events)
+    host, dev = trace.system_events, trace.device_events
+    assert sanitize(trace)[1].counts == {"correlation_collisions": 3}
+    calls = launch_calls(host, trace.flows, dev)
+    launched = dict(zip(dev["name"].to_pylist(), host["name"].take(pa.array(calls)).to_pylist(), strict=True))
+    assert launched == {f"k p{p} c{c}": f"launch p{p} c{c}" for p in (1, 2) for c in (1, 2, 3)}
+    # Without any flow the device cannot be tied to a process: (rank, correlation), first call wins (counted).
+    no_flows = launch_calls(host, trace.flows.slice(0, 0), dev)
+    assert host["name"].take(pa.array(no_flows)).to_pylist().count("launch p1 c2") == 2

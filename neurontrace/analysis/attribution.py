@@ -453,6 +453,67 @@ def launch_sources(trace: Trace, dev: pa.Table) -> np.ndarray:
     return np.asarray(launch["src_event_id"].fill_null(-1).to_numpy()[hit], dtype=np.int64)
 
 
+def correlation_calls(host: pa.Table, flows: pa.Table, dev: pa.Table, calls: np.ndarray) -> np.ndarray:
+    """Per row of ``dev``, the row of ``host`` among ``calls`` with its correlation id, or -1.
+
+    Correlation ids repeat across ranks, and across processes of one rank when files are merged without
+    ranks, so the key is (rank, pid, correlation) where the device row's launching process is known, else
+    (rank, correlation). Kineto writes device events under the device's own pid, not the launcher's: the
+    process is known only through launch flows, the row's own or, for a row without one, those of the other
+    work on its device when they all come from one process (``launching_pids``)."""
+    out = np.full(dev.num_rows, -1, dtype=np.int64)
+    if dev.num_rows == 0 or len(calls) == 0:
+        return out
+    pid_h, pid_d = launching_pids(host, flows, dev)
+
+    def ints(t: pa.Table, col: str) -> np.ndarray:
+        return np.asarray(pc.fill_null(t[col], -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    hc, hr, dc, dr = ints(host, "correlation")[calls], ints(host, "rank")[calls], ints(dev, "correlation"), ints(
+        dev, "rank")
+    for known in (True, False):
+        q = np.flatnonzero((pid_d >= 0) == known)
+        if not len(q):
+            continue
+        by_pid = np.r_[pid_h[calls], pid_d[q]] if known else np.zeros(len(calls) + len(q), np.int64)
+        keys = np.stack([np.r_[hr, dr[q]], by_pid, np.r_[hc, dc[q]]], axis=1)
+        key = np.unique(keys, axis=0, return_inverse=True)[1].ravel()
+        src, qk = key[:len(calls)], key[len(calls):]
+        order = np.argsort(src, kind="stable")  # the first call of a key wins, as before
+        pos = np.minimum(np.searchsorted(src[order], qk), len(order) - 1)
+        hit = (src[order][pos] == qk) & (dc[q] >= 0) & (hc[order][pos] >= 0)
+        out[q[hit]] = calls[order[pos[hit]]]
+    return out
+
+
+def launching_pids(host: pa.Table, flows: pa.Table, dev: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(a code per ``host`` row for its pid, the code of the launching process per ``dev`` row or -1).
+
+    A device row's process: the host end of its own launch flow; else the one process whose launch flows end
+    on its (rank, device), when there is exactly one; else unknown."""
+    pid_h = codes(host["pid"])[0].astype(np.int64) if host.num_rows else np.zeros(0, np.int64)
+    pid_d = np.full(dev.num_rows, -1, dtype=np.int64)
+    if flows.num_rows == 0 or dev.num_rows == 0 or host.num_rows == 0:
+        return pid_h, pid_d
+    launch = select(flows, "kind", "launch")
+    src = launch["src_event_id"].fill_null(-1).to_numpy()
+    dst = launch["dst_event_id"].fill_null(-1).to_numpy()
+    h_ids, d_ids = host["event_id"].to_numpy(), dev["event_id"].to_numpy()
+    h_order, d_order = np.argsort(h_ids, kind="stable"), np.argsort(d_ids, kind="stable")
+    hp = np.minimum(np.searchsorted(h_ids[h_order], src), len(h_order) - 1)
+    dp = np.minimum(np.searchsorted(d_ids[d_order], dst), len(d_order) - 1)
+    ok = (h_ids[h_order][hp] == src) & (d_ids[d_order][dp] == dst)
+    pid_d[d_order[dp[ok]]] = pid_h[h_order[hp[ok]]]
+    group = np.unique(np.stack([pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
+                                codes(dev["device"])[0].astype(np.int64)], axis=1), axis=0,
+                      return_inverse=True)[1].ravel()
+    for g in np.unique(group[pid_d < 0]).tolist():  # one pass per device without a flow on every row
+        pids = np.unique(pid_d[(group == g) & (pid_d >= 0)])
+        if len(pids) == 1:
+            pid_d[(group == g) & (pid_d < 0)] = pids[0]
+    return pid_h, pid_d
+
+
 def _launched_rows(trace: Trace, host: pa.Table, dev: pa.Table, lo: int, hi: int) -> np.ndarray:
     """Rows of ``dev`` (device work) launched by a host event that started inside [lo, hi), plus device
     work with no link at all that overlaps [lo, hi) (excerpts and traces that lost their links). Work

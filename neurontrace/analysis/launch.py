@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis.attribution import DeviceAttribution
+from neurontrace.analysis.attribution import DeviceAttribution, correlation_calls
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
 from neurontrace.analysis.overlap import device_and_host
 from neurontrace.columns import isin, keep
@@ -76,20 +76,12 @@ def launch_calls(host: pa.Table, flows: pa.Table, dev: pa.Table) -> np.ndarray:
         pos = np.minimum(np.searchsorted(dev_ids[d_order], dst[ok]), len(d_order) - 1)
         hit = dev_ids[d_order][pos] == dst[ok]
         out[d_order[pos[hit]]] = host_row(src[ok][hit])
-    # No flow: the runtime/driver call with the same correlation id (and rank).
+    # No flow: the runtime/driver call with the same correlation id (rank, and pid where it is known).
     missing = np.flatnonzero(out < 0)
-    corr = pc.fill_null(dev["correlation"], -1).to_numpy(zero_copy_only=False)
     calls = np.flatnonzero(isin(host["category"], ["runtime", "driver"]))
     if len(missing) and len(calls):
-        hc = pc.fill_null(host["correlation"], -1).to_numpy(zero_copy_only=False)[calls]
-        hr = pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64)[calls]
-        dr = pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64)[missing]
-        key = hr * (1 << 40) + hc
-        korder = np.argsort(key, kind="stable")
-        q = dr * (1 << 40) + corr[missing]
-        pos = np.minimum(np.searchsorted(key[korder], q), len(korder) - 1)
-        hit = (key[korder][pos] == q) & (corr[missing] >= 0) & (hc[korder][pos] >= 0)
-        out[missing[hit]] = calls[korder[pos[hit]]]
+        found = correlation_calls(host, flows, dev, calls)
+        out[missing] = found[missing]
     return out
 
 

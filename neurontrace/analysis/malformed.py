@@ -20,7 +20,8 @@ kind                        what                                                
 ``zero_duration_device``    device work of duration 0 (it owns no time; it would move a window)     drop
 ``correlation_collisions``  a correlation id on runtime calls of several processes of one rank     count
                             (files merged without ranks): links then use launch flows (exact event
-                            ids) first, and correlation ids only within a rank
+                            ids) first, then correlation ids keyed (rank, pid, id) where flows tie
+                            the device to one process, else (rank, id) (attribution.correlation_calls)
 =========================  =====================================================================  ========
 """
 
@@ -48,7 +49,7 @@ DEVICE_WORK = ("compute", "collective", "memcpy", "memset", "dma")
 RULES = {"negative_duration": "dropped", "days_long": "dropped", "longer_than_trace": "clipped to the trace end",
          "overflows_next": "clipped to the next start on the track",
          "overflows_parent": "clipped to its parent's end on the thread", "zero_duration_device": "dropped",
-         "correlation_collisions": "counted; links keyed by flow, then rank"}
+         "correlation_collisions": "counted; links keyed by flow, then (rank, pid) where flows name the process"}
 
 
 @dataclass

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis.attribution import DeviceAttribution
+from neurontrace.analysis.attribution import DeviceAttribution, correlation_calls
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
 from neurontrace.analysis.opcost import FORMULAS, op_cost
 from neurontrace.analysis.peaks import DevicePeak, device_peak
@@ -164,7 +164,7 @@ def op_table(trace: Trace, *, window: tuple[int, int] | None = None, device: str
     if window is not None:
         ts = dev["ts_ns"].to_numpy()
         dev = keep(dev, (ts >= window[0]) & (ts < window[1]))
-    owner, launcher = _kernel_owner(host, dev, top_of, thread)
+    owner, launcher = _kernel_owner(host, trace.flows, dev, top_of, thread)
     costs, skipped = _costs(host, np.unique(owner[owner >= 0]))
     return _kernel_table(trace, host, dev, owner, launcher, costs, skipped)
 
@@ -251,7 +251,7 @@ def _thread_codes(host: pa.Table) -> np.ndarray:
     return np.asarray((rank * (len(pids) + 1) + pid + 1) * (len(tids) + 1) + tid + 1)
 
 
-def _kernel_owner(host: pa.Table, dev: pa.Table, top_of: np.ndarray, thread: np.ndarray
+def _kernel_owner(host: pa.Table, flows: pa.Table, dev: pa.Table, top_of: np.ndarray, thread: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
     """(owner host row or -1, launching op host row or -1) per kernel."""
     n = dev.num_rows
@@ -263,11 +263,9 @@ def _kernel_owner(host: pa.Table, dev: pa.Table, top_of: np.ndarray, thread: np.
     calls = np.flatnonzero(isin(cat, ["runtime", "driver"]))
     opsr = np.flatnonzero(isin(cat, ["framework_op"]))
     rank_h = pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    corr_h = pc.fill_null(host["correlation"], -1).to_numpy(zero_copy_only=False)
     ext_h = pc.fill_null(host["external_id"], -1).to_numpy(zero_copy_only=False)
     rank_d = pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    corr_d = pc.fill_null(dev["correlation"], -1).to_numpy(zero_copy_only=False)
-    call = _lookup(rank_h[calls], corr_h[calls], calls, rank_d, corr_d)
+    call = correlation_calls(host, flows, dev, calls)
     has = call >= 0
     # The call's External id names the op it ran in; the kernel's own External id when the call is absent.
     ext = np.where(has, ext_h[np.maximum(call, 0)], pc.fill_null(dev["external_id"], -1).to_numpy(
