@@ -4,12 +4,17 @@ a diff row outlines exactly that op's events."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from dash import no_update
 
+from neurontrace import errors
 from neurontrace.app.compare import CompareState, align_point, on_compare, op_positions
 from neurontrace.app.server import ViewerState
 from tests.conftest import SAMPLES
@@ -70,3 +75,21 @@ def test_a_diff_row_outlines_that_op_in_both_timelines(pair: CompareState) -> No
     # The same row again clears the outline.
     again = on_compare(pair, {"type": "nt-cmp-row", "index": 0}, {"a": None, "b": None}, out[4], "augment", VIEWPORT)
     assert again[5] is None and not any(t["name"].startswith("diff:") for t in again[0]["data"])
+
+
+def test_a_side_that_fails_to_load_shows_its_parsers_message(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    state = CompareState(ViewerState(str(SAMPLES / "compare" / "baseline.pt.trace.json.gz")), ViewerState(str(empty)))
+    state.load()
+    assert state.status == "error" and state.diff is None
+    page = json.dumps(state.page().to_plotly_json(), default=lambda o: o.to_plotly_json())
+    assert "empty (0 bytes)" in page and "empty.json" in page
+
+
+def test_view_with_a_missing_second_trace_says_so() -> None:
+    res = subprocess.run([sys.executable, "-m", "neurontrace", "view", str(SAMPLES / "compare" / "baseline.pt.trace.json.gz"),
+                          "missing.pt.trace.json", "--no-browser", "--port", "0"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == errors.EXIT_NOT_FOUND
+    assert "missing.pt.trace.json: no such file or directory" in res.stderr and "Traceback" not in res.stderr
