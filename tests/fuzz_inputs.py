@@ -27,6 +27,7 @@ import random
 import shutil
 import warnings
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,23 +56,30 @@ class Outcome:
     decoder: str | None = None
 
 
-def outcome(path: Path, decoder: str | None = None) -> Outcome:
-    """Load ``path`` (with the Kineto decoder forced when given) and record what happened. Any
-    exception that is not a NeurontraceError propagates: that is a failure of the contract."""
+@contextmanager
+def forced_decoder(decoder: str | None) -> Iterator[None]:
+    """The Kineto decoder forced to ``decoder`` (None: the default) for the block; the setting restored after."""
     saved = os.environ.get(_kineto_native.ENV)
     if decoder is not None:
         os.environ[_kineto_native.ENV] = decoder
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            trace = neurontrace.load(path)
-    except NeurontraceError as exc:
-        return Outcome("error", (type(exc).__name__, str(exc)))
+        yield
     finally:
         if saved is None:
             os.environ.pop(_kineto_native.ENV, None)
         else:
             os.environ[_kineto_native.ENV] = saved
+
+
+def outcome(path: Path, decoder: str | None = None) -> Outcome:
+    """Load ``path`` (with the Kineto decoder forced when given) and record what happened. Any
+    exception that is not a NeurontraceError propagates: that is a failure of the contract."""
+    try:
+        with forced_decoder(decoder), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trace = neurontrace.load(path)
+    except NeurontraceError as exc:
+        return Outcome("error", (type(exc).__name__, str(exc)))
     for name, table in trace.tables.items():
         try:
             table.validate(full=True)
@@ -107,19 +115,13 @@ def check_kineto(path: Path) -> Outcome:
 
 def decoded(path: Path, decoder: str) -> Outcome:
     """What one decoder hands the normalizer for ``path``: all events as one table in file order."""
-    saved = os.environ.get(_kineto_native.ENV)
-    os.environ[_kineto_native.ENV] = decoder
     try:
-        content = read_content(path, snapshot=True)
-        d = _kineto_json.decode(content.data, complete=content.complete,
-                                device_categories=list(kineto.DEVICE_CATEGORIES))
+        with forced_decoder(decoder):
+            content = read_content(path, snapshot=True)
+            d = _kineto_json.decode(content.data, complete=content.complete,
+                                    device_categories=list(kineto.DEVICE_CATEGORIES))
     except NeurontraceError as exc:
         return Outcome("error", (type(exc).__name__, str(exc)))
-    finally:
-        if saved is None:
-            os.environ.pop(_kineto_native.ENV, None)
-        else:
-            os.environ[_kineto_native.ENV] = saved
     events = pa.concat_tables(d.events or []).combine_chunks()
     events = events.take(pc.sort_indices(events["index"]))
     return Outcome("ok", (events, d.top, d.truncated_at, d.partial_events, d.notes), d.decoder)

@@ -140,24 +140,22 @@ def add_fallback_ops(parser: argparse.ArgumentParser, meaning: str) -> None:
 # -- argument types -------------------------------------------------------------------------------
 
 
-def percentage(text: str) -> float:
+def _finite_at_least_0(number: str, text: str, what: str, example: str) -> float:
     try:
-        value = float(text.rstrip("%"))
+        value = float(number)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a percentage such as 5 or 2.5, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {what} such as {example}, got {text!r}") from None
     if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a percentage of at least 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {what} of at least 0, got {text!r}")
     return value
+
+
+def percentage(text: str) -> float:
+    return _finite_at_least_0(text.rstrip("%"), text, "a percentage", "5 or 2.5")
 
 
 def microseconds(text: str) -> float:
-    try:
-        value = float(text.removesuffix("us"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a duration in microseconds such as 10 or 2.5, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a duration of at least 0 microseconds, got {text!r}")
-    return value
+    return _finite_at_least_0(text.removesuffix("us"), text, "a duration in microseconds", "10 or 2.5")
 
 
 def positive_int(text: str) -> int:
