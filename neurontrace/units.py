@@ -16,11 +16,21 @@ from __future__ import annotations
 
 _TIME = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"))
 _SIZE = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+_RATE = ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"))  # decimal, as hardware specs quote them
 
 
 def _digits(v: float, sign: str = "") -> str:
     a = abs(v)
     return f"{v:{sign},.2f}" if a < 10 else f"{v:{sign},.1f}" if a < 100 else f"{v:{sign},.0f}"
+
+
+def _scaled(v: float, units: tuple[tuple[float, str], ...], sign: str = "") -> str | None:
+    """``v`` in the largest of ``units`` (largest first) in which it is at least 1; None below them all.
+    999.96 µs prints as 1.00 ms, not 1000 µs."""
+    for scale, unit in units:
+        if abs(v) >= scale * 0.9995:
+            return f"{_digits(v / scale, sign)} {unit}"
+    return None
 
 
 def duration(ns: float | None, sign: str = "") -> str:
@@ -30,9 +40,9 @@ def duration(ns: float | None, sign: str = "") -> str:
     """
     if ns is None:
         return "-"
-    for scale, unit in _TIME:
-        if abs(ns) >= scale * 0.9995:  # 999.96 µs prints as 1.00 ms, not 1000 µs
-            return f"{_digits(ns / scale, sign)} {unit}"
+    scaled = _scaled(ns, _TIME, sign)
+    if scaled is not None:
+        return scaled
     return f"{ns:{sign}.0f} ns" if float(ns).is_integer() else f"{_digits(ns, sign)} ns"
 
 
@@ -45,20 +55,14 @@ def size(n: float | None) -> str:
     """A byte count in binary units (``-`` for None)."""
     if n is None:
         return "-"
-    for scale, unit in _SIZE:
-        if abs(n) >= scale * 0.9995:
-            return f"{_digits(n / scale)} {unit}"
-    return f"{n:.0f} B"
+    return _scaled(n, _SIZE) or f"{n:.0f} B"
 
 
 def rate(bytes_per_s: float | None) -> str:
     """A bandwidth, bytes per second, in decimal units (GB/s as hardware specs quote them)."""
     if bytes_per_s is None:
         return "-"
-    for scale, unit in ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")):
-        if abs(bytes_per_s) >= scale * 0.9995:
-            return f"{_digits(bytes_per_s / scale)} {unit}"
-    return f"{bytes_per_s:.0f} B/s"
+    return _scaled(bytes_per_s, _RATE) or f"{bytes_per_s:.0f} B/s"
 
 
 def share(fraction: float | None) -> str:
