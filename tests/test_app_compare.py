@@ -54,7 +54,8 @@ def test_a_zoom_of_either_side_draws_the_same_aligned_window_in_both(pair: Compa
         fa, fb, *_rest, new_view, _op = on_compare(pair, f"nt-cmp-timeline-{side}", {"a": None, "b": None}
                                                    | {side: relayout}, view, None, VIEWPORT)
         assert _x(fa) == pytest.approx([2.0, 7.5]) and _x(fb) == pytest.approx([2.0, 7.5])
-        assert new_view == {"t0_us": 2000, "t1_us": 7500}
+        assert (new_view["t0"], new_view["t1"]) == (2_000_000, 7_500_000) and new_view["analysed"]
+        assert new_view["origins"] == {k: align_point(m) for k, m in zip(("a", "b"), pair.models(), strict=True)}
     # Something that is not a zoom of the x axis changes nothing.
     unchanged = on_compare(pair, "nt-cmp-timeline-a", {"a": {"dragmode": "pan"}, "b": None}, view, None, VIEWPORT)
     assert all(o is no_update for o in unchanged)
