@@ -185,7 +185,8 @@ class CompareState:
 @dataclasses.dataclass(frozen=True)
 class View:
     """The page's view store: the window in ns from each side's x = 0, the alignment it was drawn
-    with (each side's x = 0, and whether analysed), whether the user has moved it, the last goto drawn."""
+    with (each side's x = 0, and whether analysed), whether the user has moved it, and the stamps of
+    the last goto and zoom drawn."""
 
     t0: int
     t1: int
@@ -193,6 +194,7 @@ class View:
     analysed: bool
     auto: bool = True
     goto: Any = None
+    zoom: Any = None
 
     @classmethod
     def of(cls, value: Any) -> View | None:
@@ -204,7 +206,7 @@ class View:
         if t0 is None or t1 is None or t1 <= t0 or any(o is None for o in origins.values()):
             return None
         return cls(t0, t1, {k: int(o) for k, o in origins.items() if o is not None}, bool(value.get("analysed")),
-                   bool(value.get("auto", True)), value.get("goto"))
+                   bool(value.get("auto", True)), value.get("goto"), value.get("zoom"))
 
     def side(self, side: str) -> dict[str, int]:
         """The window as one side's own view store (ns after its first event), as the single-trace
@@ -277,52 +279,65 @@ def draw_side(model: ViewModel, window: tuple[int, int], origin: int, *, viewpor
     return drawn.figure, status
 
 
-def on_compare(state: CompareState, trigger: Any, relayouts: dict[str, Any], view: Any, op: Any,
-               viewport: Any, goto: Any = None, selected: Any = None) -> tuple[Any, ...]:
-    """(figure A, figure B, status A, status B, view, op) after a zoom/pan of either side, a goto (search,
-    a clicked flow, F, ] and [), a selection, a diff row click, a resize or a stage of the analysis:
-    both sides always draw the same aligned window.
+def _zoom_of(value: Any) -> tuple[str, Any, Any, int | None] | None:
+    """(side, relayout, stamp, the x = 0 it was made at, ns) of the page's zoom store, or None."""
+    if not isinstance(value, dict) or value.get("side") not in SIDES:
+        return None
+    side = str(value["side"])
+    origins = value.get("origins")
+    drawn = callbacks.as_int(origins.get(side)) if isinstance(origins, dict) else None
+    return side, value.get("relayout"), value.get("at"), drawn
 
-    The stored window is moved to today's alignment keeping what A shows, so when the analysed
-    alignment replaces the provisional one a zoom the user made stays on the same events of A (and B
-    lines up with it); a view nobody moved opens on A's analysis window instead, as the one-trace page does."""
+
+def on_compare(state: CompareState, trigger: Any, view: Any, op: Any, viewport: Any, *, zoom: Any = None,
+               goto: Any = None, selected: Any = None) -> tuple[Any, ...]:
+    """(figure A, figure B, status A, status B, view, op) after a zoom/pan of either side (``zoom``: the
+    side, plotly's relayout of it, a stamp, and the alignment it was drawn at), a goto (search, a clicked
+    flow, F, ] and [), a selection, a diff row click, a resize or a stage of the analysis: both sides
+    always draw the same aligned window.
+
+    A zoom or goto not yet drawn (its stamp is not the view's) is applied whatever fired: Dash keeps the
+    answer of a callback's newest call only, so a redraw that fired while a zoom was in flight would
+    otherwise undo it. The stored window is moved to today's alignment keeping what A shows, so when
+    the analysed alignment replaces the provisional one a zoom the user made stays on the same events
+    of A (and B lines up with it); a view nobody moved opens on A's analysis window instead, as the
+    one-trace page does."""
     models = dict(zip(SIDES, state.models(), strict=True))
     origins, analysed = state.alignment()
     stored = View.of(view)
     picked = op if isinstance(op, str) else None
     sel = selection_of(state, selected)
-    nonce = goto.get("nonce") if isinstance(goto, dict) else None
     auto = stored.auto if stored else True
     window: tuple[int, int] | None = None
     if stored:
         shift = stored.origins["a"] - origins["a"]
         window = (stored.t0 + shift, stored.t1 + shift)
-    row = trigger if isinstance(trigger, dict) and trigger.get("type") == "nt-cmp-row" else None
-    zoomed = next((s for s in SIDES if trigger == f"nt-cmp-timeline-{s}"), None)
-    # A goto not yet drawn wins over a redraw that fired with the view from before it (as on the one-trace page).
-    if nonce is not None and (stored is None or stored.goto != nonce) and zoomed is None and row is None:
-        trigger = "nt-cmp-goto"
-    if zoomed is not None:
-        side = zoomed
+    zoomed = _zoom_of(zoom)
+    nonce = goto.get("nonce") if isinstance(goto, dict) else None
+    new_zoom = zoomed is not None and (stored is None or stored.zoom != zoomed[2])
+    new_goto = nonce is not None and (stored is None or stored.goto != nonce)
+    if isinstance(trigger, dict) and trigger.get("type") == "nt-cmp-row":
+        rows = state.rows()
+        index = callbacks.as_int(trigger.get("index"), 0, len(rows) - 1)
+        if index is not None:
+            name = str(rows[index]["name"])
+            picked = None if name == picked else name
+    if zoomed is not None and new_zoom and not (trigger == "nt-cmp-goto" and new_goto):
+        side, relayout, _stamp, drawn_at = zoomed
         model = models[side]
-        drawn_origin = stored.origins[side] if stored else origins[side]  # the x values the figure had
-        asked = callbacks.parse_relayout(relayouts.get(side), model.index.span_ns, drawn_origin)
-        if asked is None:
+        drawn = drawn_at if drawn_at is not None else (stored.origins[side] if stored else origins[side])
+        asked = callbacks.parse_relayout(relayout, model.index.span_ns, drawn)
+        if asked is None and trigger == "nt-cmp-zoom":
             return (no_update,) * 6
-        t0, t1 = callbacks.clamp(model, *asked)
-        window, auto = (t0 - origins[side], t1 - origins[side]), False
-    elif trigger == "nt-cmp-goto" and isinstance(goto, dict) and goto.get("side") in SIDES:
+        if asked is not None:
+            t0, t1 = callbacks.clamp(model, *asked)
+            window, auto = (t0 - origins[side], t1 - origins[side]), False
+    elif new_goto and isinstance(goto, dict) and goto.get("side") in SIDES:
         side = str(goto["side"])
         lo, hi = callbacks.as_int(goto.get("t0")), callbacks.as_int(goto.get("t1"))
         if lo is not None and hi is not None:
             t0, t1 = callbacks.clamp(models[side], lo, hi)
             window, auto = (t0 - origins[side], t1 - origins[side]), False
-    elif row is not None:
-        rows = state.rows()
-        index = callbacks.as_int(row.get("index"), 0, len(rows) - 1)
-        if index is not None:
-            name = str(rows[index]["name"])
-            picked = None if name == picked else name
     switched = stored is not None and analysed and not stored.analysed
     if window is None or (auto and switched):
         a = models["a"]  # first draw, or the analysed alignment arrived on a view nobody moved: A's window
@@ -331,7 +346,7 @@ def on_compare(state: CompareState, trigger: Any, relayouts: dict[str, Any], vie
     (fa, sa), (fb, sb) = (draw_side(models[s], window, origins[s], viewport=viewport, op=picked,
                                     selected=sel[1] if sel and sel[0] == s else None) for s in SIDES)
     new_view = {"t0": window[0], "t1": window[1], "origins": origins, "analysed": analysed, "auto": auto,
-                "goto": nonce}
+                "goto": nonce, "zoom": zoomed[2] if zoomed else None}
     return fa, fb, sa, sb, new_view, (no_update if picked == op else picked)  # the table redraws on a change only
 
 
@@ -530,6 +545,7 @@ def compare_page(state: CompareState) -> html.Div:
         *layout.key_buttons(),
         dcc.Store(id="nt-cmp-view", data=None), dcc.Store(id="nt-cmp-op", data=None),
         dcc.Store(id="nt-cmp-selected", data=None), dcc.Store(id="nt-cmp-goto", data=None),
+        dcc.Store(id="nt-cmp-zoom", data=None),
         dcc.Store(id="nt-viewport", data=None), dcc.Store(id="nt-cmp-stage", data=key),
         dcc.Interval(id="nt-cmp-poll", interval=400, disabled=key in (READY_STAGE, FAILED_STAGE)),
     ])
@@ -572,16 +588,15 @@ def create_compare_app(state: CompareState) -> dash.Dash:
     @app.callback(Output("nt-cmp-timeline-a", "figure"), Output("nt-cmp-timeline-b", "figure"),
                   Output("nt-cmp-status-a", "children"), Output("nt-cmp-status-b", "children"),
                   Output("nt-cmp-view", "data"), Output("nt-cmp-op", "data"),
-                  Input("nt-cmp-timeline-a", "relayoutData"), Input("nt-cmp-timeline-b", "relayoutData"),
-                  Input({"type": "nt-cmp-row", "index": ALL}, "n_clicks"), Input("nt-viewport", "data"),
-                  Input("nt-cmp-stage", "data"), Input("nt-cmp-goto", "data"), Input("nt-cmp-selected", "data"),
-                  State("nt-cmp-view", "data"), State("nt-cmp-op", "data"))
-    def _compare(relayout_a: Any, relayout_b: Any, _rows: Any, viewport: Any, _stage: Any, goto: Any,
-                 selected: Any, view: Any, op: Any) -> tuple[Any, ...]:
+                  Input("nt-cmp-zoom", "data"), Input({"type": "nt-cmp-row", "index": ALL}, "n_clicks"),
+                  Input("nt-viewport", "data"), Input("nt-cmp-stage", "data"), Input("nt-cmp-goto", "data"),
+                  Input("nt-cmp-selected", "data"), State("nt-cmp-view", "data"), State("nt-cmp-op", "data"))
+    def _compare(zoom: Any, _rows: Any, viewport: Any, _stage: Any, goto: Any, selected: Any, view: Any,
+                 op: Any) -> tuple[Any, ...]:
         trigger = dash.ctx.triggered_id
         if isinstance(trigger, dict) and not clicked():
             raise dash.exceptions.PreventUpdate  # rows just drawn, not clicked
-        return on_compare(state, trigger, {"a": relayout_a, "b": relayout_b}, view, op, viewport, goto, selected)
+        return on_compare(state, trigger, view, op, viewport, zoom=zoom, goto=goto, selected=selected)
 
     @app.callback(Output("nt-cmp-diff", "children"), Input("nt-cmp-op", "data"), prevent_initial_call=True)
     def _rows(op: Any) -> Any:
@@ -628,7 +643,27 @@ def create_compare_app(state: CompareState) -> dash.Dash:
     app.clientside_callback(  # type: ignore[no-untyped-call]
         callbacks.VIEWPORT_JS, Output("nt-viewport", "data"), Input("nt-cmp-timeline-a", "id"),
     )
+    app.clientside_callback(  # type: ignore[no-untyped-call]
+        ZOOM_JS, Output("nt-cmp-zoom", "data"), Input("nt-cmp-timeline-a", "relayoutData"),
+        Input("nt-cmp-timeline-b", "relayoutData"), State("nt-cmp-view", "data"), prevent_initial_call=True,
+    )
     return app
+
+
+# A zoom or pan of either timeline, as the page's zoom store: the side, plotly's relayout, a stamp, and
+# the alignment the figure was drawn at (from the view store, set with the figure). Only relayouts of the
+# x axis count: plotly also reports resizes ({"autosize": true}), and such a call, newer, would take the
+# place of a zoom still in flight.
+ZOOM_JS = """
+function(ra, rb, view) {
+  const fired = (dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
+  const side = fired.startsWith('nt-cmp-timeline-a') ? 'a' : 'b';
+  const r = side === 'a' ? ra : rb;
+  if (!r || !Object.keys(r).some(k => k.startsWith('xaxis.'))) return dash_clientside.no_update;
+  window.ntZooms = (window.ntZooms || 0) + 1;
+  return {side: side, relayout: r, at: window.ntZooms, origins: view && view.origins};
+}
+"""
 
 
 def serve_pair(a: Any, b: Any, *, host: str = "127.0.0.1", port: int = 0,

@@ -280,7 +280,7 @@ def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, floa
     index_s = time.perf_counter() - t0
     viewport = {"w": args.viewport, "h": 1000}
     page_s, _page = best_of(1, lambda: compare_page(state))
-    draw_s, out = best_of(1, lambda: on_compare(state, None, {"a": None, "b": None}, None, None, viewport))
+    draw_s, out = best_of(1, lambda: on_compare(state, None, None, None, viewport))
     first = index_s + page_s + draw_s
     print(f"\ntwo runs side by side: {trace.num_events:,} + {other.num_events:,} events")
     print(f"loaded -> page showing both timelines: {first:.2f} s = both indexes {index_s:.2f} s + page {page_s:.2f} s "
@@ -297,7 +297,7 @@ def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, floa
     diff_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     filled = on_progress(state, "analysing-a", None)
-    out = on_compare(state, "nt-cmp-stage", {"a": None, "b": None}, out[4], None, viewport)
+    out = on_compare(state, "nt-cmp-stage", out[4], None, viewport)
     fill_s = time.perf_counter() - t0
     complete = first + analyse_s + diff_s + fill_s
     print(f"loaded -> diff table complete: {complete:.2f} s = the above + analyses {analyse_s:.2f} s + diff "
@@ -314,8 +314,8 @@ def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, floa
             relayout = {"xaxis.range[0]": span_ms * 0.3, "xaxis.range[1]": span_ms * 0.3 + width}
 
             def call(side: str = side, relayout: Any = relayout) -> Any:
-                return on_compare(state, f"nt-cmp-timeline-{side}", {"a": None, "b": None} | {side: relayout},
-                                  view, None, viewport)
+                return on_compare(state, "nt-cmp-zoom", view, None, viewport,
+                                  zoom={"side": side, "relayout": relayout, "at": 1})
 
             secs, res = best_of(args.repeat, call)
             size = payload(res)
