@@ -81,6 +81,7 @@ def test_the_roofline_of_a_real_h100_trace_and_a_click_outlines_the_ops_kernels(
     point, x, y, row = wait_for(browser, POINT, "gemm", gemm["tflops_per_s"])
     assert y == pytest.approx(gemm["tflops_per_s"], rel=1e-3) and x == pytest.approx(gemm["intensity"], rel=1e-3)
     assert gemm["tflops_per_s"] > 100  # a real GEMM rate, not a unit slip
+    assert doc["rows"][row] == gemm  # the point names the row: the viewer's table is the CLI's, row for row
     # The table holds the same row: kernels, TFLOP/s, % of peak and bound.
     _tr, cells = wait_for(browser, ROW_OF, gemm["op"], gemm["kernel_class"])
     assert cells[3] == f"{gemm['kernels']:,}" and cells[-1] == gemm["bound"]
