@@ -84,6 +84,39 @@ def highlight_of(value: Any) -> tuple[str, int | None, str] | None:
     return value["device"], as_int(rank), str(value["cause"])
 
 
+def op_pick_of(value: Any) -> tuple[tuple[str, int | None], tuple[int, int] | None, str, str] | None:
+    """((device, rank), window or None, op, kernel class) of an op picked in the ops panel (the highlight
+    store; the window in ns after the trace's first event), or None when it is not a valid one."""
+    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) and len(value[k]) <= 2000
+                                              for k in ("device", "op", "kernel_class")):
+        return None
+    rank, window = value.get("rank"), value.get("window")
+    if rank is not None and as_int(rank) is None:
+        return None
+    bounds: tuple[int, int] | None = None
+    if window is not None:
+        lo, hi = (as_int(v) for v in window) if isinstance(window, list) and len(window) == 2 else (None, None)
+        if lo is None or hi is None:
+            return None
+        bounds = (lo, hi)
+    return (str(value["device"]), as_int(rank)), bounds, str(value["op"]), str(value["kernel_class"])
+
+
+def marked(model: ViewModel, highlight: Any) -> tuple[int, ...]:
+    """Index positions of the kernels of the op picked in the ops panel (none without a pick)."""
+    pick = op_pick_of(highlight)
+    if pick is None or model.analysis is None or \
+            pick[0] not in {(d.device, d.rank) for d in model.analysis.diagnosis.devices}:
+        return ()
+    device, window, op, kernel_class = pick  # the window in ns after the trace's first event (JSON-safe)
+    o = model.index.origin_ns
+    view = model.ops_view(device, (window[0] + o, window[1] + o) if window else None)
+    rows = [i for i, r in enumerate(view.report.rows) if r.op == op and r.kernel_class == kernel_class]
+    if not rows:
+        return ()
+    return tuple(model.index.positions(view.event_ids_of(rows[0])).tolist())
+
+
 def n_bins_for(viewport: Any) -> int:
     """Pixel columns of the plot area for a browser window ``viewport`` ({"w", "h"}) pixels wide."""
     width = as_int(viewport.get("w") if isinstance(viewport, dict) else viewport, 1, 100_000)
@@ -137,7 +170,7 @@ def request(model: ViewModel, view: tuple[int, int], *, expanded: Any = None, de
         max_depth=as_int(depth, 1, 1000) or layout.DEFAULT_DEPTH,
         python=isinstance(python, list) and "python" in python,
         highlight=hl, selected=as_int(selected), height_px=height_for(viewport),
-        origin=model.time_origin if origin is None else origin,
+        origin=model.time_origin if origin is None else origin, marked=marked(model, highlight),
     )
 
 

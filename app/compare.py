@@ -37,8 +37,6 @@ from neurontrace.errors import NeurontraceError
 SIDES = ("a", "b")
 LABELS = {"a": "A (baseline)", "b": "B (change)"}
 MAX_DIFF_ROWS = 200
-MAX_MARKED = figures.MAX_HIGHLIGHT_SHAPES  # outlines drawn per timeline for the picked op
-MARK_COLOR = "#d500f9"
 DIFF_COLUMNS = (("status", "status"), ("kind", "kind"), ("name", "op"), ("baseline_ms", "A (ms)"),
                 ("change_ms", "B (ms)"), ("delta_ms", "Δ (ms)"), ("delta_pct", "Δ %"))
 READY_STAGE, FAILED_STAGE = "ready", "failed"
@@ -239,30 +237,11 @@ def op_positions(model: ViewModel, name: str, t0: int, t1: int) -> np.ndarray:
 def mark_op(model: ViewModel, drawn: figures.Drawn, name: str, req: figures.Request) -> int:
     """Outline every ``name`` event in the drawn window on its row (its lane, or its group's header
     when the lane is folded away); returns how many were outlined."""
-    ix = model.index
     width = req.t1 - req.t0
-    pos = op_positions(model, name, req.t0 - width, req.t1 + width)[:MAX_MARKED]
-    lane_y: dict[int, int] = {}
-    group_y: dict[int, int] = {}
-    for y, row in enumerate(drawn.rows):
-        if row.kind == "lane" and row.lane is not None:
-            lane_y[row.lane] = y
-        elif row.group is not None:
-            group_y.setdefault(row.group, y)
-    xs: list[float | None] = []
-    ys: list[float | None] = []
-    for p in pos.tolist():
-        lane = ix.lane_of(p)
-        y = lane_y.get(lane, group_y.get(ix.tracks[int(ix.lane_track[lane])].group, -1))
-        if y < 0:
-            continue
-        x0, x1 = (float(ix.start[p]) - req.origin) / 1e6, (float(ix.end[p]) - req.origin) / 1e6
-        xs += [x0, x1, x1, x0, x0, None]
-        ys += [y - 0.45, y - 0.45, y + 0.45, y + 0.45, y - 0.45, None]
-    drawn.figure["data"].append({"type": "scatter", "mode": "lines", "name": f"diff:{name}", "x": xs, "y": ys,
-                                 "line": {"color": MARK_COLOR, "width": 2}, "hoverinfo": "skip",
-                                 "fill": "none"})
-    return len(xs) // 6
+    marks = figures.outline(model, drawn.rows, op_positions(model, name, req.t0 - width, req.t1 + width), req,
+                            f"diff:{name}")
+    drawn.figure["data"].append(marks)
+    return len(marks["x"]) // 6
 
 
 def draw_side(model: ViewModel, window: tuple[int, int], origin: int, *, viewport: Any = None,

@@ -221,6 +221,8 @@ def main() -> None:
           f"{len(to_json_plotly(page).encode()) / 1e6:.2f} MB")
 
     worst_t, worst_b = run_views(model, args, "GPU-like trace, default view (every group open)", expanded=None)
+    ops_t, ops_b = run_ops(model, args, "GPU-like trace")
+    worst_t, worst_b = max(worst_t, ops_t), max(worst_b, ops_b)
 
     threads_trace = build_threads_trace(args.events)
     t0 = time.perf_counter()
@@ -237,8 +239,9 @@ def main() -> None:
     t_default, b_default = run_views(threads, args, "default view (the big process collapsed)", expanded=None)
     t_all, b_all = run_views(threads, args, "everything expanded, Python frames shown 10 levels deep "
                              "(row cap applies)", expanded=[g.key for g in threads.index.groups], python=True)
-    worst_t = max(worst_t, t_default, t_all)
-    worst_b = max(worst_b, b_default, b_all)
+    ops_t, ops_b = run_ops(threads, args, "CPU-only trace")
+    worst_t = max(worst_t, t_default, t_all, ops_t)
+    worst_b = max(worst_b, b_default, b_all, ops_b)
     first = max(first, first_threads)
 
     print(f"\nzoom/pan callback, all views: worst {worst_t * 1e3:.0f} ms (target <= {TARGET_CALLBACK_S * 1e3:.0f} ms): "
@@ -339,6 +342,60 @@ def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, floa
           f"{'PASS' if worst_t <= TARGET_CALLBACK_S else 'FAIL'}; worst payload {worst_b / 1e6:.2f} MB (target <= "
           f"{TARGET_PAYLOAD_BYTES / 1e6:.0f} MB): {'PASS' if worst_b <= TARGET_PAYLOAD_BYTES else 'FAIL'}")
     return first, complete, worst_t, worst_b
+
+
+def run_ops(model: ViewModel, args: argparse.Namespace, title: str) -> tuple[float, int]:
+    """The ops panel (``app/roofline.py``): its index build, its callback when the tab opens (the analysis
+    window) and after zooms at every level (each a new window: nothing cached), a click on a row, and the
+    timeline redrawn with that op's kernels outlined; print and return the worst server time and payload."""
+    from neurontrace.analysis.ops import OpsIndex
+    from neurontrace.app import roofline
+
+    assert model.analysis is not None
+    d = model.analysis.diagnosis.devices[0]
+    t0 = time.perf_counter()
+    OpsIndex(model.trace, device=d.device, rank=d.rank)
+    print(f"\nops panel, {title}: index of {d.device} built in {time.perf_counter() - t0:.2f} s (background, "
+          "part of the analysis)")
+    span = model.index.span_ns
+    opened = {"t0": 0, "t1": span, "auto": True}
+    device = roofline.device_options(model)[1]
+
+    def panel(view: Any) -> Any:
+        model._ops_views.clear()  # every zoom asks for a new window: time it uncached
+        return roofline.on_ops(model, "roofline", view, device, "view", None, None, None, None)
+
+    worst_t, worst_b = best_of(args.repeat, lambda: panel(opened))[0], 0
+    worst_b = payload(panel(opened))
+    print(f"{'zoom':>12} {'window':>12} {'server ms':>10} {'payload KB':>11}  what was shown")
+    print(f"{'tab opened':>12} {'analysis':>12} {worst_t * 1e3:>10.1f} {worst_b / 1e3:>11.1f}")
+    zoom = 1.0
+    while span / zoom >= 5_000:
+        width = span / zoom
+        view = {"t0": int(span * 0.4), "t1": int(span * 0.4 + width), "auto": False}
+        secs, out = best_of(args.repeat, lambda view=view: panel(view))
+        size = payload(out)
+        worst_t, worst_b = max(worst_t, secs), max(worst_b, size)
+        print(f"{'1/' + format(zoom, ',.0f'):>12} {_dur(width):>12} {secs * 1e3:>10.1f} {size / 1e3:>11.1f}  "
+              f"{str(out[3])[:90]}")
+        zoom *= 10
+    pick = roofline.on_pick(model, {"type": "nt-roof-row", "table": "roofline", "index": 0}, None, opened, device,
+                            "view", None)
+    secs, out = best_of(args.repeat, lambda: roofline.on_pick(model, {"type": "nt-roof-row", "table": "roofline",
+                                                                      "index": 0}, None, opened, device, "view", None))
+    worst_t = max(worst_t, secs)
+    print(f"click a row ({pick['op']} / {pick['kernel_class']}): {secs * 1e3:.1f} ms")
+    for label, window in (("whole trace", (0, span)), ("1/100", (int(span * 0.4), int(span * 0.41)))):
+        secs, out = best_of(args.repeat, lambda window=window: callbacks.on_timeline(
+            model, "nt-goto", None, {"t0": window[0], "t1": window[1], "nonce": 1}, None, highlight=pick,
+            viewport={"w": args.viewport, "h": 1000}))
+        marked = next((t for t in out[0]["data"] if t["name"] == "marked"), {"x": []})
+        size = payload(out)
+        worst_t, worst_b = max(worst_t, secs), max(worst_b, size)
+        print(f"timeline with the op's kernels outlined ({label}, {marked['x'].count(None)} outlines): "
+              f"{secs * 1e3:.1f} ms, {size / 1e3:.1f} KB")
+    print(f"worst: {worst_t * 1e3:.0f} ms, {worst_b / 1e6:.2f} MB")
+    return worst_t, worst_b
 
 
 def run_views(model: ViewModel, args: argparse.Namespace, title: str, *, expanded: list[str] | None,

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from neurontrace import errors
+from neurontrace._allocator import ENV, return_freed_memory
 from neurontrace._optional import require
 from neurontrace.analysis.contract import Options
 from neurontrace.analysis.diagnose import RankResult, combine, diagnose_rank, split_ranks
@@ -75,6 +76,7 @@ def rank_inputs(paths: Sequence[str | Path]) -> list[tuple[str, dict[str, Any]]]
 def diagnose_one(path: str, options: Options, format: str | None = None,
                  load_options: dict[str, Any] | None = None) -> list[RankResult] | RankFailure:
     """The map task: load one input and diagnose each rank in it; a failure is returned, not raised."""
+    return_freed_memory()  # a worker holds one rank after another: freed buffers go back (_allocator)
     try:
         trace = load(path, format=format, **(load_options or {}))
         return [diagnose_rank(t, options) for t in split_ranks(trace)]
@@ -171,16 +173,26 @@ def _client(client: Any, scheduler: str | None, workers: int | None) -> Iterator
     if client is not None:
         yield client
         return
-    dd = require("distributed", extra="distributed")
     if scheduler is not None:
+        dd = require("distributed", extra="distributed")
         with dd.Client(scheduler) as c:
             yield c
         return
+    with local_cluster(workers) as c:
+        yield c
+
+
+@contextmanager
+def local_cluster(workers: int | None = None, *, dashboard: str | None = ":0") -> Iterator[Any]:
+    """A ``Client`` of a new ``LocalCluster`` on this machine (``--workers N``): ``workers`` processes (default:
+    one per core) of one thread each, so a worker holds one rank at a time, started with the allocator
+    settings of :mod:`neurontrace._allocator`; the dashboard on a free port (``None``: no dashboard)."""
     import logging
 
+    dd = require("distributed", extra="distributed")
     n = workers or os.cpu_count() or 1
-    with dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                         silence_logs=logging.ERROR) as cluster, dd.Client(cluster) as c:
+    with dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dashboard,
+                         silence_logs=logging.ERROR, env=ENV) as cluster, dd.Client(cluster) as c:
         yield c
 
 
@@ -189,6 +201,7 @@ def convert_one(path: str, directory: str, format: str | None = None,
     """A conversion map task: load one input and write each of its ranks' partitions into ``directory``."""
     from neurontrace import dataset
 
+    return_freed_memory()
     try:
         trace = load(path, format=format, **(load_options or {}))
         out = []

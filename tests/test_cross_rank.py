@@ -168,3 +168,20 @@ def test_covered_time_matches_a_brute_force_count() -> None:
     for a, b in zip(*busy, strict=True):
         mask[a:b] = True
     assert xr._covered(busy, lo, hi).tolist() == [int(mask[a:b].sum()) for a, b in zip(lo, hi, strict=True)]
+
+
+def test_large_collectives_keep_sums_not_per_rank_lists(job: xr.CrossRank, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above PER_RANK_LISTS_MAX ranks a collective's per-rank lists are null (the document grows with
+    collectives + ranks); every other field, the per-rank sums and the straggler are those of the full record."""
+    records = xr.rank_collectives(neurontrace.load(JOB))
+    monkeypatch.setattr(xr, "PER_RANK_LISTS_MAX", 4)  # the 8-rank job's collectives are then "large"
+    small = xr.cross_rank(records)
+    assert len(small.collectives) == len(job.collectives) == 8
+    for full, c in zip(job.collectives, small.collectives, strict=True):
+        assert all(c[k] is None for k in xr.PER_RANK_LISTS)
+        assert c["rank_count"] == len(full["ranks"]) == 8 and c["first_arrival_ns"] == min(full["arrival_ns"])
+        assert c["host_count"] == len(full["hosts"])
+        assert {k: v for k, v in c.items() if k not in xr.PER_RANK_LISTS} == \
+            {k: v for k, v in full.items() if k not in xr.PER_RANK_LISTS}
+    assert small.per_rank == job.per_rank and small.straggler_rank == job.straggler_rank == 7
+    assert small.straggler_work == job.straggler_work

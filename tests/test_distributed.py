@@ -32,10 +32,7 @@ def dask_client():  # type: ignore[no-untyped-def]
     """One real LocalCluster (2 worker processes) for every test here. Module-scoped, not session-scoped:
     its scheduler and client threads live in the test process, and torch.profiler captures in later tests
     (test_real_cpu.py) would record their Python frames."""
-    import logging
-
-    with dd.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                         silence_logs=logging.ERROR) as cluster, dd.Client(cluster) as client:
+    with distributed.local_cluster(2) as client:
         yield client
 
 
@@ -109,3 +106,14 @@ def test_open_dataset_filters_one_rank_without_reading_the_others(tmp_path: Path
     assert ds.load(3).device_events.num_rows == want
     with pytest.raises(Exception, match=r"(?i)parquet"):
         ds.dataset("device_events").to_table()  # the unfiltered scan does open them
+
+
+def test_workers_return_freed_memory(dask_client: Any) -> None:
+    """--workers starts its workers with the allocator settings of neurontrace._allocator (Arrow on malloc,
+    large blocks unmapped when freed), so a worker's peak is what it holds at once, not every past high."""
+    from neurontrace._allocator import ENV
+
+    envs = dask_client.run(lambda: {k: __import__("os").environ.get(k) for k in ENV})
+    assert envs and all(e == ENV for e in envs.values())
+    pools = dask_client.run(lambda: __import__("pyarrow").default_memory_pool().backend_name)
+    assert set(pools.values()) == {"system"}

@@ -377,9 +377,10 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
     """Host events of the process(es) that launched this device's work.
 
     Found through correlation ids (runtime call ↔ device op). Without any link, the host events of
-    the same rank stand in (a CPU-side profile of a Neuron device, a GPU-only trace).
+    the same rank stand in (a CPU-side profile of a Neuron device, a GPU-only trace). Without the
+    ``args`` column: the analyses read names, times and links, and a copy of ``args`` is most of a rank.
     """
-    host = trace.system_events
+    host = trace.system_events.drop_columns(["args"])
     rank = _first(dev["rank"])
     if rank is not None:  # correlation ids repeat across ranks: look only at this rank's host events
         host = keep(host, pc.fill_null(pc.equal(host["rank"], rank), False).to_numpy(zero_copy_only=False))

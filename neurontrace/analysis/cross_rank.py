@@ -67,6 +67,11 @@ DTYPE_BYTES: dict[str, int] = {
     "c10::float8_e5m2": 1,
 }
 TOP_WORK = 3  # names kept per collective of what the rank did before it
+# A collective's per-rank lists are kept up to this many ranks (8 nodes of 8 GPUs); above it they are null, so
+# that the job's document grows with collectives + ranks, not their product (1,024 ranks x 1,000 collectives
+# would be ~5M list entries); rank_count, first_arrival_ns, host_count and the per_rank sums stay.
+PER_RANK_LISTS_MAX = 64
+PER_RANK_LISTS = ("ranks", "devices", "arrival_ns", "dur_ns", "wait_ns", "hosts")
 HOST_WORK = ("framework_op", "runtime", "driver", "compile", "load", "python", "transfer")
 
 RECORDS = pa.schema([
@@ -368,14 +373,15 @@ def cross_rank(records: pa.Table | Sequence[pa.Table],
         last = rec["last_rank"]
         last_count[last] += 1
         late_ns[last] += rec["arrival_skew_ns"]
-        for i, w in zip(rows, rec["wait_ns"], strict=True):
+        last_arrival = rec["first_arrival_ns"] + rec["arrival_skew_ns"]
+        for i in rows:
             r = cols["rank"][i]
-            wait_ns[r] += w
+            wait_ns[r] += last_arrival - cols["start_ns"][i]
             coll_ns[r] += cols["end_ns"][i] - cols["start_ns"][i]
             before[last].append((r, {"device_ns": cols["before_device_ns"][i], "host_ns": cols["before_host_ns"][i],
                                      "span_ns": cols["start_ns"][i] - cols["before_start_ns"][i],
                                      "top": before_top[i]}))
-    out.sort(key=lambda c: (min(c["arrival_ns"]), c["group"], c["op"], c.get("seq") or c["ordinal"]))
+    out.sort(key=lambda c: (c["first_arrival_ns"], c["group"], c["op"], c.get("seq") or c["ordinal"]))
     straggler = max(last_count, key=lambda r: (last_count[r], late_ns[r], -r), default=None)
     waiting = max(wait_ns, key=lambda r: (wait_ns[r], -r), default=None)
     per_rank = [{"rank": r, "last_count": last_count.get(r, 0), "late_ns": late_ns.get(r, 0),
@@ -410,9 +416,11 @@ def _collective(cols: dict[str, list[Any]], rows: list[int]) -> dict[str, Any]:
     arrivals = [cols["start_ns"][i] for i in rows]
     op, nbytes = cols["op"][first], cols["bytes"][first]
     n = cols["group_size"][first] or len(rows)
+    hosts = sorted({h for h in (cols["host"][i] for i in rows) if h})
     rec: dict[str, Any] = {
         "group": cols["group"][first], "op": op, "name": cols["name"][first], "seq": cols["seq"][first],
         "ordinal": cols["ordinal"][first], "bytes": nbytes, "group_size": n,
+        "rank_count": len(rows), "host_count": len(hosts), "first_arrival_ns": min(arrivals),
         "ranks": [cols["rank"][i] for i in rows], "devices": [cols["device"][i] for i in rows],
         "arrival_ns": arrivals, "dur_ns": [cols["end_ns"][i] - cols["start_ns"][i] for i in rows],
     }
@@ -431,7 +439,9 @@ def _collective(cols: dict[str, list[Any]], rows: list[int]) -> dict[str, Any]:
     rec["algbw_gbps"] = algbw  # bytes/ns = GB/s
     rec["busbw_gbps"] = algbw * factor(n) if algbw is not None and factor is not None else None
     rec["device_name"] = cols["device_name"][first]
-    rec["hosts"] = sorted({h for h in (cols["host"][i] for i in rows) if h})
+    rec["hosts"] = hosts
+    if len(rows) > PER_RANK_LISTS_MAX:  # the document stays O(collectives + ranks); per_rank has each rank's sums
+        rec.update(dict.fromkeys(PER_RANK_LISTS))
     return rec
 
 
@@ -549,7 +559,7 @@ def bandwidth_findings(cr: CrossRank) -> list[Finding]:
     buckets: dict[tuple[str, str, str, float], list[float]] = defaultdict(list)
     for c in cr.collectives:
         known = link_class(c["device_name"])
-        if known is None or c["busbw_gbps"] is None or (c["bytes"] or 0) < MIN_JUDGED_BYTES or len(c["hosts"]) > 1:
+        if known is None or c["busbw_gbps"] is None or (c["bytes"] or 0) < MIN_JUDGED_BYTES or c["host_count"] > 1:
             continue
         buckets[(c["op"], _bucket(c["bytes"]), known[0], known[1])].append(c["busbw_gbps"])
     out = []

@@ -6,16 +6,17 @@ A device fed by graph replays is not helped by the advice "use CUDA graphs" (the
 from __future__ import annotations
 
 from neurontrace.analysis import names
-from neurontrace.analysis.attribution import DeviceAttribution, device_rows, driving_host_events
+from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection
+from neurontrace.analysis.overlap import device_and_host
 from neurontrace.columns import matches, select
 
 
 def _compute(ctx: Context, d: DeviceAttribution) -> int | None:
-    dev = device_rows(ctx.trace, d.device, d.rank)
+    dev, host = device_and_host(ctx, d)
     if dev.num_rows == 0:
         return None
-    runtime = select(driving_host_events(ctx.trace, dev), "category", "runtime", "driver")
+    runtime = select(host, "category", "runtime", "driver")
     n = int(matches(runtime["name"], names.GRAPH_LAUNCH).sum()) if runtime.num_rows else 0
     return n or None
 

@@ -158,7 +158,7 @@ def _clip_host_overflows(host: pa.Table, hs: np.ndarray, h_end: np.ndarray, drop
                           & ~isin(host["category"], ASYNC_ON_THREAD) & ~drop & (h_end > hs))
     if len(rows) < 2:
         return h_end
-    sub = host.take(pa.array(rows))
+    sub = host.select(["category", "rank", "pid", "tid"]).take(pa.array(rows))  # not args: a copy of it doubles a rank
     # Python frames come from another tracer than ops, runtime calls and ranges, and cross them by design (a
     # record_function range opens inside the frame of the call that enters it): each nests only among its own.
     thread = isin(sub["category"], ("python",)).astype(np.int64)
@@ -205,7 +205,8 @@ def _clip_host_overflows(host: pa.Table, hs: np.ndarray, h_end: np.ndarray, drop
 
 def _collisions(host: pa.Table) -> int:
     """Correlation ids that runtime calls of more than one process of the same rank use."""
-    linked = host.filter(pc.is_valid(host["correlation"])).select(["rank", "pid", "correlation"])
+    linked = host.select(["rank", "pid", "correlation"])
+    linked = linked.filter(pc.is_valid(linked["correlation"]))
     if linked.num_rows == 0:
         return 0
     per = linked.group_by(["rank", "correlation"]).aggregate([("pid", "count_distinct")])
