@@ -127,18 +127,21 @@ body { margin: 0; background: var(--nt-bg); color: var(--nt-ink);
 """
 
 # Keys as in Perfetto and chrome://tracing: W/S zoom in/out around the centre, A/D pan by a fifth of
-# the view, F fits the selected event, / focuses the search box. Not while typing in a field.
+# the view, F fits the selected event, ] and [ follow the selected event's flow out of it and into it,
+# / focuses the search box. Not while typing in a field. Each key clicks a hidden button of the page
+# (or relayouts its first timeline: on the two-run page both follow).
 KEYS_JS = """
 <script>
+const NT_BUTTONS = {'f': 'nt-fit', ']': 'nt-follow-next', '[': 'nt-follow-prev'};
 function ntKey(e) {
   const t = e.target;
   if (e.ctrlKey || e.metaKey || e.altKey) return;
   if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
   const key = e.key.toLowerCase();
-  if (key === 'f') { const b = document.getElementById('nt-fit'); if (b) b.click(); return; }
+  if (NT_BUTTONS[key]) { const b = document.getElementById(NT_BUTTONS[key]); if (b) b.click(); return; }
   if (key === '/') { const s = document.getElementById('nt-search'); if (s) { s.focus(); e.preventDefault(); } return; }
   if (!'wasd'.includes(key) || key.length !== 1) return;
-  const gd = document.querySelector('#nt-timeline .js-plotly-plot');
+  const gd = document.querySelector('#nt-timeline .js-plotly-plot, #nt-cmp-timeline-a .js-plotly-plot');
   if (!gd || !gd._fullLayout || !gd._fullLayout.xaxis) return;
   const [a, b] = gd._fullLayout.xaxis.range.map(Number);
   const w = b - a, c = (a + b) / 2;
@@ -152,6 +155,14 @@ function ntKey(e) {
 }
 </script>
 """
+
+KEYS_NOTE = "Keys: W/S zoom, A/D pan, F fit the selected event, ] / [ follow its flow out / in, / search."
+
+
+def key_buttons() -> list[Any]:
+    """The hidden buttons the keys click (F, ], [), on every page that has a selection."""
+    return [html.Button(id=i, style={"display": "none"}) for i in ("nt-fit", "nt-follow-next", "nt-follow-prev")]
+
 
 INDEX = """<!DOCTYPE html>
 <html lang="en">
@@ -313,7 +324,7 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
                     html.Div(className="nt-scroll", children=dcc.Graph(
                         id="nt-timeline", figure=first.figure, config=GRAPH_CONFIG, clear_on_unhover=True)),
                     html.Div(className="nt-src-note", children=(
-                        "Keys: W/S zoom, A/D pan, F fit the selected event, / search. Times are from the "
+                        f"{KEYS_NOTE} Times are from the "
                         "analysis window start; an event's details also give the trace's own ns.")),
                 ])]),
                 html.Div(id="nt-side", className="nt-col-side", children=[
@@ -340,7 +351,7 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
                 ]),
             ]),
         ]),
-        html.Button(id="nt-fit", style={"display": "none"}),
+        *key_buttons(),
         dcc.Store(id="nt-view", data=view),
         dcc.Store(id="nt-selected", data=selected),
         dcc.Store(id="nt-highlight", data=None),
@@ -351,18 +362,24 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
     ])
 
 
-def search_results(hits: list[tuple[int, str, int, int]], note: str, total: int) -> list[Any]:
-    """The search box's results: (event id, name, start from the time origin, duration), in time order."""
+def search_results(hits: list[tuple[int, str, int, int]], note: str, total: int,
+                   sides: list[str] | None = None) -> list[Any]:
+    """The search box's results: (event id, name, start from the time origin, duration), in time order;
+    on the two-run page each hit also names its side ("a" or "b", in ``sides``)."""
     if not note:
         return []
     more = f" (first {len(hits)} listed; Enter steps through all)" if total > len(hits) else \
         (" (Enter steps through them)" if hits else "")
+
+    def button(k: int, eid: int, name: str, start: int, dur: int) -> html.Button:
+        side = sides[k] if sides else None
+        key: dict[str, Any] = {"type": "nt-hit", "event": eid} | ({"side": side} if side else {})
+        return html.Button(f"{side.upper() + '  ' if side else ''}{_fmt_ns(start)}  {name}  ({_fmt_ns(dur)})",
+                           title=name, n_clicks=0, id=key, className="nt-hit")
+
     return [html.Div(note + more, className="nt-src-note", id="nt-search-note"),
-            html.Div(className="nt-hits", children=[
-                html.Button(f"{_fmt_ns(start)}  {name}  ({_fmt_ns(dur)})", title=name, n_clicks=0,
-                            id={"type": "nt-hit", "event": eid}, className="nt-hit")
-                for eid, name, start, dur in hits])] if hits or total else \
-        [html.Div(note, className="nt-src-note", id="nt-search-note")]
+            html.Div(className="nt-hits", children=[button(k, *hit) for k, hit in enumerate(hits)])] \
+        if hits or total else [html.Div(note, className="nt-src-note", id="nt-search-note")]
 
 
 STALL_COLUMNS = [("device", "device"), ("cause", "cause"), ("detail", "detail"), ("start_ms", "start (ms)"),

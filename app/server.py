@@ -63,8 +63,9 @@ class ViewerState:
         self.fraction = min(1.0, done / total) if total else None
 
     def load(self, loader: Callable[..., Trace] = load, *, progress: Callable[[str, int, int | None], None]
-             | None = None) -> None:
-        """Load, index and analyse; every failure ends as a one-line message on the page."""
+             | None = None, analyse: bool = True) -> None:
+        """Load, index and (unless ``analyse`` is false: the caller runs :meth:`analyse` later) analyse;
+        every failure ends as a one-line message on the page."""
         t0 = time.perf_counter()
 
         def report(stage: str, done: int, total: int | None) -> None:
@@ -84,7 +85,8 @@ class ViewerState:
             traceback.print_exc(file=sys.stderr)
             self.fail(f"internal error while loading ({type(exc).__name__}: {exc}); please report it")
             return
-        self.analyse()
+        if analyse:
+            self.analyse()
 
     def use(self, trace: Trace) -> ViewModel:
         """Serve ``trace`` (already loaded); the analysis is still to run (:meth:`analyse`)."""
