@@ -5,6 +5,7 @@ without a browser (``bench/viewer_speed.py`` calls them directly).
 Data flow::
 
     timeline click / table row / flow link ──► on_navigate ──► nt-selected, nt-goto
+    keys ] and [ (follow a flow) ──► on_follow ──► nt-selected, nt-goto
     zoom, pan, nt-goto, groups, depth, highlight ──► on_timeline ──► figure, nt-view
     nt-selected ──► on_details ──► details panel, source panel (call stack + lines)
     summary click ──► on_summary ──► nt-highlight (and the summary figure outlines it)
@@ -83,6 +84,39 @@ def highlight_of(value: Any) -> tuple[str, int | None, str] | None:
     return value["device"], as_int(rank), str(value["cause"])
 
 
+def op_pick_of(value: Any) -> tuple[tuple[str, int | None], tuple[int, int] | None, str, str] | None:
+    """((device, rank), window or None, op, kernel class) of an op picked in the ops panel (the highlight
+    store; the window in ns after the trace's first event), or None when it is not a valid one."""
+    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) and len(value[k]) <= 2000
+                                              for k in ("device", "op", "kernel_class")):
+        return None
+    rank, window = value.get("rank"), value.get("window")
+    if rank is not None and as_int(rank) is None:
+        return None
+    bounds: tuple[int, int] | None = None
+    if window is not None:
+        lo, hi = (as_int(v) for v in window) if isinstance(window, list) and len(window) == 2 else (None, None)
+        if lo is None or hi is None:
+            return None
+        bounds = (lo, hi)
+    return (str(value["device"]), as_int(rank)), bounds, str(value["op"]), str(value["kernel_class"])
+
+
+def marked(model: ViewModel, highlight: Any) -> tuple[int, ...]:
+    """Index positions of the kernels of the op picked in the ops panel (none without a pick)."""
+    pick = op_pick_of(highlight)
+    if pick is None or model.analysis is None or \
+            pick[0] not in {(d.device, d.rank) for d in model.analysis.diagnosis.devices}:
+        return ()
+    device, window, op, kernel_class = pick  # the window in ns after the trace's first event (JSON-safe)
+    o = model.index.origin_ns
+    view = model.ops_view(device, (window[0] + o, window[1] + o) if window else None)
+    rows = [i for i, r in enumerate(view.report.rows) if r.op == op and r.kernel_class == kernel_class]
+    if not rows:
+        return ()
+    return tuple(model.index.positions(view.event_ids_of(rows[0])).tolist())
+
+
 def n_bins_for(viewport: Any) -> int:
     """Pixel columns of the plot area for a browser window ``viewport`` ({"w", "h"}) pixels wide."""
     width = as_int(viewport.get("w") if isinstance(viewport, dict) else viewport, 1, 100_000)
@@ -136,7 +170,7 @@ def request(model: ViewModel, view: tuple[int, int], *, expanded: Any = None, de
         max_depth=as_int(depth, 1, 1000) or layout.DEFAULT_DEPTH,
         python=isinstance(python, list) and "python" in python,
         highlight=hl, selected=as_int(selected), height_px=height_for(viewport),
-        origin=model.time_origin if origin is None else origin,
+        origin=model.time_origin if origin is None else origin, marked=marked(model, highlight),
     )
 
 
@@ -232,12 +266,12 @@ def on_navigate(model: ViewModel, trigger: Any, click: Any, view: Any) -> tuple[
         event_id = row.get("event_id")
         if event_id is None:
             return no_update, no_update
-        return int(event_id), _goto_event(model, int(event_id), view)
+        return int(event_id), goto_event(model, int(event_id), view)
     if trigger.get("type") in ("nt-flow", "nt-hit"):
         event_id = as_int(trigger.get("event"))
         if event_id is None or event_id < 0 or model.index.position(event_id) is None:
             return no_update, no_update
-        return event_id, _goto_event(model, event_id, view)
+        return event_id, goto_event(model, event_id, view)
     return no_update, no_update
 
 
@@ -295,22 +329,30 @@ def on_search(model: ViewModel, text: Any, submitted: bool, selected: Any, view:
     results = layout.search_results(hits, note, len(pos))
     if not submitted or not len(pos):
         return results, no_update, no_update
-    here = None
-    sel = as_int(selected)
-    if sel is not None and (p := ix.position(sel)) is not None:
-        here = int(ix.start[p]), int(ix.event_id[p])
     stored = view_of(view)
-    after = here[0] if here else (stored[0] - 1 if stored else -1)
-    starts = ix.start[pos]
-    k = int(np.searchsorted(starts, after, side="right" if here else "left"))
-    if here:  # several matches can start together: step past the selected one among them
-        same = np.flatnonzero(starts == here[0])
-        ids = ix.event_id[pos[same]].tolist()
-        if here[1] in ids and ids.index(here[1]) + 1 < len(ids):
-            k = int(same[ids.index(here[1]) + 1])
+    k = next_match(model, pos, selected, stored[0] - 1 if stored else -1)
     nxt = int(pos[k % len(pos)])  # past the last match: wrap around to the first
     event_id = int(ix.event_id[nxt])
-    return results, event_id, _goto_event(model, event_id, view)
+    return results, event_id, goto_event(model, event_id, view)
+
+
+def next_match(model: ViewModel, pos: np.ndarray, selected: Any, after: int) -> int:
+    """Index into ``pos`` (search hits in start order) of the next match after the selected event, or,
+    with none selected (or not one of this trace's), of the first starting at or after ``after`` (ns
+    after the first event); ``len(pos)`` when there is none (the caller wraps around)."""
+    ix = model.index
+    sel = as_int(selected)
+    p = ix.position(sel) if sel is not None else None
+    starts = ix.start[pos]
+    if p is None:
+        return int(np.searchsorted(starts, after, side="left"))
+    here, here_id = int(ix.start[p]), int(ix.event_id[p])
+    k = int(np.searchsorted(starts, here, side="right"))
+    same = np.flatnonzero(starts == here)  # several matches can start together: step past the selected one
+    ids = ix.event_id[pos[same]].tolist()
+    if here_id in ids and ids.index(here_id) + 1 < len(ids):
+        k = int(same[ids.index(here_id) + 1])
+    return k
 
 
 def on_fit(model: ViewModel, selected: Any) -> Any:
@@ -322,6 +364,23 @@ def on_fit(model: ViewModel, selected: Any) -> Any:
     return goto_around(int(model.index.start[pos]), int(model.index.end[pos]), 0.1)
 
 
+FOLLOW = {"next": "out", "prev": "in"}  # key ] follows a flow out of the event, [ one into it
+
+
+def on_follow(model: ViewModel, selected: Any, which: str, view: Any) -> tuple[Any, Any]:
+    """(selected, goto) for keys ] and [: the other end of the selected event's first outgoing (``next``)
+    or incoming (``prev``) flow (launch → kernel, kernel → its launch; then correlation and external-id
+    partners, in the order the details panel lists them), selected and brought on screen."""
+    event_id = as_int(selected)
+    if event_id is None or model.index.position(event_id) is None or which not in FOLLOW:
+        return no_update, no_update
+    other = next((link.event_id for link in model.links(event_id) if link.direction == FOLLOW[which]
+                  and model.index.position(link.event_id) is not None), None)
+    if other is None:
+        return no_update, no_update
+    return other, goto_event(model, other, view)
+
+
 def _as_list(data: Any) -> Any:
     """Customdata as a list: plotly.js hands typed-array rows over as {"0": .., "1": ..} objects."""
     if isinstance(data, dict) and "0" in data:
@@ -329,7 +388,7 @@ def _as_list(data: Any) -> Any:
     return data
 
 
-def _goto_event(model: ViewModel, event_id: int, view: Any) -> Any:
+def goto_event(model: ViewModel, event_id: int, view: Any) -> Any:
     """Centre the event, keeping the zoom if it fits, else zooming out to show it whole."""
     pos = model.index.position(event_id)
     if pos is None:
@@ -375,6 +434,18 @@ def on_frame(model: ViewModel, reader: Any, frame_id: Any) -> list[Any]:
         frame.kind != "python" else ""
     text = frame.location + (f"   ({chain})" if chain else "")
     return layout.snippet(reader.read(frame.file, frame.line), text)
+
+
+def on_frame_click(model: ViewModel, reader: Any, trigger: Any, frame_ids: list[Any]) -> tuple[Any, Any]:
+    """(lines, class of each frame button) after a click on a frame of the call stack."""
+    chosen = as_int(trigger.get("frame")) if isinstance(trigger, dict) else None
+    if chosen is None:
+        raise dash.exceptions.PreventUpdate
+    classes = []
+    for fid in (as_int(f) for f in frame_ids):
+        frame = model.stack(fid)
+        classes.append(layout.frame_class(fid == chosen, bool(frame and frame[0].is_user)))
+    return on_frame(model, reader, chosen), classes
 
 
 def on_summary(model: ViewModel, trigger: Any, click: Any, highlight: Any) -> tuple[Any, Any]:
@@ -496,6 +567,13 @@ def register(app: dash.Dash, state: PageState) -> None:
     def _fit(_n: Any, selected: Any) -> Any:
         return on_fit(state.require(), selected)
 
+    @app.callback(Output("nt-selected", "data", allow_duplicate=True), Output("nt-goto", "data", allow_duplicate=True),
+                  Input("nt-follow-next", "n_clicks"), Input("nt-follow-prev", "n_clicks"),
+                  State("nt-selected", "data"), State("nt-view", "data"), prevent_initial_call=True)
+    def _follow(_next: Any, _prev: Any, selected: Any, view: Any) -> tuple[Any, Any]:
+        which = "next" if dash.ctx.triggered_id == "nt-follow-next" else "prev"
+        return on_follow(state.require(), selected, which, view)
+
     @app.callback(Output("nt-timeline", "figure"), Output("nt-view", "data"),
                   Output("nt-timeline-status", "children"),
                   Input("nt-timeline", "relayoutData"), Input("nt-goto", "data"), Input("nt-reset", "n_clicks"),
@@ -523,16 +601,8 @@ def register(app: dash.Dash, state: PageState) -> None:
         trigger = dash.ctx.triggered_id
         if not isinstance(trigger, dict) or not (dash.ctx.triggered and dash.ctx.triggered[0].get("value")):
             raise dash.exceptions.PreventUpdate
-        model = state.require()
-        chosen = as_int(trigger.get("frame"))
-        if chosen is None:
-            raise dash.exceptions.PreventUpdate
-        classes = []
-        for item in dash.ctx.outputs_list[1]:
-            fid = as_int(item["id"]["frame"])
-            frame = model.stack(fid)
-            classes.append(layout.frame_class(fid == chosen, bool(frame and frame[0].is_user)))
-        return on_frame(model, state.reader, chosen), classes
+        return on_frame_click(state.require(), state.reader, trigger,
+                              [item["id"]["frame"] for item in dash.ctx.outputs_list[1]])
 
     app.clientside_callback(  # type: ignore[no-untyped-call]
         VIEWPORT_JS, Output("nt-viewport", "data"), Input("nt-timeline", "id"),

@@ -93,6 +93,7 @@ class Request:
     selected: int | None = None  # event id
     origin: int = 0  # ns after the trace's first event that the axis calls 0
     height_px: int = 0  # the height the page offers the timeline (0: just fit the rows)
+    marked: tuple[int, ...] = ()  # index positions of events to outline (an op picked in the ops panel)
 
 
 @dataclass
@@ -239,6 +240,8 @@ def timeline(model: ViewModel, req: Request) -> Drawn:
     _step_marks(model, w, shapes, annotations, req.origin)
     if req.highlight:
         _highlight(model, req.highlight, w, n_rows, traces, req.origin)
+    if req.marked:
+        traces.append(outline(model, table_rows, np.asarray(req.marked, dtype=np.int64), req, "marked"))
     if req.selected is not None:
         _selection(model, req.selected, lane_y, group_y, bin_ms, shapes, traces, req.origin)
     # Few rows: they stretch to the height the page offers; many: ROW_PX each, and the page scrolls.
@@ -480,6 +483,37 @@ def _highlight(model: ViewModel, highlight: tuple[str, int | None, str], w: lod.
     traces.append({"type": "scatter", "mode": "lines", "name": f"highlight:{cause}", "x": xs, "y": ys,
                    "fill": "toself", "fillcolor": rgba(color, 0.16), "line": {"width": 1, "color": rgba(color, 0.5)},
                    "hoverinfo": "skip"})
+
+
+MARK_COLOR = "#d500f9"  # outlines of picked ops (the ops panel, the two-run diff table)
+
+
+def outline(model: ViewModel, table_rows: list[Row], pos: np.ndarray, req: Request, name: str) -> dict[str, Any]:
+    """A trace outlining the events at index positions ``pos`` that overlap the window (with a window's
+    width on each side, for pans) on their rows: their lane, or their group's header when the lane is
+    folded away; at most ``MAX_HIGHLIGHT_SHAPES`` of them."""
+    ix = model.index
+    width = req.t1 - req.t0
+    pos = pos[(ix.start[pos] < req.t1 + width) & (ix.end[pos] > req.t0 - width)][:MAX_HIGHLIGHT_SHAPES]
+    lane_y: dict[int, int] = {}
+    group_y: dict[int, int] = {}
+    for y, row in enumerate(table_rows):
+        if row.kind == "lane" and row.lane is not None:
+            lane_y[row.lane] = y
+        elif row.group is not None:
+            group_y.setdefault(row.group, y)
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    for p in pos.tolist():
+        lane = ix.lane_of(p)
+        y = lane_y.get(lane, group_y.get(ix.tracks[int(ix.lane_track[lane])].group, -1))
+        if y < 0:
+            continue
+        x0, x1 = (float(ix.start[p]) - req.origin) / 1e6, (float(ix.end[p]) - req.origin) / 1e6
+        xs += [x0, x1, x1, x0, x0, None]
+        ys += [y - 0.45, y - 0.45, y + 0.45, y + 0.45, y - 0.45, None]
+    return {"type": "scatter", "mode": "lines", "name": name, "x": xs, "y": ys,
+            "line": {"color": MARK_COLOR, "width": 2}, "hoverinfo": "skip", "fill": "none"}
 
 
 def _selection(model: ViewModel, event_id: int, lane_y: np.ndarray, group_y: dict[int, int], bin_ms: float,

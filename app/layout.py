@@ -127,18 +127,21 @@ body { margin: 0; background: var(--nt-bg); color: var(--nt-ink);
 """
 
 # Keys as in Perfetto and chrome://tracing: W/S zoom in/out around the centre, A/D pan by a fifth of
-# the view, F fits the selected event, / focuses the search box. Not while typing in a field.
+# the view, F fits the selected event, ] and [ follow the selected event's flow out of it and into it,
+# / focuses the search box. Not while typing in a field. Each key clicks a hidden button of the page
+# (or relayouts its first timeline: on the two-run page both follow).
 KEYS_JS = """
 <script>
+const NT_BUTTONS = {'f': 'nt-fit', ']': 'nt-follow-next', '[': 'nt-follow-prev'};
 function ntKey(e) {
   const t = e.target;
   if (e.ctrlKey || e.metaKey || e.altKey) return;
   if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
   const key = e.key.toLowerCase();
-  if (key === 'f') { const b = document.getElementById('nt-fit'); if (b) b.click(); return; }
+  if (NT_BUTTONS[key]) { const b = document.getElementById(NT_BUTTONS[key]); if (b) b.click(); return; }
   if (key === '/') { const s = document.getElementById('nt-search'); if (s) { s.focus(); e.preventDefault(); } return; }
   if (!'wasd'.includes(key) || key.length !== 1) return;
-  const gd = document.querySelector('#nt-timeline .js-plotly-plot');
+  const gd = document.querySelector('#nt-timeline .js-plotly-plot, #nt-cmp-timeline-a .js-plotly-plot');
   if (!gd || !gd._fullLayout || !gd._fullLayout.xaxis) return;
   const [a, b] = gd._fullLayout.xaxis.range.map(Number);
   const w = b - a, c = (a + b) / 2;
@@ -152,6 +155,14 @@ function ntKey(e) {
 }
 </script>
 """
+
+KEYS_NOTE = "Keys: W/S zoom, A/D pan, F fit the selected event, ] / [ follow its flow out / in, / search."
+
+
+def key_buttons() -> list[Any]:
+    """The hidden buttons the keys click (F, ], [), on every page that has a selection."""
+    return [html.Button(id=i, style={"display": "none"}) for i in ("nt-fit", "nt-follow-next", "nt-follow-prev")]
+
 
 INDEX = """<!DOCTYPE html>
 <html lang="en">
@@ -313,7 +324,7 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
                     html.Div(className="nt-scroll", children=dcc.Graph(
                         id="nt-timeline", figure=first.figure, config=GRAPH_CONFIG, clear_on_unhover=True)),
                     html.Div(className="nt-src-note", children=(
-                        "Keys: W/S zoom, A/D pan, F fit the selected event, / search. Times are from the "
+                        f"{KEYS_NOTE} Times are from the "
                         "analysis window start; an event's details also give the trace's own ns.")),
                 ])]),
                 html.Div(id="nt-side", className="nt-col-side", children=[
@@ -336,10 +347,11 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
                     dcc.Tab(label="Top ops & kernels", value="ops", children=[_table("ops")]),
                     dcc.Tab(label="Fallback ops", value="fallback", children=[_table("fallback")]),
                     dcc.Tab(label="Findings", value="findings", children=[html.Div(id="nt-findings")]),
+                    dcc.Tab(label="Ops & roofline", value="roofline", children=[ops_panel()]),
                 ]),
             ]),
         ]),
-        html.Button(id="nt-fit", style={"display": "none"}),
+        *key_buttons(),
         dcc.Store(id="nt-view", data=view),
         dcc.Store(id="nt-selected", data=selected),
         dcc.Store(id="nt-highlight", data=None),
@@ -350,18 +362,24 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
     ])
 
 
-def search_results(hits: list[tuple[int, str, int, int]], note: str, total: int) -> list[Any]:
-    """The search box's results: (event id, name, start from the time origin, duration), in time order."""
+def search_results(hits: list[tuple[int, str, int, int]], note: str, total: int,
+                   sides: list[str] | None = None) -> list[Any]:
+    """The search box's results: (event id, name, start from the time origin, duration), in time order;
+    on the two-run page each hit also names its side ("a" or "b", in ``sides``)."""
     if not note:
         return []
     more = f" (first {len(hits)} listed; Enter steps through all)" if total > len(hits) else \
         (" (Enter steps through them)" if hits else "")
+
+    def button(k: int, eid: int, name: str, start: int, dur: int) -> html.Button:
+        side = sides[k] if sides else None
+        key: dict[str, Any] = {"type": "nt-hit", "event": eid} | ({"side": side} if side else {})
+        return html.Button(f"{side.upper() + '  ' if side else ''}{_fmt_ns(start)}  {name}  ({_fmt_ns(dur)})",
+                           title=name, n_clicks=0, id=key, className="nt-hit")
+
     return [html.Div(note + more, className="nt-src-note", id="nt-search-note"),
-            html.Div(className="nt-hits", children=[
-                html.Button(f"{_fmt_ns(start)}  {name}  ({_fmt_ns(dur)})", title=name, n_clicks=0,
-                            id={"type": "nt-hit", "event": eid}, className="nt-hit")
-                for eid, name, start, dur in hits])] if hits or total else \
-        [html.Div(note, className="nt-src-note", id="nt-search-note")]
+            html.Div(className="nt-hits", children=[button(k, *hit) for k, hit in enumerate(hits)])] \
+        if hits or total else [html.Div(note, className="nt-src-note", id="nt-search-note")]
 
 
 STALL_COLUMNS = [("device", "device"), ("cause", "cause"), ("detail", "detail"), ("start_ms", "start (ms)"),
@@ -370,24 +388,55 @@ OP_COLUMNS = [("name", "name"), ("side", "side"), ("category", "category"), ("ca
               ("total_ms", "total (ms)"), ("share", "% of trace"), ("mean_us", "mean (µs)"), ("max_us", "max (µs)")]
 FALLBACK_COLUMNS = [("name", "op"), ("calls", "calls"), ("host_ms", "host (ms)"),
                     ("device_idle_ms", "device idle (ms)"), ("found_by", "found by"), ("source", "source line")]
-TABLES = {"stalls": STALL_COLUMNS, "ops": OP_COLUMNS, "fallback": FALLBACK_COLUMNS}
+# The columns of `neurontrace ops` (docs/ops.md); rows come from app/roofline.py.
+ROOFLINE_COLUMNS = [("op", "op"), ("op_class", "op class"), ("kernel_class", "kernel class"), ("kernels", "kernels"),
+                    ("device_ms", "device time (ms)"), ("gflop", "GFLOP"), ("mb", "MB"), ("tflops_per_s", "TFLOP/s"),
+                    ("tb_per_s", "TB/s"), ("intensity", "FLOP/byte"), ("pct_of_peak", "% of peak"),
+                    ("bound", "bound")]
+TABLES = {"stalls": STALL_COLUMNS, "ops": OP_COLUMNS, "fallback": FALLBACK_COLUMNS, "roofline": ROOFLINE_COLUMNS}
 EMPTY = {"stalls": "No stalls: the device computed through the whole window (or the analysis is still running).",
          "ops": "No framework ops or device kernels in this trace.",
-         "fallback": "No host fallback found (name ops with --fallback-ops, or see docs/diagnose.md)."}
+         "fallback": "No host fallback found (name ops with --fallback-ops, or see docs/diagnose.md).",
+         "roofline": "No kernels (or, in a CPU trace, no ops with a FLOP formula) in this range."}
 MAX_TABLE_ROWS = 200
 
 
-def _table(name: str) -> html.Div:
-    """A sortable, filterable table; its rows (``table_rows``) are clickable."""
-    head = html.Tr([html.Th(html.Button(label, id={"type": "nt-sort", "table": name, "column": col},
+def _table(name: str, kind: str = "nt") -> html.Div:
+    """A sortable, filterable table; its rows (``table_rows``) are clickable. ``kind`` prefixes the ids'
+    types, so a table with callbacks of its own (the ops panel's, ``nt-roof``) is not matched by the others'."""
+    head = html.Tr([html.Th(html.Button(label, id={"type": f"{kind}-sort", "table": name, "column": col},
                                         className="nt-th", n_clicks=0)) for col, label in TABLES[name]])
     return html.Div([
-        dcc.Input(id={"type": "nt-filter", "table": name}, type="text", debounce=True, placeholder="filter rows…",
+        dcc.Input(id={"type": f"{kind}-filter", "table": name}, type="text", debounce=True, placeholder="filter rows…",
                   className="nt-filter"),
         html.Div(className="nt-table-wrap", children=html.Table(className="nt-table", children=[
-            html.Thead(head), html.Tbody(id={"type": "nt-tbody", "table": name}),
+            html.Thead(head), html.Tbody(id={"type": f"{kind}-tbody", "table": name}),
         ])),
-        dcc.Store(id={"type": "nt-sort-state", "table": name}, data=None),
+        dcc.Store(id={"type": f"{kind}-sort-state", "table": name}, data=None),
+    ])
+
+
+ROOFLINE_CONFIG: Any = {**GRAPH_CONFIG, "scrollZoom": False}
+RANGES = [{"label": " the view (the analysis window until you zoom)", "value": "view"},
+          {"label": " the analysis window", "value": "window"}]
+
+
+def ops_panel() -> html.Div:
+    """The ops tab: which device and range, the roofline, and the per-op table of ``neurontrace ops``."""
+    return html.Div([
+        html.Div(className="nt-toolbar", style={"marginTop": "8px"}, children=[
+            html.Label("device"),
+            dcc.Dropdown(id="nt-roof-device", options=[], value=None, clearable=False, searchable=False,
+                         style={"width": "220px", "fontSize": "12px"}),
+            html.Label("ops in"),
+            dcc.RadioItems(id="nt-roof-range", options=RANGES, value="view", inline=True, className="nt-groups"),
+            html.Span(id="nt-roof-status", className="nt-status"),
+        ]),
+        html.Div("Click a point or a row to outline that op's kernels on the timeline (Clear highlight clears it).",
+                 className="nt-src-note"),
+        dcc.Graph(id="nt-roof-graph", config=ROOFLINE_CONFIG, style={"height": "420px"}),
+        _table("roofline", "nt-roof"),
+        dcc.Store(id="nt-roof-drawn", data=None),
     ])
 
 
@@ -400,7 +449,7 @@ def _cell(value: Any) -> str:
 
 
 def table_rows(name: str, rows: list[dict[str, Any]], *, sort: dict[str, Any] | None = None,
-               text: str | None = None) -> list[Any]:
+               text: str | None = None, kind: str = "nt") -> list[Any]:
     """Rows of table ``name`` (sorted by ``sort``, kept if a cell contains ``text``); each row's id
     carries its position in ``rows``, so a click names the row whatever the order on screen."""
     columns = [c for c, _ in TABLES[name]]
@@ -410,17 +459,20 @@ def table_rows(name: str, rows: list[dict[str, Any]], *, sort: dict[str, Any] | 
         indexed = [(i, r) for i, r in indexed if any(needle in str(r.get(c, "")).lower() for c in columns)]
     if sort and sort.get("column") in columns:
         col = sort["column"]
-        numeric = all(isinstance(r.get(col), (int, float)) for _, r in indexed)
+        # Numbers sort as numbers; empty cells (None: unknown) go last in either direction.
+        numeric = all(isinstance(r.get(col), (int, float)) for _, r in indexed if r.get(col) is not None)
+        empty = [ir for ir in indexed if ir[1].get(col) is None] if numeric else []
 
         def by(ir: tuple[int, dict[str, Any]]) -> Any:
             return ir[1].get(col) if numeric else str(ir[1].get(col, "")).lower()
 
-        indexed.sort(key=by, reverse=bool(sort.get("desc")))
+        indexed = sorted((ir for ir in indexed if not (numeric and ir[1].get(col) is None)), key=by,
+                         reverse=bool(sort.get("desc"))) + empty
     if not indexed:
         return [html.Tr(html.Td(EMPTY[name] if not text else "No row matches the filter.", colSpan=len(columns),
                                 className="nt-empty"))]
     return [html.Tr([html.Td(_cell(r.get(c)), title=str(r.get(c, ""))) for c in columns],
-                    id={"type": "nt-row", "table": name, "index": i}, n_clicks=0, className="nt-tr")
+                    id={"type": f"{kind}-row", "table": name, "index": i}, n_clicks=0, className="nt-tr")
             for i, r in indexed[:MAX_TABLE_ROWS]]
 
 

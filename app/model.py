@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ import pyarrow as pa
 
 from neurontrace.analysis.attribution import CauseIntervals, cause_intervals
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
+from neurontrace.analysis.ops import OpsIndex, OpsView
 from neurontrace.app import counters, lod, tables
 from neurontrace.app.tracks import DEVICE, DEVICE_TABLE, SYSTEM_TABLE, TrackIndex, build
 from neurontrace.causes import CAUSES
@@ -32,6 +34,7 @@ MAX_LINKS = 40  # flows listed and drawn for one selected event
 # (the row shows what the ops, runtime calls and kernels did).
 MARKER_CATEGORIES = ("step", "annotation", "python")
 MAX_STACK = 64  # frames listed for one event
+MAX_OPS_VIEWS = 32  # op tables kept per model (one per device and window asked for)
 
 
 @dataclass
@@ -84,6 +87,9 @@ class ViewModel:
     counters: list[counters.Series] = field(default_factory=list)
     _frames: dict[int, tuple[int | None, Frame]] = field(default_factory=dict, repr=False)
     _links: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _ops: dict[DeviceKey, OpsIndex] = field(default_factory=dict, repr=False)
+    _ops_views: dict[tuple[DeviceKey, tuple[int, int] | None], OpsView] = field(default_factory=dict, repr=False)
+    _ops_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -124,7 +130,26 @@ class ViewModel:
             fallback=tables.fallback_rows(diag), top_ops=tables.top_ops(self.index),
             findings=tables.finding_rows(diag), seconds=time.perf_counter() - t0, cause_error=error,
         )
+        focus = self.focus()
+        if focus is not None:  # the ops panel opens on this device: link its kernels now, in the background
+            self.ops_view(focus[0], None)
         return self.analysis
+
+    def ops_view(self, device: DeviceKey, window: tuple[int, int] | None) -> OpsView:
+        """The op table (``neurontrace ops``) of one device over ``window`` (trace-clock ns; None: the whole
+        trace), from an index built once per device; the last few windows asked for are kept."""
+        with self._ops_lock:  # callbacks run in threads: one index build per device
+            key = (device, window)
+            if key in self._ops_views:
+                return self._ops_views[key]
+            index = self._ops.get(device)
+            if index is None:
+                index = self._ops[device] = OpsIndex(self.trace, device=device[0], rank=device[1])
+            view = index.view(window)
+            if len(self._ops_views) >= MAX_OPS_VIEWS:
+                self._ops_views.pop(next(iter(self._ops_views)))
+            self._ops_views[key] = view
+            return view
 
     # -- where the page opens, and its time origin ---------------------------------------------
 

@@ -24,7 +24,7 @@ from dash import dcc, html
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from neurontrace import load
-from neurontrace.app import callbacks, figures, layout
+from neurontrace.app import callbacks, figures, layout, roofline
 from neurontrace.app.model import ViewModel
 from neurontrace.app.source import SourceReader
 from neurontrace.errors import NeurontraceError
@@ -63,8 +63,9 @@ class ViewerState:
         self.fraction = min(1.0, done / total) if total else None
 
     def load(self, loader: Callable[..., Trace] = load, *, progress: Callable[[str, int, int | None], None]
-             | None = None) -> None:
-        """Load, index and analyse; every failure ends as a one-line message on the page."""
+             | None = None, analyse: bool = True) -> None:
+        """Load, index and (unless ``analyse`` is false: the caller runs :meth:`analyse` later) analyse;
+        every failure ends as a one-line message on the page."""
         t0 = time.perf_counter()
 
         def report(stage: str, done: int, total: int | None) -> None:
@@ -84,7 +85,8 @@ class ViewerState:
             traceback.print_exc(file=sys.stderr)
             self.fail(f"internal error while loading ({type(exc).__name__}: {exc}); please report it")
             return
-        self.analyse()
+        if analyse:
+            self.analyse()
 
     def use(self, trace: Trace) -> ViewModel:
         """Serve ``trace`` (already loaded); the analysis is still to run (:meth:`analyse`)."""
@@ -176,6 +178,7 @@ def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:
 
     app.layout = root
     callbacks.register(app, state)
+    roofline.register(app, state)
     if debug:
         app.enable_dev_tools(debug=True)
     return app

@@ -122,6 +122,14 @@ class TrackIndex:
             return int(self._id_pos[i])
         return None
 
+    def positions(self, event_ids: np.ndarray) -> np.ndarray:
+        """:meth:`position` of many ids at once; the ids not indexed are left out."""
+        if not len(self._ids_sorted):
+            return np.zeros(0, dtype=np.int64)
+        ids = np.asarray(event_ids, dtype=np.int64)
+        i = np.minimum(np.searchsorted(self._ids_sorted, ids), len(self._ids_sorted) - 1)
+        return np.asarray(self._id_pos[i[self._ids_sorted[i] == ids]], dtype=np.int64)
+
     def lane_of(self, pos: int) -> int:
         return int(np.searchsorted(self.lane_offsets, pos, side="right") - 1)
 

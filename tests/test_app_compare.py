@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,16 @@ import pytest
 from dash import no_update
 
 from neurontrace import errors
-from neurontrace.app.compare import CompareState, align_point, on_compare, op_positions
+from neurontrace.app.callbacks import focus_view
+from neurontrace.app.compare import (
+    CompareState,
+    align_point,
+    on_compare,
+    on_progress,
+    on_search_pair,
+    op_positions,
+    provisional_point,
+)
 from neurontrace.app.server import ViewerState
 from tests.conftest import SAMPLES
 
@@ -47,16 +57,24 @@ def _x(fig: dict[str, Any]) -> list[float]:
 
 
 def test_a_zoom_of_either_side_draws_the_same_aligned_window_in_both(pair: CompareState) -> None:
-    fa, fb, *_rest, view, _op = on_compare(pair, None, {"a": None, "b": None}, None, None, VIEWPORT)
+    fa, fb, *_rest, view, _op = on_compare(pair, None, None, None, VIEWPORT)
     assert _x(fa) == pytest.approx(_x(fb))
     for side in ("a", "b"):
         relayout = {"xaxis.range[0]": 2.0, "xaxis.range[1]": 7.5}
-        fa, fb, *_rest, new_view, _op = on_compare(pair, f"nt-cmp-timeline-{side}", {"a": None, "b": None}
-                                                   | {side: relayout}, view, None, VIEWPORT)
+        fa, fb, *_rest, new_view, _op = on_compare(pair, "nt-cmp-zoom", view, None, VIEWPORT,
+                                                   zoom={"side": side, "relayout": relayout, "at": side})
         assert _x(fa) == pytest.approx([2.0, 7.5]) and _x(fb) == pytest.approx([2.0, 7.5])
-        assert new_view == {"t0_us": 2000, "t1_us": 7500}
+        assert (new_view["t0"], new_view["t1"]) == (2_000_000, 7_500_000) and new_view["analysed"]
+        assert new_view["origins"] == {k: align_point(m) for k, m in zip(("a", "b"), pair.models(), strict=True)}
+    # A redraw that fired with the view from before a zoom (its answer would replace the zoom's): the zoom wins.
+    zoom = {"side": "b", "relayout": {"xaxis.range[0]": 3.0, "xaxis.range[1]": 4.0}, "at": 7}
+    *_figs, redrawn, _op = on_compare(pair, "nt-viewport", view, None, VIEWPORT, zoom=zoom)
+    assert (redrawn["t0"], redrawn["t1"]) == (3_000_000, 4_000_000) and redrawn["zoom"] == 7
+    *_figs, again, _op = on_compare(pair, "nt-viewport", redrawn | {"t0": 0}, None, VIEWPORT, zoom=zoom)
+    assert again["t0"] == 0  # drawn once: a later redraw keeps the view it is given
     # Something that is not a zoom of the x axis changes nothing.
-    unchanged = on_compare(pair, "nt-cmp-timeline-a", {"a": {"dragmode": "pan"}, "b": None}, view, None, VIEWPORT)
+    unchanged = on_compare(pair, "nt-cmp-zoom", view, None, VIEWPORT,
+                           zoom={"side": "a", "relayout": {"dragmode": "pan"}, "at": 3})
     assert all(o is no_update for o in unchanged)
 
 
@@ -64,7 +82,7 @@ def test_a_diff_row_outlines_that_op_in_both_timelines(pair: CompareState) -> No
     rows = pair.rows()
     assert rows[0]["name"] == "augment" and rows[0]["status"] == "slower"  # make_compare_samples.py slows it
     assert {r["status"] for r in rows} <= {"added", "removed", "slower", "faster"}
-    out = on_compare(pair, {"type": "nt-cmp-row", "index": 0}, {"a": None, "b": None}, None, None, VIEWPORT)
+    out = on_compare(pair, {"type": "nt-cmp-row", "index": 0}, None, None, VIEWPORT)
     assert out[5] == "augment"
     for model, fig, status in zip(pair.models(), out[:2], out[2:4], strict=True):
         (mark,) = [t for t in fig["data"] if t["name"] == "diff:augment"]
@@ -73,7 +91,7 @@ def test_a_diff_row_outlines_that_op_in_both_timelines(pair: CompareState) -> No
         assert 0 < n <= len(everywhere) == 3  # one augment range per profiled step
         assert f"{n} augment events outlined" in status
     # The same row again clears the outline.
-    again = on_compare(pair, {"type": "nt-cmp-row", "index": 0}, {"a": None, "b": None}, out[4], "augment", VIEWPORT)
+    again = on_compare(pair, {"type": "nt-cmp-row", "index": 0}, out[4], "augment", VIEWPORT)
     assert again[5] is None and not any(t["name"].startswith("diff:") for t in again[0]["data"])
 
 
@@ -93,3 +111,96 @@ def test_view_with_a_missing_second_trace_says_so() -> None:
                          capture_output=True, text=True, timeout=120, check=False)
     assert res.returncode == errors.EXIT_NOT_FOUND
     assert "missing.pt.trace.json: no such file or directory" in res.stderr and "Traceback" not in res.stderr
+
+
+# -- the page shows before the analyses: provisional alignment, then the analysed one once -----------
+
+HTA_PAIR = ("HolisticTraceAnalysis/tests/data/trace_compare/base/base.json.gz",
+            "HolisticTraceAnalysis/tests/data/trace_compare/test/test.json.gz")
+
+
+def indexed_pair(corpus: Path) -> CompareState:
+    """The HTA corpus's trace_compare pair (a V100 excerpt before and after a change), indexed, not analysed."""
+    paths = [corpus / p for p in HTA_PAIR]
+    if not all(p.exists() for p in paths):
+        pytest.skip("the trace_compare pair is not in the corpus")
+    state = CompareState(ViewerState(str(paths[0])), ViewerState(str(paths[1])))
+    for side in state.sides.values():
+        side.load(analyse=False)
+    assert state.status == "ready" and state.stage()[0] == "analysing-a"
+    return state
+
+
+def _window(view: dict[str, Any], side: str) -> tuple[int, int]:
+    """The window a side shows, in ns after its first event."""
+    o = view["origins"][side]
+    return view["t0"] + o, view["t1"] + o
+
+
+@pytest.mark.corpus
+def test_a_zoom_made_before_the_analysis_stays_on_the_same_events_of_a(corpus: Path) -> None:
+    state = indexed_pair(corpus)
+    a, _b = state.models()
+    provisional = provisional_point(a)
+    fa, fb, *_rest, view, _op = on_compare(state, None, None, None, VIEWPORT)
+    assert view["origins"]["a"] == provisional and not view["analysed"]
+    assert _x(fa) == pytest.approx(_x(fb)) and _window(view, "a") == (0, a.index.span_ns)  # the whole of A
+    relayout = {"xaxis.range[0]": 1.0, "xaxis.range[1]": 4.0}  # the user zooms B
+    *_figs, zoomed, _op = on_compare(state, "nt-cmp-zoom", view, None, VIEWPORT,
+                                         zoom={"side": "b", "relayout": relayout, "at": 1})
+    before = _window(zoomed, "a")
+    state.analyse()
+    assert state.stage()[0] == "ready" and state.diff is not None
+    assert align_point(a) != provisional  # this pair's analysed alignment does move A's x = 0
+    fa, fb, *_rest, after, _op = on_compare(state, "nt-cmp-stage", zoomed, None, VIEWPORT)
+    assert after["analysed"] and after["origins"]["a"] == align_point(a)
+    assert _window(after, "a") == before  # the same events of A on screen ...
+    assert _x(fa) == pytest.approx(_x(fb))  # ... and B lined up with them at the analysed alignment
+
+
+@pytest.mark.corpus
+def test_a_view_nobody_moved_opens_on_a_s_analysis_window_once_analysed(corpus: Path) -> None:
+    state = indexed_pair(corpus)
+    *_figs, view, _op = on_compare(state, None, None, None, VIEWPORT)
+    assert on_progress(state, "analysing-a", None)[0] is no_update  # nothing changed: nothing sent
+    state.analyse()
+    stage, _text, note, *_rest, disabled = on_progress(state, "analysing-a", None)
+    assert stage == "ready" and "first analysed step" in note and disabled
+    *_figs, after, _op = on_compare(state, "nt-cmp-stage", view, None, VIEWPORT)
+    a = state.models()[0]
+    assert _window(after, "a") == focus_view(a) and after["auto"]
+
+
+def test_search_steps_through_both_runs_in_aligned_time(pair: CompareState) -> None:
+    *_figs, view, _op = on_compare(pair, None, None, None, VIEWPORT)
+    origins, _analysed = pair.alignment()
+    models = dict(zip(("a", "b"), pair.models(), strict=True))
+    selected: Any = None
+    seen = []
+    for _ in range(4):
+        _results, picked, goto = on_search_pair(pair, "/^augment$/", True, selected, view, "both")
+        side, event = picked["side"], picked["event"]
+        ix = models[side].index
+        assert str(ix.names[ix.name[ix.position(event)]]) == "augment" and goto["side"] == side
+        seen.append((int(ix.start[ix.position(event)]) - origins[side], side))
+        selected = picked
+    assert {s for _t, s in seen} == {"a", "b"}  # the matches of both runs, one after the other ...
+    assert seen == sorted(seen)  # ... in aligned time, A first at a tie
+    results, picked, _goto = on_search_pair(pair, "augment", True, None, view, "b")
+    assert picked["side"] == "b" and "B: " in json.dumps(results[0].to_plotly_json(), default=str)
+
+
+def test_every_callback_of_the_two_run_page_survives_hostile_values() -> None:
+    from neurontrace.app.compare import serve_pair
+    from tests.test_app_server import every_callback_survives_hostile_values
+
+    server, state = serve_pair(SAMPLES / "compare" / "baseline.pt.trace.json.gz",
+                               SAMPLES / "compare" / "slowed.pt.trace.json.gz")
+    try:
+        deadline = time.monotonic() + 60
+        while state.stage()[0] not in ("ready", "failed") and state.status != "error" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert state.stage()[0] == "ready"
+        every_callback_survives_hostile_values(server.url, callbacks_at_least=8)
+    finally:
+        server.stop()

@@ -112,6 +112,15 @@ def test_summary_click_toggles_the_highlight_and_the_timeline_draws_it() -> None
     assert bands and bands[0]["fill"] == "toself"
 
 
+def test_brackets_follow_the_selected_events_flow_out_and_back_in() -> None:
+    model = _tiny_model()  # cudaLaunchKernel (3) → volta_sgemm (10): a launch flow and correlation 7
+    kernel, goto = callbacks.on_follow(model, 3, "next", None)
+    assert kernel == 10 and goto["t0"] <= model.index.start[model.index.position(10)] < goto["t1"]
+    assert callbacks.on_follow(model, 10, "prev", None)[0] == 3
+    assert callbacks.on_follow(model, 10, "next", None) == (no_update, no_update)  # no flow out of a kernel
+    assert callbacks.on_follow(model, float("nan"), "next", None) == (no_update, no_update)
+
+
 def test_selected_event_draws_its_outline_and_flow() -> None:
     model = _tiny_model()
     drawn = figures.timeline(model, callbacks.request(model, (0, model.index.span_ns), selected=3))
@@ -282,36 +291,42 @@ def test_every_callback_survives_nan_infinity_and_strings_over_http() -> None:
         deadline = time.monotonic() + 30
         while (state.model is None or state.model.analysis is None) and time.monotonic() < deadline:
             time.sleep(0.05)
-        with urllib.request.urlopen(server.url + "_dash-dependencies", timeout=30) as resp:
-            deps = json.loads(resp.read())
-        assert len(deps) >= 10
-        statuses: dict[int, int] = {}
-        for dep in deps:
-            if dep.get("clientside_function"):
-                continue  # runs in the browser, never reaches the server
-
-            def spec(item: dict[str, Any], value: Any) -> Any:
-                ident = item["id"]
-                if ident.startswith("{"):  # a pattern-matching id: ALL gives a list, MATCH one item
-                    concrete = json.loads(ident)
-                    for k, v in concrete.items():
-                        if isinstance(v, list):
-                            concrete[k] = 0 if k in ("index", "event", "frame") else "stalls"
-                    one = {"id": concrete, "property": item["property"], "value": value}
-                    return [one] if '["ALL"]' in ident else one
-                return {"id": ident, "property": item["property"], "value": value}
-
-            for value in BAD_VALUES:
-                inputs = [spec(i, value) for i in dep["inputs"]]
-                body = {"output": dep["output"], "outputs": _outputs(dep["output"]),
-                        "inputs": inputs, "state": [spec(s, value) for s in dep["state"]],
-                        "changedPropIds": [f"{i['id']}.{i['property']}" for i in dep["inputs"][:1]]}
-                code = _dash_post(server.url, body)
-                statuses[code] = statuses.get(code, 0) + 1
-                assert code in (200, 204), (dep["output"], value, code)
-        assert statuses.get(200, 0) > 0  # some hostile calls are answered with a page update, not refused
+        every_callback_survives_hostile_values(server.url)
     finally:
         server.stop()
+
+
+def every_callback_survives_hostile_values(url: str, callbacks_at_least: int = 10) -> None:
+    """Post every callback of the app at ``url`` (it has at least ``callbacks_at_least``) with each of
+    BAD_VALUES in every input and state."""
+    with urllib.request.urlopen(url + "_dash-dependencies", timeout=30) as resp:
+        deps = json.loads(resp.read())
+    assert len(deps) >= callbacks_at_least
+    statuses: dict[int, int] = {}
+    for dep in deps:
+        if dep.get("clientside_function"):
+            continue  # runs in the browser, never reaches the server
+
+        def spec(item: dict[str, Any], value: Any) -> Any:
+            ident = item["id"]
+            if ident.startswith("{"):  # a pattern-matching id: ALL gives a list, MATCH one item
+                concrete = json.loads(ident)
+                for k, v in concrete.items():
+                    if isinstance(v, list):
+                        concrete[k] = 0 if k in ("index", "event", "frame") else "stalls"
+                one = {"id": concrete, "property": item["property"], "value": value}
+                return [one] if '["ALL"]' in ident else one
+            return {"id": ident, "property": item["property"], "value": value}
+
+        for value in BAD_VALUES:
+            inputs = [spec(i, value) for i in dep["inputs"]]
+            body = {"output": dep["output"], "outputs": _outputs(dep["output"]),
+                    "inputs": inputs, "state": [spec(s, value) for s in dep["state"]],
+                    "changedPropIds": [f"{i['id']}.{i['property']}" for i in dep["inputs"][:1]]}
+            code = _dash_post(url, body)
+            statuses[code] = statuses.get(code, 0) + 1
+            assert code in (200, 204), (dep["output"], value, code)
+    assert statuses.get(200, 0) > 0  # some hostile calls are answered with a page update, not refused
 
 
 def _outputs(output: str) -> Any:

@@ -236,9 +236,14 @@ def test_roofline_plot_draws_the_rows_under_the_roofs(tmp_path: Path) -> None:
     ]
     rep = op_table(_h100(tmp_path, ev))
     fig = roofline(rep.as_dict())
-    bf16 = next(d for d in fig.data if d.name.startswith("bf16 roof"))
-    assert max(bf16.y) == 989.5 and bf16.x[1] == pytest.approx(989.5 / 3.35)  # ridge point
+    bf16 = next(d for d in fig.data if d.name.startswith("bf16/fp16 roof"))
+    assert list(bf16.y) == [989.5, 989.5] and bf16.x[0] == pytest.approx(989.5 / 3.35)  # from its ridge point
+    (memory,) = [d for d in fig.data if d.name.startswith("HBM 3.35 TB/s")]
+    assert memory.y[0] == pytest.approx(memory.x[0] * 3.35) and memory.y[1] == pytest.approx(1979)  # up to fp8's ridge
+    (ridges,) = [d for d in fig.data if d.name == "ridge points"]
+    assert dict(zip(ridges.y, ridges.x, strict=True))[989.5] == pytest.approx(989.5 / 3.35)
     (points,) = [d for d in fig.data if d.name == "gemm"]
+    assert list(points.customdata) == [0] and "% of its roofline bound" in points.text[0]
     assert points.x[0] == pytest.approx(rep.rows[0].intensity, rel=1e-3)
     assert points.y[0] == pytest.approx(rep.rows[0].tflops_per_s, rel=1e-3)
 

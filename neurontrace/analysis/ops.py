@@ -25,7 +25,7 @@ bandwidth ``W``, an op of intensity ``I = FLOPs / bytes`` can reach at most ``mi
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis.attribution import DeviceAttribution, correlation_calls
+from neurontrace.analysis.attribution import DeviceAttribution, correlation_calls, launching_pids
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
 from neurontrace.analysis.opcost import FORMULAS, op_cost
 from neurontrace.analysis.peaks import DevicePeak, device_peak
@@ -145,28 +145,114 @@ class OpsReport:
 def op_table(trace: Trace, *, window: tuple[int, int] | None = None, device: str | None = None,
              rank: int | None = None) -> OpsReport:
     """The per-op efficiency table of ``trace`` (kernels starting in ``window``, on ``device``, of ``rank``)."""
-    dev = select(trace.device_events, "category", "compute")
-    if device is not None:
-        dev = select(dev, "device", device)
-    host = trace.system_events
-    if rank is not None:
-        dev = keep(dev, pc.fill_null(pc.equal(dev["rank"], rank), False).to_numpy(zero_copy_only=False))
-        host = keep(host, pc.fill_null(pc.equal(host["rank"], rank), False).to_numpy(zero_copy_only=False))
-    thread = _thread_codes(host)
-    top_of = _outermost(host, thread)
-    if trace.device_events.num_rows == 0 or (device == CPU_DEVICE):
-        tops = np.flatnonzero(top_of == np.arange(host.num_rows))
+    return OpsIndex(trace, device=device, rank=rank).view(window).report
+
+
+@dataclass
+class OpsView:
+    """One window's table, and which of its rows each member (a kernel, or a host op of a CPU trace) fell in."""
+
+    report: OpsReport
+    event_ids: np.ndarray  # per member: its event id
+    row: np.ndarray  # per member: its row in ``report.rows``
+
+    def event_ids_of(self, row: int) -> np.ndarray:
+        return np.asarray(self.event_ids[self.row == row])
+
+
+class OpsIndex:
+    """``op_table`` for one (trace, device, rank), built to be asked for many windows (the viewer's zooms).
+
+    The host side is computed once: thread codes, the outermost formula ops, and each op's cost
+    (evaluated when a window first needs it). Kernels are linked to their ops once, too. A window's
+    linking differs from the whole trace's only through the launching process of kernels without a
+    launch flow of their own: ``attribution.launching_pids`` takes it from the device's other kernels
+    when they all come from one process, so it is known exactly when the window holds one of those. So
+    each device (rank, device) with one launching process keeps two links per kernel (that process known,
+    and not) and a window picks one per device; a device launched from several processes is linked
+    window by window, as ``op_table`` always did."""
+
+    def __init__(self, trace: Trace, *, device: str | None = None, rank: int | None = None) -> None:
+        dev = select(trace.device_events, "category", "compute")
+        if device is not None:
+            dev = select(dev, "device", device)
+        host = trace.system_events
+        if rank is not None:
+            dev = keep(dev, pc.fill_null(pc.equal(dev["rank"], rank), False).to_numpy(zero_copy_only=False))
+            host = keep(host, pc.fill_null(pc.equal(host["rank"], rank), False).to_numpy(zero_copy_only=False))
+        self.trace, self.host, self.dev = trace, host, dev
+        self.thread = _thread_codes(host)
+        self.top_of = _outermost(host, self.thread)
+        self.cpu = trace.device_events.num_rows == 0 or device == CPU_DEVICE
+        self.costs = _Costs.empty(host.num_rows + 1)  # one spare row: index 0 stays valid without host rows
+        self._done = np.zeros(host.num_rows + 1, dtype=bool)
+        self._linked: tuple[np.ndarray, ...] | None = None  # owner, launcher: known process / not; flowed; group
+        if not self.cpu and dev.num_rows:
+            self._linked = self._link_once()
+
+    def _link_once(self) -> tuple[np.ndarray, ...] | None:
+        host, dev, flows = self.host, self.dev, self.trace.flows
+        flowed = _own_flows(host, flows, dev)
+        group = np.unique(np.stack([pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
+                                    codes(dev["device"])[0].astype(np.int64)], axis=1), axis=0,
+                          return_inverse=True)[1].ravel()
+        pid = launching_pids(host, flows, dev)[1]
+        pairs = np.unique(np.stack([group[flowed], pid[flowed]], axis=1), axis=0)
+        if len(pairs) and (np.bincount(pairs[:, 0]) > 1).any():
+            return None  # a device launched from several processes: link window by window
+        owner, launcher = _kernel_owner(host, flows, dev, self.top_of, self.thread)
+        bare_owner, bare_launcher = owner.copy(), launcher.copy()
+        if not flowed.all():
+            alone = np.flatnonzero(~flowed)
+            bare_owner[alone], bare_launcher[alone] = _kernel_owner(host, flows, dev.take(pa.array(alone)),
+                                                                    self.top_of, self.thread)
+        return owner, launcher, bare_owner, bare_launcher, flowed, group
+
+    def view(self, window: tuple[int, int] | None = None) -> OpsView:
+        host = self.host
+        if self.cpu:
+            tops = np.flatnonzero(self.top_of == np.arange(host.num_rows))
+            if window is not None:
+                ts = host["ts_ns"].to_numpy()[tops]
+                tops = tops[(ts >= window[0]) & (ts < window[1])]
+            report, row = _cpu_table(host, tops, self.costs, self._cost(tops))
+            return OpsView(report, host["event_id"].to_numpy()[tops], row)
+        dev = self.dev
+        inside = np.ones(dev.num_rows, dtype=bool)
         if window is not None:
-            ts = host["ts_ns"].to_numpy()[tops]
-            tops = tops[(ts >= window[0]) & (ts < window[1])]
-        costs, skipped = _costs(host, tops)
-        return _cpu_table(host, tops, costs, skipped)
-    if window is not None:
-        ts = dev["ts_ns"].to_numpy()
-        dev = keep(dev, (ts >= window[0]) & (ts < window[1]))
-    owner, launcher = _kernel_owner(host, trace.flows, dev, top_of, thread)
-    costs, skipped = _costs(host, np.unique(owner[owner >= 0]))
-    return _kernel_table(trace, host, dev, owner, launcher, costs, skipped)
+            ts = dev["ts_ns"].to_numpy()
+            inside = (ts >= window[0]) & (ts < window[1])
+            dev = keep(dev, inside)
+        if self._linked is not None:
+            owner, launcher, bare_owner, bare_launcher, flowed, group = (a[inside] for a in self._linked)
+            # Where the window holds no kernel with a flow on a device, its other kernels' process is unknown.
+            known = np.isin(group, group[flowed])
+            owner, launcher = np.where(known, owner, bare_owner), np.where(known, launcher, bare_launcher)
+        else:
+            owner, launcher = _kernel_owner(host, self.trace.flows, dev, self.top_of, self.thread)
+        skipped = self._cost(np.unique(owner[owner >= 0]))
+        report, row = _kernel_table(self.trace, host, dev, owner, launcher, self.costs, skipped)
+        return OpsView(report, dev["event_id"].to_numpy(), row)
+
+    def _cost(self, rows: np.ndarray) -> dict[str, int]:
+        """Evaluate the ops at ``rows`` not evaluated yet; the skipped counts of ``rows``."""
+        new = rows[~self._done[rows]]
+        if len(new):
+            _evaluate(self.host, new, self.costs)
+            self._done[new] = True
+        skipped = {"no shapes": int(self.costs.no_shapes[rows].sum()),
+                   "shapes do not fit the formula": int(self.costs.misfit[rows].sum())}
+        return {k: v for k, v in skipped.items() if v}
+
+
+def _own_flows(host: pa.Table, flows: pa.Table, dev: pa.Table) -> np.ndarray:
+    """Per kernel: it is the end of a launch flow that starts at a host event (its launching process is known)."""
+    if not flows.num_rows:
+        return np.zeros(dev.num_rows, dtype=bool)
+    launch = select(flows, "kind", "launch")
+    src = launch["src_event_id"].fill_null(-1).to_numpy()
+    dst = launch["dst_event_id"].fill_null(-1).to_numpy()
+    return np.isin(dev["event_id"].to_numpy(), dst[np.isin(src, host["event_id"].to_numpy())])
 
 
 # -- which op owns each kernel ------------------------------------------------------------------
@@ -193,29 +279,33 @@ def _outermost(host: pa.Table, thread: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _Costs:
-    """FLOPs, bytes, dtype and class per host row (NaN / -1 where unknown), for the rows asked for."""
+    """FLOPs, bytes, dtype and class per host row (NaN / -1 where unknown), and why an op with a formula
+    got no cost (no shapes recorded, or shapes that do not fit it)."""
 
     flops: np.ndarray
     bytes: np.ndarray
     dtype: np.ndarray  # index into DTYPE_NAMES
     cls: np.ndarray  # index into CLASS_NAMES
+    no_shapes: np.ndarray
+    misfit: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> _Costs:
+        return cls(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64),
+                   np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
 
 
 DTYPE_NAMES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
 CLASS_NAMES = ("gemm", "conv", "attention", "elementwise", "reduce", "norm")
-# Ids that differ between repeats of one op; the rest of its args (shapes, types, values) decide its cost.
 COST_CHUNK = 1 << 16  # host rows whose cost keys are built at once
+# Ids that differ between repeats of one op; the rest of its args (shapes, types, values) decide its cost.
 _ID_FIELDS = r'("(?:External id|Ev Idx|Record function id|Sequence number|Fwd thread id)":\s*)-?\d+'
 
 
-def _costs(host: pa.Table, rows: np.ndarray) -> tuple[_Costs, dict[str, int]]:
-    """The cost of the ops at ``rows``; each distinct (name, args without ids) is evaluated once."""
-    n = host.num_rows + 1  # one spare row: index 0 stays valid for kernels of an empty host table
-    out = _Costs(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64),
-                 np.full(n, -1, dtype=np.int64))
-    skipped: Counter[str] = Counter()
+def _evaluate(host: pa.Table, rows: np.ndarray, out: _Costs) -> None:
+    """Write the cost of the ops at ``rows`` into ``out``; each distinct (name, args without ids) is evaluated once."""
     if not len(rows):
-        return out, {}
+        return
     seen: dict[str, tuple[float, float, float, float]] = {}
     for lo in range(0, len(rows), COST_CHUNK):  # by chunks: the keys are copies of args, most of a rank's bytes
         part = rows[lo:lo + COST_CHUNK]
@@ -233,9 +323,8 @@ def _costs(host: pa.Table, rows: np.ndarray) -> tuple[_Costs, dict[str, int]]:
         failed = np.isnan(got[:, 0])
         if failed.any():
             has_dims = pc.fill_null(pc.match_substring(sub["args"], "Input Dims"), False).to_numpy(zero_copy_only=False)
-            skipped["no shapes"] += int((failed & ~has_dims).sum())
-            skipped["shapes do not fit the formula"] += int((failed & has_dims).sum())
-    return out, {k: v for k, v in skipped.items() if v}
+            out.no_shapes[part] = failed & ~has_dims
+            out.misfit[part] = failed & has_dims
 
 
 def _key_cost(key: str) -> tuple[float, float, float, float]:
@@ -346,9 +435,10 @@ def _mode(group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray:
 
 
 def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray, launcher: np.ndarray,
-                  costs: _Costs, skipped: dict[str, int]) -> OpsReport:
+                  costs: _Costs, skipped: dict[str, int]) -> tuple[OpsReport, np.ndarray]:
+    """The table, and each kernel's row in it."""
     if dev.num_rows == 0:
-        return OpsReport([], {}, skipped)
+        return OpsReport([], {}, skipped), np.zeros(0, dtype=np.int64)
     dur = dev["dur_ns"].to_numpy().astype(np.float64)
     # Each owner's FLOPs and bytes are split over its kernels by duration (equally when all last 0 ns).
     o = np.maximum(owner, 0)
@@ -412,8 +502,17 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray
                           round(sums["flops"][i]) if has else None, round(sums["bytes"][i]) if has else None,
                           DTYPE_NAMES[dtype[i]] if dtype[i] >= 0 else None, peaks[device],
                           None if rank_values[group_rank[i]] < 0 else int(rank_values[group_rank[i]])))
-    rows.sort(key=lambda r: (r.device, r.rank is not None, r.rank or 0, -r.device_ns, r.op, r.kernel_class))
-    return OpsReport(rows, peaks, skipped)
+    return _sorted(rows, g, lambda r: (r.device, r.rank is not None, r.rank or 0, -r.device_ns, r.op,
+                                       r.kernel_class), peaks, skipped)
+
+
+def _sorted(rows: list[OpRow], group: np.ndarray, key: Any, peaks: dict[str, DevicePeak],
+            skipped: dict[str, int]) -> tuple[OpsReport, np.ndarray]:
+    """The report with its rows in ``key`` order, and each member's row (its group's place in that order)."""
+    order = sorted(range(len(rows)), key=lambda i: key(rows[i]))
+    place = np.empty(len(rows), dtype=np.int64)
+    place[order] = np.arange(len(rows))
+    return OpsReport([rows[i] for i in order], peaks, skipped), place[group]
 
 
 def _kernel_classes(dev: pa.Table) -> tuple[np.ndarray, list[str]]:
@@ -467,10 +566,11 @@ def _neuron_counters(dev: pa.Table) -> tuple[np.ndarray, ...] | None:
     return has, full[0], full[1], bf16, codes, np.asarray(hlo_names, dtype=object)
 
 
-def _cpu_table(host: pa.Table, tops: np.ndarray, costs: _Costs, skipped: dict[str, int]) -> OpsReport:
+def _cpu_table(host: pa.Table, tops: np.ndarray, costs: _Costs, skipped: dict[str, int]
+               ) -> tuple[OpsReport, np.ndarray]:
     """No device kernels: each outermost formula op is measured by its own duration on the host."""
     if not len(tops):
-        return OpsReport([], {}, skipped)
+        return OpsReport([], {}, skipped), np.zeros(0, dtype=np.int64)
     dur = host["dur_ns"].to_numpy()[tops].astype(np.float64)
     name_code, host_names = _codes(host["name"])
     rank_values, rank_code = np.unique(pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False)[tops],
@@ -493,8 +593,8 @@ def _cpu_table(host: pa.Table, tops: np.ndarray, costs: _Costs, skipped: dict[st
                   round(sums["bytes"][i]) if sums["known"][i] else None,
                   DTYPE_NAMES[dtype[i]] if dtype[i] >= 0 else None, peak,
                   None if rank_values[g_rank[i]] < 0 else int(rank_values[g_rank[i]])) for i in range(ng)]
-    rows.sort(key=lambda r: (r.rank is not None, r.rank or 0, -r.device_ns, r.op))
-    return OpsReport(rows, {CPU_DEVICE: peak}, skipped)
+    return _sorted(rows, g, lambda r: (r.rank is not None, r.rank or 0, -r.device_ns, r.op), {CPU_DEVICE: peak},
+                   skipped)
 
 
 # -- diagnose: the op-efficiency device section and the low_efficiency finding -----------------

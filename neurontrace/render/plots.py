@@ -166,39 +166,71 @@ def timeline(events: Any, *, lane: str = "track", color: str = "category", title
 
 
 ROOFLINE_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+ROOF_COLORS = {"memory": "#455a64", "compute": "#90a4ae"}
+
+
+def _num(v: float | None, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def roofline_hover(r: Mapping[str, Any]) -> str:
+    """The hover text of one op row's point: what ``neurontrace ops`` prints for it."""
+    pct = r.get("pct_of_peak")
+    return (f"<b>{r['op']}</b> · {r['kernel_class']} · {r['op_class']}<br>"
+            f"{r['kernels']:,} kernels of {r['ops']:,} ops · {r['device_ns'] / 1e6:,.3f} ms<br>"
+            f"{_num(r.get('tflops_per_s'), '.4g')} TFLOP/s · {_num(r.get('tb_per_s'), '.4g')} TB/s · "
+            f"{_num(r.get('intensity'), '.4g')} FLOP/byte<br>"
+            + (f"{pct:.1f}% of its roofline bound · {r.get('bound')} bound" if pct is not None
+               else "no % of peak (device or dtype peak unknown)"))
 
 
 def roofline(ops: Any, *, device: str | None = None, title: str = "Roofline") -> Any:
     """Each op row (``analysis.ops.op_table`` or its JSON) as a point at (FLOP/byte, achieved TFLOP/s),
-    sized by device time, under the memory roof (bandwidth x intensity) and one compute roof per dtype.
-    Rows without FLOPs or bytes are left out; with an unknown device only the points are drawn."""
+    sized by device time (``customdata``: the row's index in the JSON's ``rows``), under the device's
+    roofs: the memory roof (HBM bandwidth x intensity), one compute roof per dtype peak (dtypes with the
+    same peak share one) and the ridge points where they meet. Rows without FLOPs or bytes are left out;
+    with an unknown device only the points are drawn (no peak is guessed)."""
     go = _go()
     doc = _doc(ops)
     devices = doc.get("devices") or {}
     device = device or next(iter(devices), None)
-    rows = [r for r in doc.get("rows") or [] if r["device"] == device and r.get("intensity") and r.get("tflops_per_s")]
+    picked = [(i, r) for i, r in enumerate(doc.get("rows") or [])
+              if r["device"] == device and r.get("intensity") and r.get("tflops_per_s")]
     fig = go.Figure()
     peak = (devices.get(device) or {}).get("peak") if device else None
     if peak:
-        xs = [min(r["intensity"] for r in rows) / 10 if rows else 0.1,
-              max(r["intensity"] for r in rows) * 10 if rows else 1e4]
+        bw = peak["hbm_tbps"]
+        roofs: dict[float, list[str]] = {}
         for dtype in ROOFLINE_DTYPES:
-            top = peak["tflops"].get(dtype)
-            if top is None:
-                continue
-            ridge = top / peak["hbm_tbps"]  # FLOP/byte where the memory roof meets this compute roof
-            lo, hi = min(xs[0], ridge / 10), max(xs[1], ridge * 10)
-            fig.add_scatter(x=[lo, ridge, hi], y=[lo * peak["hbm_tbps"], top, top], mode="lines",
-                            name=f"{dtype} roof {top:g} TFLOP/s", line={"dash": "dot"})
-    by_class: dict[str, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        by_class.setdefault(r["op_class"], []).append(r)
-    biggest = max((r["device_ns"] for r in rows), default=1) or 1
+            if peak["tflops"].get(dtype) is not None:
+                roofs.setdefault(float(peak["tflops"][dtype]), []).append(dtype)
+        ridges = {top: top / bw for top in roofs}  # FLOP/byte where the memory roof meets each compute roof
+        xs = [r["intensity"] for _, r in picked] + list(ridges.values())
+        lo, hi = (min(xs) / 10, max(xs) * 10) if xs else (0.1, 1e4)
+        top_max = max(roofs, default=None)
+        end = ridges[top_max] if top_max is not None else hi
+        fig.add_scatter(x=[lo, end], y=[lo * bw, end * bw], mode="lines", name=f"HBM {bw:g} TB/s (memory roof)",
+                        line={"color": ROOF_COLORS["memory"], "width": 2}, hoverinfo="skip")
+        for top, dtypes in sorted(roofs.items()):
+            fig.add_scatter(x=[ridges[top], hi], y=[top, top], mode="lines",
+                            name=f"{'/'.join(dtypes)} roof {top:g} TFLOP/s",
+                            line={"color": ROOF_COLORS["compute"], "dash": "dot"}, hoverinfo="skip")
+        if roofs:
+            fig.add_scatter(x=list(ridges.values()), y=list(ridges), mode="markers", name="ridge points",
+                            marker={"symbol": "diamond", "size": 8, "color": ROOF_COLORS["memory"]},
+                            text=[f"ridge point {'/'.join(roofs[t])}: {ridges[t]:.4g} FLOP/byte, {t:g} TFLOP/s"
+                                  for t in ridges], hovertemplate="%{text}<extra></extra>")
+    by_class: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+    for i, r in picked:
+        by_class.setdefault(r["op_class"], []).append((i, r))
+    biggest = max((r["device_ns"] for _, r in picked), default=1) or 1
     for cls, rs in by_class.items():
-        fig.add_scatter(x=[r["intensity"] for r in rs], y=[r["tflops_per_s"] for r in rs], mode="markers",
-                        name=cls, text=[f"{r['op']} / {r['kernel_class']}: {r['device_ns'] / 1e6:.3f} ms" for r in rs],
-                        marker={"size": [6 + 30 * (r["device_ns"] / biggest) ** 0.5 for r in rs]})
-    name = peak["device"] if peak else f"{device} (unknown device: no roofs)"
+        fig.add_scatter(x=[r["intensity"] for _, r in rs], y=[r["tflops_per_s"] for _, r in rs], mode="markers",
+                        name=cls, customdata=[i for i, _ in rs], text=[roofline_hover(r) for _, r in rs],
+                        hovertemplate="%{text}<extra></extra>",
+                        marker={"size": [6 + 30 * (r["device_ns"] / biggest) ** 0.5 for _, r in rs],
+                                "line": {"width": 1, "color": "#ffffff"}})
+    name = peak["device"] if peak else f"{device} (unknown device: no peak, no roofs)"
     fig.update_layout(title=f"{title}: {name}", xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte)"},
                       yaxis={"type": "log", "title": "achieved TFLOP/s"}, legend_title="op class / roof")
     return fig

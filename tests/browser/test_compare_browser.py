@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,3 +114,175 @@ def test_two_runs_side_by_side(browser: Any, pair: Any, tmp_path: Path) -> None:
     assert shot.stat().st_size > 10_000
     if os.environ.get("NEURONTRACE_UPDATE_SCREENSHOT"):
         shutil.copyfile(shot, ROOT / "docs" / "viewer_compare.png")
+
+
+# -- the page shows before the analyses; search, details, keys and flow follow on both runs ----------
+
+HTA_PAIR = ("HolisticTraceAnalysis/tests/data/trace_compare/base/base.json.gz",
+            "HolisticTraceAnalysis/tests/data/trace_compare/test/test.json.gz")
+GPU_PAIR = ("TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz",
+            "TraceLens/tests/traces/mi300/gaunernst_bert-small-uncased__1016001.json.gz")
+
+
+def _serve_indexed(corpus: Path, names: tuple[str, str]) -> tuple[Any, Any]:
+    """The pair loaded and indexed, not analysed (the test runs the analyses when it wants), and served."""
+    from neurontrace.app.compare import CompareState, create_compare_app
+    from neurontrace.app.server import Server, ViewerState
+
+    paths = [corpus / n for n in names]
+    if not all(p.exists() for p in paths):
+        pytest.skip(f"{names} are not in the corpus")
+    state = CompareState(ViewerState(os.path.relpath(paths[0])), ViewerState(os.path.relpath(paths[1])))
+    for side in state.sides.values():
+        side.load(analyse=False)
+    return Server(create_compare_app(state), "127.0.0.1", 0).start(), state
+
+
+def _text(browser: Any, css: str) -> str:
+    return str(browser.execute_script(f"const e = document.querySelector({css!r}); return e ? e.innerText : '';"))
+
+
+@pytest.mark.corpus
+def test_both_timelines_show_before_the_analyses_and_a_zoom_survives_the_alignment(
+        browser: Any, corpus: Path) -> None:
+    from neurontrace.app.compare import align_point, provisional_point
+
+    server, state = _serve_indexed(corpus, HTA_PAIR)
+    try:
+        browser.get(server.url)
+        xa, xb = wait_for(browser, x_range("a"), timeout=30), wait_for(browser, x_range("b"), timeout=30)
+        a, _b = state.models()
+        assert a.analysis is None and state.diff is None  # drawn before any analysis ran
+        assert _close(xa, xb)  # one shared window, aligned provisionally at each run's first step marker
+        assert xa[0] == pytest.approx(-provisional_point(a) / 1e6, abs=1e-3)  # the whole of A
+        assert "provisional" in _text(browser, "#nt-cmp-align")
+        assert "Analysing A" in _text(browser, "#nt-cmp-progress")
+        assert "fills in" in _text(browser, "#nt-cmp-diff-pending")
+        # The shared zoom works already: zoom B, A follows.
+        lo, hi = xb[0] + 0.1 * (xb[1] - xb[0]), xb[0] + 0.6 * (xb[1] - xb[0])
+        browser.execute_script(f"Plotly.relayout({plot('b')}, {{'xaxis.range[0]': {lo}, 'xaxis.range[1]': {hi}}});")
+        zoomed = wait_for(browser, moved_from("a", xa[0]))
+        assert _close(zoomed, [lo, hi])
+        shown_ns = [v * 1e6 + provisional_point(a) for v in zoomed]  # what A shows, ns after its first event
+        # Now the analyses and the diff: the strips, the analysed alignment and the table fill in.
+        threading.Thread(target=state.analyse, daemon=True).start()
+        wait_for(browser, "return document.querySelector('#nt-cmp-diff-pending') === null;", timeout=30)
+        assert state.diff is not None and align_point(a) != provisional_point(a)  # x = 0 of A moved
+        wait_for(browser, "const e = document.querySelector('#nt-cmp-align');"
+                          "return e && e.innerText.includes('first analysed step');")
+        after = wait_for(browser, moved_from("a", zoomed[0]))
+        assert _close(after, [(t - align_point(a)) / 1e6 for t in shown_ns])  # the same events of A ...
+        assert _close(browser.execute_script(f"return {plot('b')}._fullLayout.xaxis.range.slice();"), after)  # ... and B
+        for side in ("a", "b"):
+            wait_for(browser, f"const g = document.querySelector('#nt-cmp-summary-{side} .js-plotly-plot');"
+                              "return g && g.data && g.data.length === 6;")
+        assert _text(browser, "#nt-cmp-progress") == ""
+    finally:
+        server.stop()
+
+
+SAME_WINDOW = f"""const a = {plot('a')}, b = {plot('b')};
+const ra = a && a._fullLayout && a._fullLayout.xaxis && a._fullLayout.xaxis.range;
+const rb = b && b._fullLayout && b._fullLayout.xaxis && b._fullLayout.xaxis.range;
+if (!ra || !rb) return null;
+const tol = 1e-3 * Math.max(1, ra[1] - ra[0]);
+return Math.abs(ra[0] - rb[0]) < tol && Math.abs(ra[1] - rb[1]) < tol ? ra.slice() : null;"""
+
+
+def _details_event(browser: Any) -> tuple[str, str, int]:
+    """(side label, event name, event id) of the details panel."""
+    text = _text(browser, "#nt-details")
+    event_id = int(next(line for line in text.splitlines() if line.strip().isdigit() and len(line.strip()) < 12))
+    return _text(browser, "#nt-cmp-details-side"), _text(browser, "#nt-event-name"), event_id
+
+
+def _details_change(browser: Any, before: int | None) -> tuple[str, str, int]:
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            got = _details_event(browser)
+            if got[2] != before:
+                return got
+        except StopIteration:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the details panel still shows event {before}")
+        time.sleep(0.1)
+
+
+@pytest.mark.corpus
+def test_search_details_keys_and_flow_follow_on_a_gpu_pair(browser: Any, corpus: Path) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    from tests.browser.test_viewer_browser import FIND_BAR
+
+    server, state = _serve_indexed(corpus, GPU_PAIR)  # the same model on an H100 and an MI300
+    try:
+        state.analyse()
+        browser.get(server.url)
+        before = wait_for(browser, x_range("a"), timeout=30)
+        models = dict(zip(("a", "b"), state.models(), strict=True))
+        origins, analysed = state.alignment()
+        assert analysed
+        # Search both runs: hits of A and B listed; Enter selects the first after the view's start.
+        box = browser.find_element("id", "nt-search")
+        box.send_keys("LaunchKernel")
+        note = wait_for(browser, "const e = document.querySelector('#nt-search-note'); return e && e.innerText;")
+        assert note.startswith("A: ") and " · B: " in note
+        hits = [h.text for h in browser.find_elements("css selector", ".nt-hit")]
+        assert {h[:1] for h in hits} == {"A", "B"} and all("LaunchKernel" in h for h in hits)
+        box.send_keys("\n")
+        side, name, launch = _details_change(browser, None)
+        assert "LaunchKernel" in name and side in ("in A (baseline)", "in B (change)")
+        s = "a" if "A (" in side else "b"
+        model = models[s]
+        # ]: the kernel the launch enqueued, selected and on screen; [: back to the launch.
+        body = browser.find_element("css selector", "body")
+        body.send_keys("]")
+        side2, kernel_name, kernel = _details_change(browser, launch)
+        assert side2 == side and kernel_name != name
+        assert any(link.direction == "out" and link.event_id == kernel for link in model.links(launch))
+        assert model.event(kernel)["side"] == "device"
+        p = model.index.position(kernel)
+        x = wait_for(browser, x_range(s))
+        start_ms = (int(model.index.start[p]) - origins[s]) / 1e6
+        assert x[0] <= start_ms <= x[1]
+        body.send_keys("[")
+        assert _details_change(browser, kernel)[2] == launch
+        # F fits the launch, in both timelines; W zooms both in, D pans both, S zooms out.
+        body.send_keys("f")
+        p = model.index.position(launch)
+        dur_ms = int(model.index.end[p] - model.index.start[p]) / 1e6
+        fit_ms = 1.2 * dur_ms  # the event and a tenth of it each side
+        fitted = wait_for(browser, SAME_WINDOW.replace("? ra.slice()", f"&& Math.abs(ra[1] - ra[0] - {fit_ms}) < "
+                                                       f"{0.01 * fit_ms} ? ra.slice()"))  # in both timelines
+        assert fitted[0] < (int(model.index.start[p]) - origins[s]) / 1e6 < fitted[1]
+        assert fit_ms < before[1] - before[0]
+        for key, check in (("s", lambda old, new: new[1] - new[0] > 1.5 * (old[1] - old[0])),
+                           ("w", lambda old, new: new[1] - new[0] < 0.7 * (old[1] - old[0])),
+                           ("d", lambda old, new: new[0] > old[0])):
+            old = browser.execute_script(x_range("a"))
+            body.send_keys(key)
+            wait_for(browser, moved_from("a", old[0]))
+            new = wait_for(browser, SAME_WINDOW)  # B follows
+            assert check(old, new), (key, old, new)
+        # Click an event on B's timeline (zoomed to B's longest aten:: op): the details panel shows it, on B.
+        ix = models["b"].index
+        ops = [p for p in range(ix.n_events) if str(ix.names[ix.name[p]]).startswith("aten::")]
+        p = max(ops, key=lambda p: int(ix.end[p] - ix.start[p]))
+        t0, t1 = (int(ix.start[p]) - origins["b"]) / 1e6, (int(ix.end[p]) - origins["b"]) / 1e6
+        browser.execute_script(f"Plotly.relayout({plot('b')}, {{'xaxis.range[0]': {t0 - 0.1 * (t1 - t0)}, "
+                               f"'xaxis.range[1]': {t1 + 0.1 * (t1 - t0)}}});")
+        bar = None
+        for _attempt in range(3):  # the timeline redraws after the zoom
+            time.sleep(0.5)
+            bar = wait_for(browser, FIND_BAR.replace("#nt-timeline", "#nt-cmp-timeline-b"), "aten::")
+            ActionChains(browser).move_to_element(bar).pause(0.1).click().perform()
+            try:
+                side3, clicked, _eid = _details_change(browser, launch)
+                break
+            except AssertionError:
+                continue
+        assert side3 == "in B (change)" and clicked.startswith("aten::")
+    finally:
+        server.stop()
