@@ -37,6 +37,18 @@ def codes(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
     return pc.fill_null(arr.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64), arr.dictionary.to_pylist()
 
 
+def row_codes(*columns: np.ndarray) -> np.ndarray:
+    """Per row of the integer ``columns`` (one length), the rank of the row among the distinct rows in
+    lexicographic order: ``np.unique(np.stack(columns, 1), axis=0, return_inverse=True)[1]``, without the
+    structured-row sort that makes that several times slower than a sort of plain integers."""
+    code = np.zeros(len(columns[0]), dtype=np.int64)
+    for col in columns:
+        values, inverse = np.unique(col, return_inverse=True)
+        # Dense codes before each step: code < rows and inverse < values, so the product stays in int64.
+        code = np.unique(code * len(values) + inverse.ravel(), return_inverse=True)[1].ravel()
+    return code
+
+
 def _spread(arr: pa.Array, per_value: np.ndarray) -> np.ndarray:
     idx = arr.indices.to_numpy(zero_copy_only=False)
     if arr.null_count:

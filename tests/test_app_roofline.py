@@ -190,3 +190,15 @@ def test_the_index_evaluates_each_op_once_across_windows(tmp_path: Path) -> None
     (row,) = index.view(None).report.rows
     assert row.flops == 2 * 64**3 and int(index._done.sum()) == 1
     assert np.array_equal(index.view((start, start + 1)).event_ids, trace.device_events["event_id"].to_numpy())
+
+
+def test_row_codes_are_the_lexicographic_ranks_numpy_gives() -> None:
+    """columns.row_codes replaces np.unique(np.stack(cols, 1), axis=0, return_inverse=True) in the linking."""
+    from neurontrace.columns import row_codes
+
+    rng = np.random.default_rng(0)
+    for n in (1, 7, 5_000):
+        cols = [rng.integers(-1, k, n) for k in (3, 50, 2**40)]
+        expected = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)[1].ravel()
+        assert np.array_equal(row_codes(*cols), expected)
+    assert len(row_codes(np.zeros(0, np.int64), np.zeros(0, np.int64))) == 0

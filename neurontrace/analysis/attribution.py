@@ -29,7 +29,7 @@ from neurontrace.analysis import names
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
 from neurontrace.causes import CAUSES
-from neurontrace.columns import codes, flat, isin, keep, matches, select, take
+from neurontrace.columns import codes, flat, isin, keep, matches, row_codes, select, take
 from neurontrace.trace import Trace
 
 DEVICE_WORK = {"compute": "compute", "collective": "collectives", "memcpy": "data_movement",
@@ -477,8 +477,7 @@ def correlation_calls(host: pa.Table, flows: pa.Table, dev: pa.Table, calls: np.
         if not len(q):
             continue
         by_pid = np.r_[pid_h[calls], pid_d[q]] if known else np.zeros(len(calls) + len(q), np.int64)
-        keys = np.stack([np.r_[hr, dr[q]], by_pid, np.r_[hc, dc[q]]], axis=1)
-        key = np.unique(keys, axis=0, return_inverse=True)[1].ravel()
+        key = row_codes(np.r_[hr, dr[q]], by_pid, np.r_[hc, dc[q]])
         src, qk = key[:len(calls)], key[len(calls):]
         order = np.argsort(src, kind="stable")  # the first call of a key wins, as before
         pos = np.minimum(np.searchsorted(src[order], qk), len(order) - 1)
@@ -505,9 +504,8 @@ def launching_pids(host: pa.Table, flows: pa.Table, dev: pa.Table) -> tuple[np.n
     dp = np.minimum(np.searchsorted(d_ids[d_order], dst), len(d_order) - 1)
     ok = (h_ids[h_order][hp] == src) & (d_ids[d_order][dp] == dst)
     pid_d[d_order[dp[ok]]] = pid_h[h_order[hp[ok]]]
-    group = np.unique(np.stack([pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
-                                codes(dev["device"])[0].astype(np.int64)], axis=1), axis=0,
-                      return_inverse=True)[1].ravel()
+    group = row_codes(pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
+                      codes(dev["device"])[0].astype(np.int64))
     for g in np.unique(group[pid_d < 0]).tolist():  # one pass per device without a flow on every row
         pids = np.unique(pid_d[(group == g) & (pid_d >= 0)])
         if len(pids) == 1:

@@ -38,7 +38,7 @@ from neurontrace.analysis.attribution import DeviceAttribution, correlation_call
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
 from neurontrace.analysis.opcost import FORMULAS, op_cost
 from neurontrace.analysis.peaks import DevicePeak, device_peak
-from neurontrace.columns import codes, flat, isin, keep, select, take
+from neurontrace.columns import codes, flat, isin, keep, row_codes, select, take
 from neurontrace.trace import Trace
 
 CPU_DEVICE = "cpu"
@@ -145,7 +145,7 @@ class OpsReport:
 def op_table(trace: Trace, *, window: tuple[int, int] | None = None, device: str | None = None,
              rank: int | None = None) -> OpsReport:
     """The per-op efficiency table of ``trace`` (kernels starting in ``window``, on ``device``, of ``rank``)."""
-    return OpsIndex(trace, device=device, rank=rank).view(window).report
+    return OpsIndex(trace, device=device, rank=rank, many_windows=False).view(window).report
 
 
 @dataclass
@@ -170,9 +170,11 @@ class OpsIndex:
     when they all come from one process, so it is known exactly when the window holds one of those. So
     each device (rank, device) with one launching process keeps two links per kernel (that process known,
     and not) and a window picks one per device; a device launched from several processes is linked
-    window by window, as ``op_table`` always did."""
+    window by window, as ``op_table`` always did. ``many_windows=False`` (``op_table``, one window) skips the
+    linking of every kernel and links each window's kernels alone."""
 
-    def __init__(self, trace: Trace, *, device: str | None = None, rank: int | None = None) -> None:
+    def __init__(self, trace: Trace, *, device: str | None = None, rank: int | None = None,
+                 many_windows: bool = True) -> None:
         dev = select(trace.device_events, "category", "compute")
         if device is not None:
             dev = select(dev, "device", device)
@@ -187,18 +189,16 @@ class OpsIndex:
         self.costs = _Costs.empty(host.num_rows + 1)  # one spare row: index 0 stays valid without host rows
         self._done = np.zeros(host.num_rows + 1, dtype=bool)
         self._linked: tuple[np.ndarray, ...] | None = None  # owner, launcher: known process / not; flowed; group
-        if not self.cpu and dev.num_rows:
+        if many_windows and not self.cpu and dev.num_rows:
             self._linked = self._link_once()
 
     def _link_once(self) -> tuple[np.ndarray, ...] | None:
         host, dev, flows = self.host, self.dev, self.trace.flows
         flowed = _own_flows(host, flows, dev)
-        group = np.unique(np.stack([pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
-                                    codes(dev["device"])[0].astype(np.int64)], axis=1), axis=0,
-                          return_inverse=True)[1].ravel()
+        group = row_codes(pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
+                          codes(dev["device"])[0].astype(np.int64))
         pid = launching_pids(host, flows, dev)[1]
-        pairs = np.unique(np.stack([group[flowed], pid[flowed]], axis=1), axis=0)
-        if len(pairs) and (np.bincount(pairs[:, 0]) > 1).any():
+        if len(np.unique(row_codes(group[flowed], pid[flowed]))) > len(np.unique(group[flowed])):
             return None  # a device launched from several processes: link window by window
         owner, launcher = _kernel_owner(host, flows, dev, self.top_of, self.thread)
         bare_owner, bare_launcher = owner.copy(), launcher.copy()
