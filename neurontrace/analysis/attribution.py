@@ -29,7 +29,7 @@ from neurontrace.analysis import names
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import NONE, gaps, layered, sweep, union, within
 from neurontrace.causes import CAUSES
-from neurontrace.columns import codes, flat, isin, keep, matches, row_codes, select
+from neurontrace.columns import codes, flat, isin, keep, matches, row_codes, select, take
 from neurontrace.trace import Trace
 
 DEVICE_WORK = {"compute": "compute", "collective": "collectives", "memcpy": "data_movement",
@@ -313,7 +313,7 @@ def _directions(dev: pa.Table, rows_mask: np.ndarray) -> pa.Array:
     if not missing.any():
         return direction
     rows = np.flatnonzero(missing)
-    args = pc.fill_null(dev["args"].take(pa.array(rows)), "").to_pylist()
+    args = pc.fill_null(take(dev["args"], rows), "").to_pylist()
     filled = direction.cast(pa.string()).to_pylist()
     for r, a in zip(rows.tolist(), args, strict=True):  # the copies without a direction only
         m = names.DIRECTION.search(a)
@@ -759,7 +759,7 @@ def _collective_names(dev: pa.Table, collective: np.ndarray) -> pa.Array:
     rows = np.flatnonzero(collective)
     if not len(rows):
         return pa.nulls(dev.num_rows, pa.string())
-    args = pc.fill_null(dev["args"].take(pa.array(rows)), "")
+    args = pc.fill_null(take(dev["args"], rows), "")
     found = pc.struct_field(pc.extract_regex(args, r'"Collective name":\s*"(?P<name>[^"]*)"'), "name")
     names = flat(found).dictionary_encode()
     # Spread to all rows through the indices alone: -1 (null) outside the collective rows.

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis.contract import Context, Section
-from neurontrace.columns import codes, isin
+from neurontrace.columns import codes, isin, take
 from neurontrace.trace import Trace
 
 MAX_EVENT_NS = 86_400 * 10**9  # one day
@@ -128,9 +128,9 @@ def _clip_overflows(dev: pa.Table, ds: np.ndarray, d_end: np.ndarray, drop: np.n
     work = np.flatnonzero(isin(dev["category"], TRACK_WORK) & ~drop) if dev.num_rows else np.zeros(0, np.int64)
     if len(work) < 2:
         return d_end
-    key = [pc.fill_null(dev[c].take(pa.array(work)).cast(pa.string()), "").to_numpy(zero_copy_only=False)
+    key = [pc.fill_null(take(dev[c], work).cast(pa.string()), "").to_numpy(zero_copy_only=False)
            for c in ("device", "track")]
-    rank = pc.fill_null(dev["rank"].take(pa.array(work)), -1).to_numpy()
+    rank = pc.fill_null(take(dev["rank"], work), -1).to_numpy()
     order = np.lexsort((ds[work], key[1], rank, key[0]))
     rows = work[order]
     same = np.r_[(key[0][order][1:] == key[0][order][:-1]) & (rank[order][1:] == rank[order][:-1])
@@ -158,7 +158,7 @@ def _clip_host_overflows(host: pa.Table, hs: np.ndarray, h_end: np.ndarray, drop
                           & ~isin(host["category"], ASYNC_ON_THREAD) & ~drop & (h_end > hs))
     if len(rows) < 2:
         return h_end
-    sub = host.select(["category", "rank", "pid", "tid"]).take(pa.array(rows))  # not args: a copy of it doubles a rank
+    sub = take(host.select(["category", "rank", "pid", "tid"]), rows)  # not args: most of a rank
     # Python frames come from another tracer than ops, runtime calls and ranges, and cross them by design (a
     # record_function range opens inside the frame of the call that enters it): each nests only among its own.
     thread = isin(sub["category"], ("python",)).astype(np.int64)
@@ -166,19 +166,21 @@ def _clip_host_overflows(host: pa.Table, hs: np.ndarray, h_end: np.ndarray, drop
                 codes(sub["pid"])[0], codes(sub["tid"])[0]):  # one dense code per (rank, pid, tid, tracer)
         thread = np.unique(thread * (int(key.max()) + 2) + key + 1, return_inverse=True)[1].ravel()
     start, end = hs[rows], h_end[rows]
+    thread = thread.astype(np.int32)
     order = np.lexsort((-end, start, thread))  # per thread: by start, the longer (outer) slice first
     n = len(order)
     rank_in_order = np.empty(n, np.int64)
     rank_in_order[order] = np.arange(n)
-    # brackets: (thread, time, close before open at one time, opens in order / closes inner first)
-    b_thread = np.r_[thread, thread]
-    b_time = np.r_[start, end]
-    b_open = np.r_[np.ones(n, np.int64), np.zeros(n, np.int64)]
-    b_tie = np.r_[rank_in_order, -rank_in_order]
-    b_order = np.lexsort((b_tie, b_open, b_time, b_thread))
-    depth = np.cumsum(np.where(b_open[b_order] == 1, 1, -1))
+    # brackets: (thread, time, tie) with tie = closes before opens at one time, closes inner first (-n - 1 -
+    # rank: below every open), opens in order (rank). One key each, as small as it goes: a rank's rows are many.
+    tie = np.r_[rank_in_order, -n - 1 - rank_in_order]
+    del rank_in_order
+    b_order = np.lexsort((tie, np.r_[start, end], np.r_[thread, thread]))
+    del tie
+    depth = np.cumsum(np.where(b_order < n, 1, -1))  # positions below n are the opens
     at = np.empty(2 * n, np.int64)
     at[b_order] = depth
+    del b_order, depth
     bad = at[:n] != at[n:] + 1  # the depth after its open vs. the depth before its close
     if not bad.any():
         return h_end

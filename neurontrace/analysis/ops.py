@@ -38,7 +38,7 @@ from neurontrace.analysis.attribution import DeviceAttribution, correlation_call
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
 from neurontrace.analysis.opcost import FORMULAS, op_cost
 from neurontrace.analysis.peaks import DevicePeak, device_peak
-from neurontrace.columns import codes, flat, isin, keep, row_codes, select
+from neurontrace.columns import codes, flat, isin, keep, row_codes, select, take
 from neurontrace.trace import Trace
 
 CPU_DEVICE = "cpu"
@@ -297,6 +297,7 @@ class _Costs:
 
 DTYPE_NAMES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
 CLASS_NAMES = ("gemm", "conv", "attention", "elementwise", "reduce", "norm")
+COST_CHUNK = 1 << 16  # host rows whose cost keys are built at once
 # Ids that differ between repeats of one op; the rest of its args (shapes, types, values) decide its cost.
 _ID_FIELDS = r'("(?:External id|Ev Idx|Record function id|Sequence number|Fwd thread id)":\s*)-?\d+'
 
@@ -305,31 +306,39 @@ def _evaluate(host: pa.Table, rows: np.ndarray, out: _Costs) -> None:
     """Write the cost of the ops at ``rows`` into ``out``; each distinct (name, args without ids) is evaluated once."""
     if not len(rows):
         return
-    sub = host.select(["name", "args"]).take(pa.array(rows))
-    key = pc.binary_join_element_wise(sub["name"].cast(pa.string()),
-                                      pc.replace_substring_regex(pc.fill_null(sub["args"], ""), _ID_FIELDS, r"\1 0"), "\x00")
-    enc = flat(key).dictionary_encode()
-    idx = enc.indices.to_numpy(zero_copy_only=False)
-    per_key = np.full((len(enc.dictionary), 4), np.nan)
-    for i, k in enumerate(enc.dictionary.to_pylist()):
-        name, _, text = k.partition("\x00")
-        try:
-            args = json.loads(text) if text else {}
-        except ValueError:
-            args = {}
-        c = op_cost(name, args) if isinstance(args, dict) else None
-        if c is not None:
-            per_key[i] = (c.flops, c.bytes, DTYPE_NAMES.index(c.dtype) if c.dtype in DTYPE_NAMES else -1,
-                          CLASS_NAMES.index(c.op_class))
-    got = per_key[idx]
-    out.flops[rows], out.bytes[rows] = got[:, 0], got[:, 1]
-    out.dtype[rows] = np.nan_to_num(got[:, 2], nan=-1).astype(np.int64)
-    out.cls[rows] = np.nan_to_num(got[:, 3], nan=-1).astype(np.int64)
-    failed = np.isnan(got[:, 0])
-    if failed.any():
-        has_dims = pc.fill_null(pc.match_substring(sub["args"], "Input Dims"), False).to_numpy(zero_copy_only=False)
-        out.no_shapes[rows] = failed & ~has_dims
-        out.misfit[rows] = failed & has_dims
+    seen: dict[str, tuple[float, float, float, float]] = {}
+    for lo in range(0, len(rows), COST_CHUNK):  # by chunks: the keys are copies of args, most of a rank's bytes
+        part = rows[lo:lo + COST_CHUNK]
+        sub = take(host.select(["name", "args"]), part)
+        key = pc.binary_join_element_wise(
+            sub["name"].cast(pa.string()),
+            pc.replace_substring_regex(pc.fill_null(sub["args"], ""), _ID_FIELDS, r"\1 0"), "\x00")
+        enc = flat(key).dictionary_encode()
+        per_key = np.array([seen[k] if k in seen else seen.setdefault(k, _key_cost(k))
+                            for k in enc.dictionary.to_pylist()], dtype=np.float64).reshape(-1, 4)
+        got = per_key[enc.indices.to_numpy(zero_copy_only=False)]
+        out.flops[part], out.bytes[part] = got[:, 0], got[:, 1]
+        out.dtype[part] = np.nan_to_num(got[:, 2], nan=-1).astype(np.int64)
+        out.cls[part] = np.nan_to_num(got[:, 3], nan=-1).astype(np.int64)
+        failed = np.isnan(got[:, 0])
+        if failed.any():
+            has_dims = pc.fill_null(pc.match_substring(sub["args"], "Input Dims"), False).to_numpy(zero_copy_only=False)
+            out.no_shapes[part] = failed & ~has_dims
+            out.misfit[part] = failed & has_dims
+
+
+def _key_cost(key: str) -> tuple[float, float, float, float]:
+    """(FLOPs, bytes, dtype index, class index) of one "name\\x00args without ids" key; NaNs when unknown."""
+    name, _, text = key.partition("\x00")
+    try:
+        args = json.loads(text) if text else {}
+    except ValueError:
+        args = {}
+    c = op_cost(name, args) if isinstance(args, dict) else None
+    if c is None:
+        return (np.nan, np.nan, np.nan, np.nan)
+    return (c.flops, c.bytes, DTYPE_NAMES.index(c.dtype) if c.dtype in DTYPE_NAMES else -1,
+            CLASS_NAMES.index(c.op_class))
 
 
 def _thread_codes(host: pa.Table) -> np.ndarray:
@@ -541,7 +550,7 @@ def _neuron_counters(dev: pa.Table) -> tuple[np.ndarray, ...] | None:
     if not len(rows):
         return None
     n = dev.num_rows
-    args = dev["args"].take(pa.array(rows))
+    args = take(dev["args"], rows)
     adjusted, raw = _arg_number(args, "adjusted_flops"), _arg_number(args, "raw_flops")
     read, write = _arg_number(args, "hbm_read_bytes"), _arg_number(args, "hbm_write_bytes")
     full = [np.full(n, np.nan) for _ in range(3)]
