@@ -381,8 +381,7 @@ def on_search_pair(state: CompareState, text: Any, submitted: bool, selected: An
             hits.append((int(ix.start[p]) - origins[s], s, int(ix.event_id[p]), str(ix.names[ix.name[p]]),
                          int(ix.end[p] - ix.start[p])))
     hits = sorted(hits)[:callbacks.MAX_HITS]
-    notes = [note for s in sides if (note := found[s][1])]
-    note = " · ".join(f"{s.upper()}: {found[s][1]}" for s in sides) if notes else ""
+    note = " · ".join(f"{s.upper()}: {found[s][1]}" for s in sides) if any(found[s][1] for s in sides) else ""
     total = sum(len(found[s][0]) for s in sides)
     results = layout.search_results([(eid, name, start, dur) for start, _s, eid, name, dur in hits], note, total,
                                     sides=[s for _t, s, *_rest in hits])
@@ -404,7 +403,7 @@ def on_search_pair(state: CompareState, text: Any, submitted: bool, selected: An
         elif here is not None:  # selected on the other side: after it in aligned time, A before B at a tie
             k = callbacks.next_match(model, pos, None, here[1] + origins[s] + (1 if s < here[0] else 0))
         else:
-            k = callbacks.next_match(model, pos, None, (stored.t0 + origins[s] - 1) if stored else -1)
+            k = callbacks.next_match(model, pos, None, stored.side(s)["t0"] - 1 if stored else -1)
         if k < len(pos):
             candidates.append((int(model.index.start[pos[k]]) - origins[s], s, int(pos[k])))
     if not candidates:  # past the last match on every side: wrap around to the first
