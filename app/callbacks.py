@@ -6,7 +6,7 @@ Data flow::
 
     timeline click / table row / flow link ──► on_navigate ──► nt-selected, nt-goto
     keys ] and [ (follow a flow) ──► on_follow ──► nt-selected, nt-goto
-    zoom, pan, nt-goto, groups, depth, highlight ──► on_timeline ──► figure, nt-view
+    zoom, pan (nt-zoom), nt-goto, groups, depth, highlight ──► on_timeline ──► figure, nt-view
     nt-selected ──► on_details ──► details panel, source panel (call stack + lines)
     summary click ──► on_summary ──► nt-highlight (and the summary figure outlines it)
 """
@@ -197,12 +197,16 @@ def on_timeline(model: ViewModel, trigger: str | None, relayout: Any, goto: Any,
     stored = view_of(view)
     current = (stored[0], stored[1]) if stored else (0, model.index.span_ns)
     auto = not isinstance(view, dict) or bool(view.get("auto", True))
-    # A goto not yet drawn wins whatever fired: a redraw racing it (the window resized, the analysis
-    # finished) read the view from before it, and would otherwise undo it.
+    # A goto or zoom not yet drawn wins whatever fired: a redraw racing it (the window resized, the
+    # analysis finished) read the view from before it, and would otherwise undo it.
     nonce = goto.get("nonce") if isinstance(goto, dict) else None
-    if nonce is not None and (not isinstance(view, dict) or view.get("goto") != nonce) and \
-            trigger in ("nt-viewport", "nt-analysis-ready", "nt-selected"):
-        trigger = "nt-goto"
+    stamp = relayout.get("nt.zoom") if isinstance(relayout, dict) else None  # set by ZOOM_JS
+    drawn_before = view if isinstance(view, dict) else {}
+    if trigger in ("nt-viewport", "nt-analysis-ready", "nt-selected"):
+        if nonce is not None and drawn_before.get("goto") != nonce:
+            trigger = "nt-goto"
+        elif stamp is not None and drawn_before.get("zoom") != stamp:
+            trigger = "nt-timeline"
     if trigger == "nt-timeline":
         asked = parse_relayout(relayout, model.index.span_ns, stored[2] if stored else 0)
         if asked is None:
@@ -220,7 +224,7 @@ def on_timeline(model: ViewModel, trigger: str | None, relayout: Any, goto: Any,
     r = request(model, current, **req)
     drawn = figures.timeline(model, r)
     new_view = {"t0": current[0], "t1": current[1], "origin": r.origin, "auto": auto,
-                "query": url_query(model, current, req.get("selected")), "goto": nonce}
+                "query": url_query(model, current, req.get("selected")), "goto": nonce, "zoom": stamp}
     return drawn.figure, new_view, drawn.status
 
 
@@ -576,7 +580,7 @@ def register(app: dash.Dash, state: PageState) -> None:
 
     @app.callback(Output("nt-timeline", "figure"), Output("nt-view", "data"),
                   Output("nt-timeline-status", "children"),
-                  Input("nt-timeline", "relayoutData"), Input("nt-goto", "data"), Input("nt-reset", "n_clicks"),
+                  Input("nt-zoom", "data"), Input("nt-goto", "data"), Input("nt-reset", "n_clicks"),
                   Input("nt-focus", "n_clicks"), Input("nt-groups", "value"), Input("nt-depth", "value"),
                   Input("nt-python", "value"), Input("nt-highlight", "data"),
                   Input("nt-selected", "data"), Input("nt-analysis-ready", "data"), Input("nt-viewport", "data"),
@@ -585,8 +589,9 @@ def register(app: dash.Dash, state: PageState) -> None:
                   highlight: Any, selected: Any, _ready: Any, viewport: Any, view: Any) -> tuple[Any, Any, Any]:
         fired = {str(key).split(".", 1)[0] for key in dash.ctx.triggered_prop_ids}
         # A table row sets the selection and the window at once: the window wins over "redraw".
-        trigger = next((t for t in ("nt-timeline", "nt-goto", "nt-reset", "nt-focus") if t in fired),
+        trigger = next((t for t in ("nt-zoom", "nt-goto", "nt-reset", "nt-focus") if t in fired),
                        dash.ctx.triggered_id)
+        trigger = "nt-timeline" if trigger == "nt-zoom" else trigger  # a zoom or pan of the timeline
         return on_timeline(state.require(), trigger, relayout, goto, view, expanded=groups, depth=depth,
                            python=python, highlight=highlight, selected=selected, viewport=viewport)
 
@@ -606,6 +611,9 @@ def register(app: dash.Dash, state: PageState) -> None:
 
     app.clientside_callback(  # type: ignore[no-untyped-call]
         VIEWPORT_JS, Output("nt-viewport", "data"), Input("nt-timeline", "id"),
+    )
+    app.clientside_callback(  # type: ignore[no-untyped-call]
+        ZOOM_JS, Output("nt-zoom", "data"), Input("nt-timeline", "relayoutData"), prevent_initial_call=True,
     )
     app.clientside_callback(  # type: ignore[no-untyped-call]
         URL_JS, Output("nt-link", "value"), Input("nt-view", "data"),
@@ -635,6 +643,19 @@ function(_) {
     document.addEventListener('keydown', ntKey);
   }
   return size();
+}
+"""
+
+# Only relayouts of the x axis reach the server (as the zoom store, stamped so that a repeat fires too).
+# Plotly also reports resizes ({"autosize": true}); sent on, such a call, newer, would take the place of
+# a zoom still in flight (Dash keeps the answer of a callback's newest call only), and the zoomed window
+# would keep the data of the window before it.
+X_RELAYOUT = "r && Object.keys(r).some(k => k.startsWith('xaxis.'))"
+ZOOM_JS = """
+function(r) {
+  if (!(""" + X_RELAYOUT + """)) return dash_clientside.no_update;
+  window.ntZooms = (window.ntZooms || 0) + 1;
+  return Object.assign({'nt.zoom': window.ntZooms}, r);
 }
 """
 

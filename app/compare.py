@@ -631,14 +631,13 @@ def create_compare_app(state: CompareState) -> dash.Dash:
 
 # A zoom or pan of either timeline, as the page's zoom store: the side, plotly's relayout, a stamp, and
 # the alignment the figure was drawn at (from the view store, set with the figure). Only relayouts of the
-# x axis count: plotly also reports resizes ({"autosize": true}), and such a call, newer, would take the
-# place of a zoom still in flight.
+# x axis count (see callbacks.ZOOM_JS).
 ZOOM_JS = """
 function(ra, rb, view) {
   const fired = (dash_clientside.callback_context.triggered[0] || {}).prop_id || '';
   const side = fired.startsWith('nt-cmp-timeline-a') ? 'a' : 'b';
   const r = side === 'a' ? ra : rb;
-  if (!r || !Object.keys(r).some(k => k.startsWith('xaxis.'))) return dash_clientside.no_update;
+  if (!(""" + callbacks.X_RELAYOUT + """)) return dash_clientside.no_update;
   window.ntZooms = (window.ntZooms || 0) + 1;
   return {side: side, relayout: r, at: window.ntZooms, origins: view && view.origins};
 }

@@ -352,6 +352,7 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
             ]),
         ]),
         *key_buttons(),
+        dcc.Store(id="nt-zoom", data=None),
         dcc.Store(id="nt-view", data=view),
         dcc.Store(id="nt-selected", data=selected),
         dcc.Store(id="nt-highlight", data=None),

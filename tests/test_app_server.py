@@ -60,6 +60,13 @@ def test_relayout_events_become_windows() -> None:
     assert callbacks.on_timeline(model, "nt-timeline", {"autosize": True}, None, None) == (no_update,) * 3
     _, view, _ = callbacks.on_timeline(model, "nt-reset", None, None, {"t0": 5, "t1": 9})
     assert (view["t0"], view["t1"]) == (0, span)
+    # A zoom (stamped by the page) not yet drawn wins over a redraw that read the view from before it ...
+    zoom = {"xaxis.range[0]": 0.02, "xaxis.range[1]": 0.03, "nt.zoom": 4}
+    _, view, _ = callbacks.on_timeline(model, "nt-viewport", zoom, None, {"t0": 0, "t1": span})
+    assert (view["t0"], view["t1"], view["zoom"]) == (20_000, 30_000, 4)
+    # ... once: a later redraw keeps the view it is given.
+    _, later, _ = callbacks.on_timeline(model, "nt-viewport", zoom, None, view | {"t0": 0, "t1": span})
+    assert (later["t0"], later["t1"]) == (0, span)
 
 
 def test_clicks_select_events_and_table_rows_zoom() -> None:
