@@ -517,7 +517,8 @@ def compare_page(state: CompareState) -> html.Div:
                             "Click an event on either timeline (zoom in until single events show), or search.",
                             className="nt-empty")),
                     ]),
-                    html.Div(className="nt-card", children=[html.H3("Source"), html.Div(id="nt-source")]),
+                    html.Div(className="nt-card", children=[html.H3("Source"), html.Div(id="nt-source", children=html.Div(
+                        "The selected event's call stack and source lines.", className="nt-empty"))]),
                 ]),
             ]),
         ]),

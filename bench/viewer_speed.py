@@ -25,8 +25,10 @@ stacks (500 lanes), viewed as it opens (the big process collapsed) and with ever
 
 4. **two runs side by side** (``neurontrace view A B``): the GPU-like trace against a second one built
    with another seed and three quarters of the events (so the diff has changed ops to click).
-   "Loaded -> page shown" = both indexes + the page + its first callback (both timelines drawn, the
-   shared zoom live, aligned provisionally): what the user waits for once both traces are parsed.
+   "Both loaded -> page shown" = both indexes + the page + its first callback (both timelines drawn,
+   the shared zoom live, aligned provisionally): what the user waits for once both traces are parsed.
+   The server indexes A before it reads B, so after B is read only B's index is left: that figure is
+   printed too.
    "Loaded -> diff table complete" adds both analyses, the diff, and what the page's progress poll then
    sends (both cause strips, the diff table) with the redraw at the analysed alignment; the page works
    meanwhile, so it has no target of its own. Then ``compare.on_compare`` for zooms/pans of either side
@@ -272,23 +274,34 @@ def main() -> None:
 def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, float, int]:
     """The two-run page on ``trace`` and a second trace like it: loaded -> page shown, loaded -> diff
     table complete, zoom/pan and a diff row click."""
-    from neurontrace.app.compare import CompareState, compare_page, on_compare, on_progress
+    from neurontrace.app.compare import CompareState, compare_page, on_compare, on_progress, on_search_pair
     from neurontrace.app.server import ViewerState
 
     other = build_trace(args.events * 3 // 4, seed=1)
     state = CompareState(ViewerState("A"), ViewerState("B"))
-    t0 = time.perf_counter()
+    index_s = {}
     for side, tr in zip(("a", "b"), (trace, other), strict=True):
+        t0 = time.perf_counter()
         state.sides[side].use(tr)
-    index_s = time.perf_counter() - t0
+        index_s[side] = time.perf_counter() - t0
     viewport = {"w": args.viewport, "h": 1000}
     page_s, _page = best_of(1, lambda: compare_page(state))
     draw_s, out = best_of(1, lambda: on_compare(state, None, None, None, viewport))
-    first = index_s + page_s + draw_s
+    first = index_s["a"] + index_s["b"] + page_s + draw_s
+    after_b = index_s["b"] + page_s + draw_s
     print(f"\ntwo runs side by side: {trace.num_events:,} + {other.num_events:,} events")
-    print(f"loaded -> page showing both timelines: {first:.2f} s = both indexes {index_s:.2f} s + page {page_s:.2f} s "
-          f"+ both timelines {draw_s:.2f} s, {payload(out) / 1e6:.2f} MB (target <= {TARGET_FIRST_RENDER_S:.0f} s): "
-          f"{'PASS' if first <= TARGET_FIRST_RENDER_S else 'FAIL'}")
+    print(f"both loaded -> page showing both timelines: {first:.2f} s = both indexes {index_s['a']:.2f} + "
+          f"{index_s['b']:.2f} s + page {page_s:.2f} s + both timelines {draw_s:.2f} s, {payload(out) / 1e6:.2f} MB "
+          f"(target <= {TARGET_FIRST_RENDER_S:.0f} s): {'PASS' if first <= TARGET_FIRST_RENDER_S else 'FAIL'}")
+    # The server loads and indexes A, then loads and indexes B: when B is loaded, A's index is already built.
+    print(f"  in the server's order (A indexed before B is read), B loaded -> page: {after_b:.2f} s = B's index + "
+          f"page + both timelines (target <= {TARGET_FIRST_RENDER_S:.0f} s): "
+          f"{'PASS' if after_b <= TARGET_FIRST_RENDER_S else 'FAIL'}")
+    span_ms = state.sides["a"].model.index.span_ns / 1e6 if state.sides["a"].model else 1.0
+    early = {"side": "b", "relayout": {"xaxis.range[0]": span_ms * 0.4, "xaxis.range[1]": span_ms * 0.41}, "at": 1}
+    secs, res = best_of(args.repeat, lambda: on_compare(state, "nt-cmp-zoom", out[4], None, viewport, zoom=early))
+    print(f"a zoom before the analyses (both timelines redrawn): {secs * 1e3:.1f} ms, {payload(res) / 1e3:.1f} KB")
+    early_t, early_b = secs, payload(res)
     # What the page then fills in, in the background: both analyses, the diff, then the poll that shows
     # them (cause strips, alignment, diff table) and the redraw at the analysed alignment.
     t0 = time.perf_counter()
@@ -307,8 +320,7 @@ def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, floa
           f"{diff_s:.2f} s + strips, table and redraw {fill_s:.2f} s ({len(state.rows())} changed ops listed, "
           f"{payload(filled) / 1e3:.0f} KB; the browser asks every 0.4 s; no target: the page works meanwhile)")
     view = out[4]
-    span_ms = state.sides["a"].model.index.span_ns / 1e6 if state.sides["a"].model else 1.0
-    worst_t, worst_b = 0.0, 0
+    worst_t, worst_b = early_t, early_b
     print(f"{'zoom':>12} {'side':>5} {'window':>12} {'server ms':>10} {'payload KB':>11}")
     zoom = 1.0
     while span_ms / zoom >= 0.005:
@@ -328,16 +340,13 @@ def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, floa
         zoom *= 10
     if not state.rows():
         raise SystemExit("the diff lists no changed op: nothing to click")
-    secs, res = best_of(args.repeat, lambda: on_compare(state, {"type": "nt-cmp-row", "index": 0},
-                                                        {"a": None, "b": None}, view, None, viewport))
+    secs, res = best_of(args.repeat, lambda: on_compare(state, {"type": "nt-cmp-row", "index": 0}, view, None,
+                                                        viewport))
     worst_t, worst_b = max(worst_t, secs), max(worst_b, payload(res))
     print(f"click a diff row ({res[5]} outlined in both): {secs * 1e3:.1f} ms, {payload(res) / 1e3:.1f} KB")
-    if state.sides["a"].model is not None and state.sides["a"].model.analysis is not None:
-        from neurontrace.app.compare import on_search_pair
-
-        secs, res = best_of(args.repeat, lambda: on_search_pair(state, "ncclDevKernel", True, None, view, "both"))
-        worst_t, worst_b = max(worst_t, secs), max(worst_b, payload(res))
-        print(f"search both runs and Enter (select the next match): {secs * 1e3:.1f} ms, {payload(res) / 1e3:.1f} KB")
+    secs, res = best_of(args.repeat, lambda: on_search_pair(state, "ncclDevKernel", True, None, view, "both"))
+    worst_t, worst_b = max(worst_t, secs), max(worst_b, payload(res))
+    print(f"search both runs and Enter (select the next match): {secs * 1e3:.1f} ms, {payload(res) / 1e3:.1f} KB")
     print(f"two runs: worst callback {worst_t * 1e3:.0f} ms (target <= {TARGET_CALLBACK_S * 1e3:.0f} ms): "
           f"{'PASS' if worst_t <= TARGET_CALLBACK_S else 'FAIL'}; worst payload {worst_b / 1e6:.2f} MB (target <= "
           f"{TARGET_PAYLOAD_BYTES / 1e6:.0f} MB): {'PASS' if worst_b <= TARGET_PAYLOAD_BYTES else 'FAIL'}")

@@ -212,8 +212,9 @@ def roofline(ops: Any, *, device: str | None = None, title: str = "Roofline") ->
         fig.add_scatter(x=[lo, end], y=[lo * bw, end * bw], mode="lines", name=f"HBM {bw:g} TB/s (memory roof)",
                         line={"color": ROOF_COLORS["memory"], "width": 2}, hoverinfo="skip")
         for top, dtypes in sorted(roofs.items()):
-            fig.add_scatter(x=[ridges[top], hi], y=[top, top], mode="lines",
-                            name=f"{'/'.join(dtypes)} roof {top:g} TFLOP/s",
+            fig.add_scatter(x=[ridges[top], hi], y=[top, top], mode="lines+text",
+                            name=f"{'/'.join(dtypes)} roof {top:g} TFLOP/s", text=["", f"{'/'.join(dtypes)} {top:g}"],
+                            textposition="top left", textfont={"size": 10, "color": ROOF_COLORS["memory"]},
                             line={"color": ROOF_COLORS["compute"], "dash": "dot"}, hoverinfo="skip")
         if roofs:
             fig.add_scatter(x=list(ridges.values()), y=list(ridges), mode="markers", name="ridge points",

@@ -107,8 +107,22 @@ def test_two_runs_side_by_side(browser: Any, pair: Any, tmp_path: Path) -> None:
         assert outlined >= 5  # at least one event outlined (5 points per outline)
         assert "augment events outlined" in browser.find_element("id", f"nt-cmp-status-{side}").text
     assert "augment" in wait_for(browser, "const r = document.querySelector('#nt-cmp-diff tr.nt-cmp-picked'); return r && r.innerText;")
+    # Click the slowed augment range on B's timeline: the details panel shows it, on B, with its source line.
+    from tests.browser.test_viewer_browser import FIND_BAR
+
+    for _attempt in range(3):  # a click can land while the timeline is redrawn
+        bar = wait_for(browser, FIND_BAR.replace("#nt-timeline", "#nt-cmp-timeline-b"), "augment")
+        ActionChains(browser).move_to_element(bar).pause(0.1).click().perform()
+        try:
+            wait_for(browser, "const e = document.querySelector('#nt-event-name'); return e && e.innerText;", timeout=8)
+            break
+        except AssertionError:
+            continue
+    assert "augment" in wait_for(browser, "const e = document.querySelector('#nt-event-name'); return e && e.innerText;")
+    assert browser.find_element("id", "nt-cmp-details-side").text == "in B (change)"
     browser.execute_script("window.scrollTo(0, 0);")
-    time.sleep(0.3)
+    ActionChains(browser).move_to_element(browser.find_element("css selector", ".nt-logo")).perform()
+    time.sleep(0.5)  # let the hover label fade
     shot = tmp_path / "viewer-compare.png"
     browser.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000

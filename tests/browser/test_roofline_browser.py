@@ -16,6 +16,7 @@ import pytest
 
 from tests.browser.conftest import wait_for
 from tests.browser.test_viewer_browser import PLOT, _click, _h100, _open
+from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.corpus]
 
@@ -50,6 +51,21 @@ return null;
 """
 
 
+def _picture(browser: Any, tmp_path: Path) -> None:
+    """The tab on screen, saved under tmp_path; with NEURONTRACE_UPDATE_SCREENSHOT=1 also as docs/viewer_roofline.png."""
+    import shutil
+    import time
+
+    browser.execute_script("document.getElementById('nt-roof-graph').scrollIntoView({block: 'start'});"
+                           "window.scrollBy(0, -60);")
+    time.sleep(0.5)  # the hover label fades
+    shot = tmp_path / "viewer-roofline.png"
+    browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("NEURONTRACE_UPDATE_SCREENSHOT"):
+        shutil.copyfile(shot, ROOT / "docs" / "viewer_roofline.png")
+
+
 def _cli(*args: str) -> Any:
     out = subprocess.run([sys.executable, "-m", "neurontrace", *args], capture_output=True, text=True, check=True,
                          env={**os.environ, "NO_COLOR": "1"})
@@ -57,9 +73,9 @@ def _cli(*args: str) -> Any:
 
 
 def test_the_roofline_of_a_real_h100_trace_and_a_click_outlines_the_ops_kernels(
-        browser: Any, serve: Callable[..., Any], corpus: Path) -> None:
-    path = _h100(corpus)
-    server, _state = serve(path, source_roots=[path.parent])
+        browser: Any, serve: Callable[..., Any], corpus: Path, tmp_path: Path) -> None:
+    path = Path(os.path.relpath(_h100(corpus)))  # relative: the page's title (and a picture) names no machine path
+    server, _state = serve(path, source_roots=[tmp_path])
     _open(browser, server.url)
     # The independent figures: diagnose's analysis window, then neurontrace ops over it, each its own process.
     (device,) = _cli("diagnose", str(path), "--json")["devices"]
@@ -98,6 +114,8 @@ def test_the_roofline_of_a_real_h100_trace_and_a_click_outlines_the_ops_kernels(
         except AssertionError:
             point = wait_for(browser, POINT, "gemm", gemm["tflops_per_s"])[0]
     assert outlined == gemm["kernels"]
+    wait_for(browser, f"const g = {ROOF}; return g && g.data.some(t => t.name === 'picked');")  # ringed
+    _picture(browser, tmp_path)
     # A table row does the same for its op; the same row again clears it.
     attention = max((r for r in doc["rows"] if r["op_class"] == "attention"), key=lambda r: r["device_ns"])
     _click(browser, wait_for(browser, ROW_OF, attention["op"], attention["kernel_class"])[0])
