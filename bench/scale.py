@@ -88,8 +88,11 @@ def _warm(source: str) -> None:
 def measure(mode: str, job: Path, workers: int, source: Path) -> dict[str, Any]:
     """One configuration, in this (fresh) process; peaks are VmHWM growth over the RSS after start-up."""
     import neurontrace
+    from neurontrace._allocator import use_system_allocator
     from neurontrace.analysis.diagnose import diagnose
 
+    if mode != "dask":
+        use_system_allocator()  # as the neurontrace command does; the Dask workers start with it
     base = _reset_peak()
     t0 = time.perf_counter()
     if mode == "one":

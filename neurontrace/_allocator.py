@@ -1,17 +1,15 @@
 """Allocator settings for a process that loads one large trace after another (a Dask worker, the CLI).
 
-Arrow's default pool (mimalloc) and glibc's malloc both keep freed memory for reuse, and glibc raises its
-mmap threshold each time a large block is freed, so later large blocks come from the heap and stay there. A
-process that parses a rank of hundreds of MB, analyses it, drops it and parses the next keeps the high water
-of every step: with these defaults a worker grew by 190 MB on a 58 MB rank (``bench/scale.py``), 3.3x the
-rank. With large blocks returned to the system when freed, it grows by what it holds at once.
+Arrow's default pool (mimalloc) keeps freed memory for reuse, and so does glibc's heap: a process that
+parses a rank of hundreds of MB, analyses it, drops it and parses the next keeps the high water of every
+step. On a 291 MB rank, three ranks one after another grew a process by 594, 808 and 808 MiB with the
+defaults; with Arrow on malloc and the heap trimmed after each rank, by 472, 486 and 488 MiB, for the same
+CPU time (glibc's ``M_MMAP_THRESHOLD`` at 256 KiB gave 405-431 MiB at a third more CPU: not taken).
 
-- ``ARROW_DEFAULT_MEMORY_POOL=system``: Arrow allocates with malloc, so the setting below reaches its buffers.
-- ``MALLOC_MMAP_THRESHOLD_=262144``: glibc serves blocks over 256 KiB from their own mappings and unmaps them
-  on free; a fixed value also turns off the dynamic threshold (glibc's mallopt(3), ``M_MMAP_THRESHOLD``).
-
-:data:`ENV` is for processes started for neurontrace (LocalCluster workers), where it applies from the first
-allocation; :func:`return_freed_memory` applies both to the running process, from then on.
+- ``ARROW_DEFAULT_MEMORY_POOL=system`` (:data:`ENV`, for processes started for neurontrace, where it holds
+  from the first allocation; :func:`use_system_allocator` for a running one): Arrow allocates with malloc,
+  so its freed buffers are in the heap that :func:`release_freed_memory` trims.
+- :func:`release_freed_memory` after each rank: glibc's ``malloc_trim(0)`` hands the heap's free pages back.
 """
 
 from __future__ import annotations
@@ -21,17 +19,30 @@ import functools
 import platform
 from contextlib import suppress
 
-MMAP_THRESHOLD = 256 * 1024
-ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD)}
-_M_MMAP_THRESHOLD = -3  # glibc's <malloc.h>
+ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
 
 
 @functools.cache
-def return_freed_memory() -> None:
-    """Apply :data:`ENV`'s two settings to this process (once; the malloc one on glibc only)."""
+def use_system_allocator() -> None:
+    """Arrow's default pool becomes the system allocator, from now on (once per process)."""
     import pyarrow as pa
 
     pa.set_memory_pool(pa.system_memory_pool())
-    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
-        with suppress(OSError, AttributeError):  # a libc without mallopt: Arrow's setting still holds
-            ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
+def release_freed_memory() -> None:
+    """Hand the free pages of the heap back to the OS (glibc; elsewhere nothing to do)."""
+    libc = _libc()
+    if libc is not None:
+        with suppress(AttributeError):  # a libc without malloc_trim
+            libc.malloc_trim(0)

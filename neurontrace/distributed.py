@@ -21,19 +21,21 @@ fails is listed in the document's ``warnings`` while the others complete (the CL
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from neurontrace import errors
-from neurontrace._allocator import ENV, return_freed_memory
+from neurontrace._allocator import ENV, release_freed_memory, use_system_allocator
 from neurontrace._optional import require
 from neurontrace.analysis.contract import Options
 from neurontrace.analysis.diagnose import RankResult, combine, diagnose_rank, split_ranks
 from neurontrace.load import Probe, claiming, load, members
 from neurontrace.progress import Progress, no_progress
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -76,14 +78,26 @@ def rank_inputs(paths: Sequence[str | Path]) -> list[tuple[str, dict[str, Any]]]
 def diagnose_one(path: str, options: Options, format: str | None = None,
                  load_options: dict[str, Any] | None = None) -> list[RankResult] | RankFailure:
     """The map task: load one input and diagnose each rank in it; a failure is returned, not raised."""
-    return_freed_memory()  # a worker holds one rank after another: freed buffers go back (_allocator)
-    try:
+    def work() -> list[RankResult]:
         trace = load(path, format=format, **(load_options or {}))
         return [diagnose_rank(t, options) for t in split_ranks(trace)]
+
+    return _map_task(path, work)
+
+
+def _map_task(path: str, work: Callable[[], _T]) -> _T | RankFailure:
+    """Run one map task's ``work`` on a worker, which holds one rank after another: Arrow on malloc, and the
+    heap's free pages handed back once the rank is dropped (:mod:`neurontrace._allocator`). A failure is
+    returned, not raised, so the other ranks complete."""
+    use_system_allocator()
+    try:
+        return work()
     except errors.NeurontraceError as exc:
         return RankFailure(path, str(exc), exc.exit_code)
     except Exception as exc:  # a bug must not lose the other ranks: reported as an internal error
         return RankFailure(path, f"internal error {type(exc).__name__}: {exc}", errors.EXIT_INTERNAL)
+    finally:
+        release_freed_memory()
 
 
 def reduce(results: Sequence[list[RankResult] | RankFailure], options: Options,
@@ -201,18 +215,12 @@ def convert_one(path: str, directory: str, format: str | None = None,
     """A conversion map task: load one input and write each of its ranks' partitions into ``directory``."""
     from neurontrace import dataset
 
-    return_freed_memory()
-    try:
+    def work() -> list[dict[str, Any]]:
         trace = load(path, format=format, **(load_options or {}))
-        out = []
-        for one in split_ranks(trace):
-            entry = dataset.write_rank(one, directory)
-            out.append({**entry, "warnings": [w for a in one.accounting for w in a.warnings]})
-        return out
-    except errors.NeurontraceError as exc:
-        return RankFailure(path, str(exc), exc.exit_code)
-    except Exception as exc:
-        return RankFailure(path, f"internal error {type(exc).__name__}: {exc}", errors.EXIT_INTERNAL)
+        return [{**dataset.write_rank(one, directory), "warnings": [w for a in one.accounting for w in a.warnings]}
+                for one in split_ranks(trace)]
+
+    return _map_task(path, work)
 
 
 def convert(

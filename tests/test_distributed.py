@@ -108,9 +108,9 @@ def test_open_dataset_filters_one_rank_without_reading_the_others(tmp_path: Path
         ds.dataset("device_events").to_table()  # the unfiltered scan does open them
 
 
-def test_workers_return_freed_memory(dask_client: Any) -> None:
-    """--workers starts its workers with the allocator settings of neurontrace._allocator (Arrow on malloc,
-    large blocks unmapped when freed), so a worker's peak is what it holds at once, not every past high."""
+def test_workers_put_arrow_on_malloc(dask_client: Any) -> None:
+    """--workers starts its workers with the allocator setting of neurontrace._allocator (Arrow on malloc,
+    whose free pages each map task hands back), so a worker's peak is what it holds at once."""
     from neurontrace._allocator import ENV
 
     envs = dask_client.run(lambda: {k: __import__("os").environ.get(k) for k in ENV})

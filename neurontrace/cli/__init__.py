@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from neurontrace._allocator import return_freed_memory
+from neurontrace._allocator import use_system_allocator
 from neurontrace.cli._common import Command, run
 from neurontrace.cli.convert import ConvertCommand
 from neurontrace.cli.diagnose import DiagnoseCommand
@@ -32,5 +32,5 @@ def commands() -> tuple[Command, ...]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script ``neurontrace``."""
-    return_freed_memory()  # a command loads one large trace after another (neurontrace._allocator)
+    use_system_allocator()  # freed buffers go back to the heap, not a pool (neurontrace._allocator)
     return run(commands(), argv)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from neurontrace import errors
 from neurontrace._version import __version__
+from neurontrace.analysis.window import WindowSpec, parse_window
 from neurontrace.load import FORMATS, detect, load
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace
@@ -156,6 +157,14 @@ def percentage(text: str) -> float:
 
 def microseconds(text: str) -> float:
     return _finite_at_least_0(text.removesuffix("us"), text, "a duration in microseconds", "10 or 2.5")
+
+
+def window(text: str) -> WindowSpec:
+    """``--window START:END`` (analysis.window's syntax), as an argparse type."""
+    try:
+        return parse_window(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive_int(text: str) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 from neurontrace import errors
 from neurontrace.analysis.attribution import TOP_STALLS
 from neurontrace.analysis.findings import SEVERITIES
-from neurontrace.analysis.window import WindowSpec, parse_window, resolve
+from neurontrace.analysis.window import resolve
 from neurontrace.cli import _common as common
 from neurontrace.cli.runs import add_save_run_arguments, check_save_run_arguments, save_run
 
@@ -26,7 +26,7 @@ class DiagnoseCommand(common.Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         common.add_input(parser, nargs="+")
         parser.add_argument("--json", action="store_true", help="print the neurontrace.diagnose/1 JSON document")
-        parser.add_argument("--window", metavar="START:END", type=_window,
+        parser.add_argument("--window", metavar="START:END", type=common.window,
                             help="analyse this window instead of the default one: offsets from the trace start "
                                  "as the report prints them (e.g. 120ms:340ms; units ns, us, ms, s; ns when "
                                  "none), or abs:START_NS:END_NS on the trace clock")
@@ -106,9 +106,3 @@ class DiagnoseCommand(common.Command):
             return errors.EXIT_FINDINGS
         return errors.EXIT_OK
 
-
-def _window(text: str) -> WindowSpec:
-    try:
-        return parse_window(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None

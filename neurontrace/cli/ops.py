@@ -8,7 +8,6 @@ import json
 from neurontrace import errors
 from neurontrace.analysis.window import resolve
 from neurontrace.cli import _common as common
-from neurontrace.cli.diagnose import _window
 
 
 class OpsCommand(common.Command):
@@ -23,7 +22,7 @@ class OpsCommand(common.Command):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         common.add_input(parser, nargs="+")
         parser.add_argument("--json", action="store_true", help="print the neurontrace.ops/1 JSON document")
-        parser.add_argument("--window", metavar="START:END", type=_window,
+        parser.add_argument("--window", metavar="START:END", type=common.window,
                             help="only kernels starting in this window: offsets from the trace start (e.g. "
                                  "120ms:340ms) or abs:START_NS:END_NS on the trace clock")
         parser.add_argument("--device", metavar="D", help="only this device (cuda:0, rocm:1, neuron:nc0, cpu)")
