@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from neurontrace import errors
-from neurontrace._allocator import ENV, release_freed_memory, use_system_allocator
+from neurontrace._allocator import ENV, handing_back, use_system_allocator
 from neurontrace._optional import require
 from neurontrace.analysis.contract import Options
 from neurontrace.analysis.diagnose import RankResult, combine, diagnose_rank, split_ranks
@@ -90,14 +90,13 @@ def _map_task(path: str, work: Callable[[], _T]) -> _T | RankFailure:
     heap's free pages handed back once the rank is dropped (:mod:`neurontrace._allocator`). A failure is
     returned, not raised, so the other ranks complete."""
     use_system_allocator()
-    try:
-        return work()
-    except errors.NeurontraceError as exc:
-        return RankFailure(path, str(exc), exc.exit_code)
-    except Exception as exc:  # a bug must not lose the other ranks: reported as an internal error
-        return RankFailure(path, f"internal error {type(exc).__name__}: {exc}", errors.EXIT_INTERNAL)
-    finally:
-        release_freed_memory()
+    with handing_back():
+        try:
+            return work()
+        except errors.NeurontraceError as exc:
+            return RankFailure(path, str(exc), exc.exit_code)
+        except Exception as exc:  # a bug must not lose the other ranks: reported as an internal error
+            return RankFailure(path, f"internal error {type(exc).__name__}: {exc}", errors.EXIT_INTERNAL)
 
 
 def reduce(results: Sequence[list[RankResult] | RankFailure], options: Options,
