@@ -111,6 +111,7 @@ def measure(mode: str, job: Path, workers: int, source: Path) -> dict[str, Any]:
             # thread that runs tasks (its own malloc arena and caches), not client.run's event-loop thread.
             client.gather([client.submit(_warm, str(source), workers=[w], pure=False, key=f"warm-{w}")
                            for w in client.scheduler_info()["workers"]])
+            distributed.rank_inputs([job])  # the driver's imports (format probes) are start-up too
             idle = client.run(_reset_peak)
             t0 = time.perf_counter()
             doc = distributed.diagnose(job, client=client)

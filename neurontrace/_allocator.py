@@ -1,16 +1,20 @@
 """Allocator settings for a process that loads one large trace after another (a Dask worker, the CLI).
 
-Arrow's default pool (mimalloc) keeps freed memory for reuse, and so does glibc's heap: a process that
-parses a rank of hundreds of MB, analyses it, drops it and parses the next keeps the high water of every
-step. On a 291 MB rank, three ranks one after another grew a process by 594, 808 and 808 MiB with the
-defaults; with Arrow on malloc and the heap trimmed after each rank, by 472, 486 and 488 MiB, for the same
-CPU time (glibc's ``M_MMAP_THRESHOLD`` at 256 KiB gave 405-431 MiB at a third more CPU: not taken).
+Arrow's default pool (mimalloc) keeps freed memory for reuse, and so does glibc's heap, whose threshold for
+serving a block from its own mapping rises as large blocks are freed: a process that parses a rank of
+hundreds of MB, analyses it, drops it and parses the next keeps the high water of every step. Measured on
+a 291 MB rank, three in a row in one process (growth of the peak RSS):
 
-- ``ARROW_DEFAULT_MEMORY_POOL=system`` (:data:`ENV`, for processes started for neurontrace, where it holds
-  from the first allocation; :func:`use_system_allocator` for a running one): Arrow allocates with malloc,
-  so its freed buffers are in the heap that :func:`release_freed_memory` trims.
-- :func:`handing_back` around each rank: glibc's ``malloc_trim(0)`` hands the heap's free pages back when
-  the rank left more than :data:`TRIM_ABOVE` behind.
+- defaults: 594, 808, 808 MiB;
+- Arrow on malloc, the heap trimmed after each rank: 472, 486, 488 MiB, the same CPU time;
+- with glibc's mmap threshold fixed at 16 MiB as well: 480, 484, 484 MiB, the same time (:data:`ENV`);
+- Dask's worker default ``MALLOC_TRIM_THRESHOLD_=65536`` fixes the mmap threshold at 128 KiB: 366-395 MiB,
+  but every large block is then a fresh mapping whose pages fault in, and a rank takes 31% longer. Our
+  workers leave it unset (:data:`UNSET_ENV`).
+
+:data:`ENV` is for processes started for neurontrace (LocalCluster workers), where it holds from the first
+allocation; :func:`use_system_allocator` applies it to a running process (the CLI, a worker of a cluster
+started elsewhere), from then on; :func:`handing_back` trims the heap after a rank that left much behind.
 """
 
 from __future__ import annotations
@@ -23,16 +27,25 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system"}
+MMAP_THRESHOLD = 16 << 20
+ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD)}
+_M_MMAP_THRESHOLD = -3  # glibc's <malloc.h>
+# Left unset in worker processes: Dask's 64 KiB trim threshold (a 291 MB rank: 4.7 s without it, 6.2 s with).
+UNSET_ENV = ("MALLOC_TRIM_THRESHOLD_",)
 TRIM_ABOVE = 64 << 20  # bytes a rank may leave behind before the heap is trimmed
 
 
 @functools.cache
 def use_system_allocator() -> None:
-    """Arrow's default pool becomes the system allocator, from now on (once per process)."""
+    """:data:`ENV` for this running process, from now on (once): Arrow's default pool becomes the system
+    allocator, and glibc's mmap threshold is fixed (mallopt)."""
     import pyarrow as pa
 
     pa.set_memory_pool(pa.system_memory_pool())
+    libc = _libc()
+    if libc is not None:
+        with suppress(AttributeError):  # a libc without mallopt
+            libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 @functools.cache

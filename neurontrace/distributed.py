@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from neurontrace import errors
-from neurontrace._allocator import ENV, handing_back, use_system_allocator
+from neurontrace._allocator import ENV, UNSET_ENV, handing_back, use_system_allocator
 from neurontrace._optional import require
 from neurontrace.analysis.contract import Options
 from neurontrace.analysis.diagnose import RankResult, combine, diagnose_rank, split_ranks
@@ -202,10 +202,15 @@ def local_cluster(workers: int | None = None, *, dashboard: str | None = ":0") -
     settings of :mod:`neurontrace._allocator`; the dashboard on a free port (``None``: no dashboard)."""
     import logging
 
+    import dask
+
     dd = require("distributed", extra="distributed")
     n = workers or os.cpu_count() or 1
-    with dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dashboard,
-                         silence_logs=logging.ERROR, env=ENV) as cluster, dd.Client(cluster) as c:
+    # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which trims the heap on almost every free: a rank
+    # of 291 MB took 31% longer (bench/scale.py). A map task trims after a large rank itself (_allocator).
+    with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": None for k in UNSET_ENV}), \
+            dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dashboard,
+                            silence_logs=logging.ERROR, env=ENV) as cluster, dd.Client(cluster) as c:
         yield c
 
 
