@@ -1,6 +1,7 @@
 """How diagnose scales with the number of ranks: single process against Dask workers.
 
     python bench/scale.py [--source TRACE] [--rank-mb 8] [--ranks 8 32 128] [--workers 2]
+    python bench/scale.py --reduce-ranks 1024     # the cross-rank reduce alone
 
 Makes N rank files from one real corpus trace (default: the TraceLens H100 BERT trace): **tiled
 copies** of that one trace (repeated end to end in time up to ``--rank-mb`` by bench/tile_trace.py,
@@ -131,14 +132,48 @@ def _run(mode: str, job: Path, workers: int, source: Path) -> dict[str, Any]:
     return result
 
 
+def reduce_cost(ranks: int, repeats: int) -> None:
+    """The cross-rank reduce alone on ``ranks`` ranks: the real 8-rank gloo job's collective records
+    (sample_traces/gloo_8rank) tiled to that many ranks and repeated ``repeats`` times per rank."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import neurontrace
+    from neurontrace.analysis import cross_rank as xr
+
+    rec = xr.rank_collectives(neurontrace.load(ROOT / "sample_traces/gloo_8rank"))
+    world = len(set(rec["rank"].to_pylist()))
+    rank, ordinal = rec.schema.get_field_index("rank"), rec.schema.get_field_index("ordinal")
+    parts = [rec.set_column(rank, rec.schema.field(rank),
+                            pc.add(rec["rank"], world * block).cast(rec.schema.field(rank).type))
+             .set_column(ordinal, rec.schema.field(ordinal),
+                         pc.add(rec["ordinal"], 1000 * k).cast(rec.schema.field(ordinal).type))
+             for block in range(max(1, ranks // world)) for k in range(repeats)]
+    job = pa.concat_tables(parts)
+    size = job.schema.get_field_index("group_size")
+    job = job.set_column(size, job.schema.field(size), pa.array(np.full(job.num_rows, ranks), job.schema.field(size).type))
+    t0 = time.perf_counter()
+    cr = xr.cross_rank(job)
+    secs = time.perf_counter() - t0
+    doc = len(json.dumps(cr.as_dict()))
+    print(f"reduce: {job.num_rows} collective rows of {len(cr.ranks)} ranks ({len(cr.collectives)} collectives) "
+          f"matched in {secs:.2f} s ({job.num_rows / secs:,.0f} rows/s); cross_rank JSON {doc / 1e6:.2f} MB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--source", type=Path, default=SOURCE)
     ap.add_argument("--ranks", type=int, nargs="+", default=[8, 32, 128])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rank-mb", type=float, default=None, help="tile the source in time to this size per rank")
+    ap.add_argument("--reduce-ranks", type=int, metavar="N",
+                    help="only time the cross-rank reduce on N ranks (the gloo job's records, tiled)")
     ap.add_argument("--measure", nargs=2, metavar=("MODE", "JOB"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.reduce_ranks:
+        reduce_cost(args.reduce_ranks, repeats=12)
+        return
     if args.measure:
         print(json.dumps(measure(args.measure[0], Path(args.measure[1]), args.workers, args.source)))
         return
