@@ -406,8 +406,10 @@ def goto_event(model: ViewModel, event_id: int, view: Any) -> Any:
     return {"t0": centre - width // 2, "t1": centre + width // 2, "nonce": time.monotonic_ns()}
 
 
-def on_details(model: ViewModel, reader: Any, selected: Any) -> tuple[Any, Any]:
-    """(details panel, source panel) for the selected event."""
+def on_details(model: ViewModel, reader: Any, selected: Any, origin: tuple[int, str] | None = None
+               ) -> tuple[Any, Any]:
+    """(details panel, source panel) for the selected event; its start from ``origin`` ((ns after the
+    first event, its name); default: the page's time origin, as the x axis)."""
     selected = as_int(selected)
     if selected is None:
         return no_update, no_update
@@ -423,7 +425,13 @@ def on_details(model: ViewModel, reader: Any, selected: Any) -> tuple[Any, Any]:
     best = next((f for f in stack if f.is_user and f.file), next((f for f in stack if f.file), None))
     value = best.frame_id if best else (stack[0].frame_id if stack else None)
     snippet = on_frame(model, reader, value)
-    return layout.details(event, links), layout.source_panel(frames, value, snippet)
+    at, name = origin if origin is not None else time_origin(model)
+    return layout.details(event, links, at, name), layout.source_panel(frames, value, snippet)
+
+
+def time_origin(model: ViewModel) -> tuple[int, str]:
+    """The one-trace page's time 0 and its name (docs/viewer.md, "Time origin")."""
+    return (model.time_origin, "the analysis window start") if model.focus() is not None else (0, "trace start")
 
 
 def on_frame(model: ViewModel, reader: Any, frame_id: Any) -> list[Any]:

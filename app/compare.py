@@ -433,7 +433,9 @@ def on_details(state: CompareState, selected: Any) -> tuple[Any, Any]:
     if sel is None:
         return no_update, no_update
     side, event = sel
-    details, source = callbacks.on_details(state.models()[SIDES.index(side)], state.sides[side].reader, event)
+    points, analysed = state.alignment()
+    origin = (points[side], "the first analysed step" if analysed else "the first step marker (provisional)")
+    details, source = callbacks.on_details(state.models()[SIDES.index(side)], state.sides[side].reader, event, origin)
     return [html.Div(f"in {LABELS[side]}", className="nt-src-note", id="nt-cmp-details-side"), *details], source
 
 

@@ -500,13 +500,16 @@ def _fmt_ns(ns: int | None) -> str:
     return f"{ns} ns"
 
 
-def details(event: dict[str, Any], links: list[tuple[str, str, dict[str, Any] | None]]) -> list[Any]:
+def details(event: dict[str, Any], links: list[tuple[str, str, dict[str, Any] | None]], origin: int = 0,
+            origin_name: str = "trace start") -> list[Any]:
+    """The event's fields; its start from the page's time origin (``origin`` ns after the trace's first
+    event, called ``origin_name``), as the x axis reads, and its timestamp on the trace's own clock."""
     where = (f"{event.get('device')} · {event.get('track')}" if event["side"] == "device"
              else f"{event.get('host') or '?'} · pid {event.get('pid')} · {event.get('track')}")
     kv: list[tuple[str, Any]] = [
         ("category", f"{event['category']} ({event.get('raw_category') or '—'})"),
         ("where", where),
-        ("start", f"{_fmt_ns(event['rel_ns'])} after trace start"),
+        ("start", f"{_fmt_ns(event['rel_ns'] - origin)} from {origin_name}"),
         ("duration", _fmt_ns(event["dur_ns"])),
         ("timestamp", f"{event['ts_ns']} ns"),
         ("event id", str(event["event_id"])),

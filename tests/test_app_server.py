@@ -106,6 +106,25 @@ def test_details_and_source_for_an_event(tmp_path: Path) -> None:
         assert "refused" in text and shown in text and "root:" not in text
 
 
+def test_details_start_reads_from_the_time_origin(tmp_path: Path) -> None:
+    """One time origin (#18): an event's start in its details is measured as the x axis is, from the
+    analysis window start once analysed, and from the trace start before (a real CPU capture, whose
+    window starts 1.19 ms after its first event)."""
+    trace = neurontrace.load(SAMPLES / "compare/baseline.pt.trace.json.gz")
+    model = ViewModel.build(trace)
+    reader = SourceReader([source_root(tmp_path)])
+    event_id = int(trace.system_events["event_id"][trace.system_events.num_rows // 2].as_py())
+    event = model.event(event_id)
+    assert event is not None
+    before, _ = callbacks.on_details(model, reader, event_id)
+    assert f"{layout._fmt_ns(event['rel_ns'])} from trace start" in _text(before)
+    model.analyse()
+    focus = model.focus()
+    assert focus is not None and focus[1][0] > 0
+    after, _ = callbacks.on_details(model, reader, event_id)
+    assert f"{layout._fmt_ns(event['rel_ns'] - focus[1][0])} from the analysis window start" in _text(after)
+
+
 def test_summary_click_toggles_the_highlight_and_the_timeline_draws_it() -> None:
     model = _tiny_model()
     hi = {"points": [{"curveNumber": 4, "customdata": [0.07, 0]}]}  # host_overhead on device 0
