@@ -163,14 +163,24 @@ def diagnose(
                   ([paths] if isinstance(paths, str | Path) else paths)]
     with _client(client, scheduler, workers) as c:
         dd = require("distributed", extra="distributed")
+        job = _job_id()
         futures = [c.submit(diagnose_one, f, options, format, {**(load_options or {}), **extra},
-                            key=f"neurontrace-rank-{i}", pure=False) for i, (f, extra) in enumerate(files)]
+                            key=f"neurontrace-rank-{i}-{job}", pure=False) for i, (f, extra) in enumerate(files)]
+        # Submitted at once: the reduce starts on a worker as the last rank finishes, while ranks are counted.
+        reduced = c.submit(reduce, futures, options, inputs, key=f"neurontrace-reduce-{job}", pure=False)
         progress("ranks", 0, len(futures))
         for done, _ in enumerate(dd.as_completed(futures), start=1):  # counts ranks; results stay on workers
             progress("ranks", done, len(futures))
-        result: dict[str, Any] = c.submit(reduce, futures, options, inputs, key="neurontrace-reduce",
-                                          pure=False).result()
+        result: dict[str, Any] = reduced.result()
         return result
+
+
+def _job_id() -> str:
+    """A job's own suffix for its task keys: Dask reuses the result of a key still held, so two jobs on one
+    client (one after another from a notebook, or at once) must never share one."""
+    import uuid
+
+    return uuid.uuid4().hex[:12]
 
 
 def _format(path: Path) -> str:
@@ -260,8 +270,9 @@ def convert(
     else:
         with _client(client, scheduler, workers) as c:
             dd = require("distributed", extra="distributed")
+            job = _job_id()
             futures = [c.submit(convert_one, f, str(tmp), format, {**(load_options or {}), **extra},
-                                key=f"neurontrace-convert-{i}", pure=False) for i, (f, extra) in enumerate(files)]
+                                key=f"neurontrace-convert-{i}-{job}", pure=False) for i, (f, extra) in enumerate(files)]
             for done, _ in enumerate(dd.as_completed(futures), start=1):
                 progress("ranks", done, len(futures))
             results = c.gather(futures)  # small: one marker entry per rank

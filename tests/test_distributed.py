@@ -52,6 +52,23 @@ def test_identical_to_the_single_process_path(dask_client: Any) -> None:
     assert [d["rank"] for d in got["devices"]] == list(range(8)) and got["cross_rank"]["straggler_rank"] == 7
 
 
+def test_two_jobs_at_once_on_one_client_keep_their_own_results(dask_client: Any) -> None:
+    """Each job's task keys are its own: Dask hands back the result of a key still held by anyone, so two
+    jobs sharing keys (rank-0, rank-1 ...) would get each other's ranks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pair = [SAMPLES / "compare/baseline.pt.trace.json.gz", SAMPLES / "compare/slowed.pt.trace.json.gz"]
+    want = {"job": diagnose(neurontrace.load(JOB), inputs=INPUTS).as_dict(),
+            "pair": distributed.diagnose(pair, client=dask_client)}
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(2):
+            job = pool.submit(distributed.diagnose, JOB, client=dask_client)
+            two = pool.submit(distributed.diagnose, pair, client=dask_client)
+            assert json.dumps(job.result(), sort_keys=True) == json.dumps(want["job"], sort_keys=True)
+            assert json.dumps(two.result(), sort_keys=True) == json.dumps(want["pair"], sort_keys=True)
+    assert len(want["pair"]["devices"]) == 2 and want["pair"]["devices"] != want["job"]["devices"][:2]
+
+
 def test_a_corrupt_rank_is_reported_and_the_others_complete(dask_client: Any, tmp_path: Path) -> None:
     job = _corrupt(JOB, tmp_path / "job", rank=3)
     doc = distributed.diagnose([job, tmp_path / "rank-9.missing.json"], client=dask_client)
