@@ -11,7 +11,9 @@ runtime call inside that) are stacked by nesting depth, so a *lane* is one (trac
 Events are stored once, in numpy arrays sorted by (lane, start). Per lane the running maximum of
 event ends is kept too, so the events of a lane overlapping ``[t0, t1)`` are the slice
 ``searchsorted(cummax_end, t0, "right") : searchsorted(start, t1)``, with no scan, even when events
-of one lane overlap each other. Building the index costs two sorts; nothing loops per event.
+of one lane overlap each other. Building the index costs a few sorts of plain int64 keys (a track or
+lane number packed above a time), stable ones, which take a trace in nearly time order in about linear
+time; nothing loops per event or per track.
 
 Each thread is split into *layers* so that what a reader looks for first is not buried under what
 wraps it: Python frames get a layer of their own (the viewer shows it on request, innermost levels
@@ -34,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from neurontrace.app.palette import CATEGORIES
-from neurontrace.columns import codes
+from neurontrace.columns import codes, row_codes
 from neurontrace.trace import Trace
 
 HOST = "host"
@@ -155,41 +157,38 @@ def build(trace: Trace) -> TrackIndex:
     span = int(end.max()) if n else 1
 
     # Order by track, then start, longer first, so that a parent precedes the events it contains.
-    order = np.lexsort((-(end - start), start, cols["track_key"]))
-    start, end = start[order], end[order]
+    n_tracks = len(track_info)
+    clock = _Clock(start, end, n)
+    order = _track_order(cols["track_key"], clock, end - start)
     track_key = cols["track_key"][order]
-    track_bounds = np.flatnonzero(np.r_[True, track_key[1:] != track_key[:-1], True]) if n else np.array([0])
-    depth = np.zeros(n, dtype=np.int32)
-    max_depth: dict[int, int] = {}
-    cat_sorted = cols["cat"][order]
-    dominant: dict[int, int] = {}
-    counts: dict[int, int] = {}
-    longest: dict[int, int] = {}
-    for a, b in zip(track_bounds[:-1].tolist(), track_bounds[1:].tolist(), strict=True):  # per track
-        s, e = start[a:b], end[a:b]
-        # Open events at each start: those begun before it (in order) minus those already ended.
-        ended = np.searchsorted(np.sort(e), s, side="right")
-        d = np.maximum(np.arange(b - a) - ended, 0).astype(np.int32)
-        depth[a:b] = d
-        key = int(track_key[a])
-        max_depth[key] = int(d.max()) + 1
-        dominant[key] = int(np.bincount(cat_sorted[a:b]).argmax())
-        counts[key] = b - a
-        longest[key] = int((e - s).max())
+    s_key = clock.packed(track_key, clock.start[order])
+    e_key = clock.packed(track_key, clock.end[order])
+    track_first = np.searchsorted(track_key, np.arange(n_tracks + 1))  # tracks hold contiguous slices now
+    # Depth = events of the track begun before this one (in order) minus those that ended by its start.
+    ended = np.searchsorted(np.sort(e_key, kind="stable"), s_key, side="right")  # ends are nearly in order
+    depth = np.maximum(np.arange(n) - ended, 0).astype(np.int32)
+    counts = np.diff(track_first)
+    nonempty = np.flatnonzero(counts)
+    firsts = track_first[nonempty]
+    length_sorted = (end - start)[order]
+    max_depth = dict(zip(nonempty.tolist(), (np.maximum.reduceat(depth, firsts) + 1).tolist(), strict=True)) if n else {}
+    longest = dict(zip(nonempty.tolist(), np.maximum.reduceat(length_sorted, firsts).tolist(), strict=True)) if n else {}
+    per_cat = np.bincount(track_key * len(CATEGORIES) + cols["cat"][order], minlength=n_tracks * len(CATEGORIES))
+    dominant = dict(enumerate(per_cat.reshape(n_tracks, len(CATEGORIES)).argmax(axis=1).tolist()))
+    count_of = dict(enumerate(counts.tolist()))
 
-    tracks, groups, lane_base = _layout(track_info, max_depth, dominant, counts, longest, process_names)
+    tracks, groups, lane_base = _layout(track_info, max_depth, dominant, count_of, longest, process_names)
+    n_lanes = int(sum(t.depth for t in tracks))
     lane_of_event = lane_base[track_key] + depth
-    order2 = np.argsort(lane_of_event, kind="stable")  # start order is kept within each lane
+    # Start order is kept within each lane; lane numbers that fit 16 bits are sorted by radix, in linear time.
+    order2 = np.argsort(lane_of_event.astype(np.uint16) if n_lanes <= 1 << 16 else lane_of_event, kind="stable")
     final = order[order2]
     lane_sorted = lane_of_event[order2]
-    n_lanes = int(sum(t.depth for t in tracks))
     lane_offsets = np.searchsorted(lane_sorted, np.arange(n_lanes + 1)).astype(np.int64)
-    start, end = start[order2], end[order2]
-    cummax = np.empty_like(end)
-    for lane in range(n_lanes):
-        a, b = int(lane_offsets[lane]), int(lane_offsets[lane + 1])
-        if b > a:
-            cummax[a:b] = np.maximum.accumulate(end[a:b])
+    start, end = start[final], end[final]
+    # Running max of ends per lane, all lanes in one pass: a lane's packed keys exceed every earlier lane's.
+    lane_end = clock.packed(lane_sorted, clock.end[final])
+    cummax = clock.unpacked(np.maximum.accumulate(lane_end) if n else lane_end)
     lane_track = np.zeros(n_lanes, dtype=np.int32)
     lane_depth = np.zeros(n_lanes, dtype=np.int32)
     for t in tracks:
@@ -207,6 +206,45 @@ def build(trace: Trace) -> TrackIndex:
         lane_offsets=lane_offsets, lane_track=lane_track, lane_depth=lane_depth, cummax_end=cummax,
         tracks=tracks, groups=groups, names=names, categories=[CATEGORIES[int(c)] for c in present], _ids_sorted=event_id[id_order], _id_pos=id_order,
     )
+
+
+class _Clock:
+    """Event times packed below a small number (a track, a lane) into one int64 sort key,
+    ``number << bits | time``, so that one sort of plain integers orders by both. A trace whose span
+    leaves too few bits for that (times longer than 2**62 over the event count) is packed by the
+    times' ranks among all starts and ends instead: same order, and :meth:`unpacked` maps them back."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray, n: int) -> None:
+        self.values: np.ndarray | None = None
+        span = int(end.max()) if n else 0
+        if span.bit_length() + max(n, 1).bit_length() > 62:
+            self.values, ranks = np.unique(np.concatenate([start, end]), return_inverse=True)
+            start, end = ranks.ravel()[:n], ranks.ravel()[n:]
+            span = len(self.values)
+        self.start, self.end = start, end
+        self.bits = max(span.bit_length(), 1)
+
+    def packed(self, number: np.ndarray, times: np.ndarray) -> np.ndarray:
+        return np.asarray((number.astype(np.int64) << self.bits) | times, dtype=np.int64)
+
+    def unpacked(self, keys: np.ndarray) -> np.ndarray:
+        times = keys & ((1 << self.bits) - 1)
+        return times if self.values is None else np.asarray(self.values[times], dtype=np.int64)
+
+
+def _track_order(track_key: np.ndarray, clock: _Clock, length: np.ndarray) -> np.ndarray:
+    """``np.lexsort((-length, start, track_key))``: by track, then start, longer first, ties in row order.
+    One stable sort of the packed (track, start) key, which takes a trace in nearly time order (as they
+    come) in about linear time, then the few rows that tie on it ordered by length."""
+    key = clock.packed(track_key, clock.start)
+    order = np.argsort(key, kind="stable")
+    tie = key[order[1:]] == key[order[:-1]]
+    if tie.any():
+        pos = np.flatnonzero(np.r_[tie, False] | np.r_[False, tie])
+        run = np.cumsum(np.r_[True, ~tie])[pos]
+        tied = order[pos]
+        order[pos] = tied[np.lexsort((-length[tied], run))]
+    return order
 
 
 # -- columns of one table ------------------------------------------------------------------------
@@ -228,24 +266,17 @@ def _columns(table: pa.Table, which: int) -> dict[str, Any]:
         keys = [codes(table[c]) for c in ("host", "pid", "tid", "track")] + [layer]
     else:
         keys = [codes(table["rank"].cast(pa.string())), codes(table["device"]), codes(table["track"]), layer]
-    combined = np.zeros(n, dtype=np.int64)
-    for idx, values in keys:
-        combined = combined * (len(values) + 1) + (idx + 1)
-    uniq, inverse = np.unique(combined, return_inverse=True)
-    tracks = []
-    for combo in uniq.tolist():  # one per distinct track (few)
-        parts: list[object] = []
-        rest = combo
-        for _idx, values in reversed(keys):
-            rest, i = divmod(rest, len(values) + 1)
-            parts.append(values[i - 1] if i else None)
-        tracks.append((which, tuple(reversed(parts))))
+    track_key = row_codes(*(idx for idx, _values in keys))  # ranks of the distinct key rows, in key order
+    one_row = np.zeros(int(track_key.max()) + 1 if n else 0, dtype=np.int64)
+    one_row[track_key] = np.arange(n)  # a row of each track (any: they share the key), to name it
+    tracks = [(which, tuple(values[idx[r]] if idx[r] >= 0 else None for idx, values in keys))
+              for r in one_row.tolist()]
     return {
         "ts": table["ts_ns"].to_numpy(), "dur": table["dur_ns"].to_numpy(),
         "cat": cat_map[cat_idx], "name": np.where(name_idx < 0, 0, name_idx),
         "event_id": table["event_id"].to_numpy(), "table": np.full(n, which, dtype=np.int8),
         "row": np.arange(n, dtype=np.int64), "names": [str(v) for v in name_values] or [""],
-        "tracks": tracks, "track_key": inverse.reshape(-1).astype(np.int64),
+        "tracks": tracks, "track_key": track_key,
     }
 
 

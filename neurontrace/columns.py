@@ -41,12 +41,32 @@ def row_codes(*columns: np.ndarray) -> np.ndarray:
     """Per row of the integer ``columns`` (one length), the rank of the row among the distinct rows in
     lexicographic order: ``np.unique(np.stack(columns, 1), axis=0, return_inverse=True)[1]``, without the
     structured-row sort that makes that several times slower than a sort of plain integers."""
-    code = np.zeros(len(columns[0]), dtype=np.int64)
+    n = len(columns[0])
+    code, count = np.zeros(n, dtype=np.int64), 1
     for col in columns:
-        values, inverse = np.unique(col, return_inverse=True)
-        # Dense codes before each step: code < rows and inverse < values, so the product stays in int64.
-        code = np.unique(code * len(values) + inverse.ravel(), return_inverse=True)[1].ravel()
-    return code
+        inverse, k = dense_ranks(np.asarray(col))
+        if count * k > 2 * n + 65_536:  # made dense first: code < rows and inverse < k, so code * k fits int64
+            code, count = dense_ranks(code)
+        code, count = code * k + inverse, count * k
+    return dense_ranks(code)[0]
+
+
+def dense_ranks(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """(per value, its rank among the distinct values; how many distinct there are): the inverse of
+    ``np.unique(values, return_inverse=True)``. Values spanning a range not much wider than their count
+    (codes, small ids) are ranked without a sort, by marking a table of the range and counting."""
+    if not len(values):
+        return np.zeros(0, dtype=np.int64), 0
+    lo = int(values.min())
+    width = int(values.max()) - lo + 1
+    if width > 2 * len(values) + 65_536:
+        uniq, inverse = np.unique(values, return_inverse=True)
+        return inverse.ravel().astype(np.int64), len(uniq)
+    shifted = values.astype(np.int64) - lo
+    seen = np.zeros(width, dtype=bool)
+    seen[shifted] = True
+    rank = np.cumsum(seen) - 1
+    return rank[shifted], int(rank[-1]) + 1
 
 
 def _spread(arr: pa.Array, per_value: np.ndarray) -> np.ndarray:
