@@ -23,3 +23,4 @@ def test_take_equals_arrows_take(rows: list[int]) -> None:
 def test_take_of_a_single_chunk_is_arrows() -> None:
     col = pa.chunked_array([["x", "y", "z"]])
     assert take(col, np.array([2, 0])).to_pylist() == ["z", "x"]
+

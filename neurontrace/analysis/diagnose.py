@@ -182,14 +182,26 @@ def _flow_rank_key(trace: Trace) -> np.ndarray:
 
 
 def _slices(table: pa.Table, key: np.ndarray, ranks: list[int | None]) -> list[pa.Table]:
-    order = np.argsort(key, kind="stable")
-    ordered, sorted_key = table.take(pa.array(order)), key[order]
-    out = []
-    for r in ranks:
-        k = _NO_RANK if r is None else r
-        lo, hi = np.searchsorted(sorted_key, k, side="left"), np.searchsorted(sorted_key, k, side="right")
-        out.append(ordered.slice(int(lo), int(hi - lo)))
-    return out
+    """Each rank's rows of ``table`` (``key``: their ranks), in trace order. When every rank's rows are
+    together (rank files loaded in turn, whatever their order) these are slices, copying nothing; else the
+    table is sorted by rank once."""
+    runs = _runs(key)
+    if runs is None:  # a rank in several runs: sort
+        order = np.argsort(key, kind="stable")
+        table, key = table.take(pa.array(order)), key[order]
+        runs = _runs(key)
+        assert runs is not None
+    return [table.slice(lo, hi - lo) for lo, hi in (runs.get(_NO_RANK if r is None else r, (0, 0)) for r in ranks)]
+
+
+def _runs(key: np.ndarray) -> dict[int, tuple[int, int]] | None:
+    """{rank: (first row, end row)} when each rank's rows are one run; None when a rank has several."""
+    if not len(key):
+        return {}
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    ends = np.r_[starts[1:], len(key)]
+    runs = {int(key[lo]): (int(lo), int(hi)) for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True)}
+    return runs if len(runs) == len(starts) else None
 
 
 def _ids(col: pa.ChunkedArray) -> np.ndarray:
