@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -184,7 +185,7 @@ class CompareState:
 class View:
     """The page's view store: the window in ns from each side's x = 0, the alignment it was drawn
     with (each side's x = 0, and whether analysed), whether the user has moved it, and the stamps of
-    the last goto and zoom drawn."""
+    the last goto, zoom and diff row pick drawn."""
 
     t0: int
     t1: int
@@ -193,6 +194,7 @@ class View:
     auto: bool = True
     goto: Any = None
     zoom: Any = None
+    pick: Any = None
 
     @classmethod
     def of(cls, value: Any) -> View | None:
@@ -204,7 +206,13 @@ class View:
         if t0 is None or t1 is None or t1 <= t0 or any(o is None for o in origins.values()):
             return None
         return cls(t0, t1, {k: int(o) for k, o in origins.items() if o is not None}, bool(value.get("analysed")),
-                   bool(value.get("auto", True)), value.get("goto"), value.get("zoom"))
+                   bool(value.get("auto", True)), value.get("goto"), value.get("zoom"), value.get("pick"))
+
+    @staticmethod
+    def undrawn(view: View | None, kind: str, stamp: Any) -> bool:
+        """Whether ``stamp``, the stamp of the store ``kind`` ("goto", "zoom" or "pick"; None: empty), is
+        one ``view`` was not drawn with (nothing was drawn yet: None)."""
+        return stamp is not None and (view is None or getattr(view, kind) != stamp)
 
     def side(self, side: str) -> dict[str, int]:
         """The window as one side's own view store (ns after its first event), as the single-trace
@@ -269,13 +277,14 @@ def _zoom_of(value: Any) -> tuple[str, Any, Any, int | None] | None:
 
 
 def on_compare(state: CompareState, trigger: Any, view: Any, op: Any, viewport: Any, *, zoom: Any = None,
-               goto: Any = None, selected: Any = None) -> tuple[Any, ...]:
+               goto: Any = None, selected: Any = None, pick: Any = None) -> tuple[Any, ...]:
     """(figure A, figure B, status A, status B, view, op) after a zoom/pan of either side (``zoom``: the
     side, plotly's relayout of it, a stamp, and the alignment it was drawn at), a goto (search, a clicked
-    flow, F, ] and [), a selection, a diff row click, a resize or a stage of the analysis: both sides
+    flow, F, ] and [), a selection, a diff row click (``pick``: the row and a stamp, :func:`row_pick`;
+    the row's op is outlined, or cleared when it was), a resize or a stage of the analysis: both sides
     always draw the same aligned window.
 
-    A zoom or goto not yet drawn (its stamp is not the view's) is applied whatever fired: Dash keeps the
+    A zoom, goto or pick not yet drawn (its stamp is not the view's) is applied whatever fired: Dash keeps the
     answer of a callback's newest call only, so a redraw that fired while a zoom was in flight would
     otherwise undo it. The stored window is moved to today's alignment keeping what A shows, so when
     the analysed alignment replaces the provisional one a zoom the user made stays on the same events
@@ -293,11 +302,13 @@ def on_compare(state: CompareState, trigger: Any, view: Any, op: Any, viewport: 
         window = (stored.t0 + shift, stored.t1 + shift)
     zoomed = _zoom_of(zoom)
     nonce = goto.get("nonce") if isinstance(goto, dict) else None
-    new_zoom = zoomed is not None and (stored is None or stored.zoom != zoomed[2])
-    new_goto = nonce is not None and (stored is None or stored.goto != nonce)
-    if isinstance(trigger, dict) and trigger.get("type") == "nt-cmp-row":
+    new_zoom = View.undrawn(stored, "zoom", zoomed[2] if zoomed else None)
+    new_goto = View.undrawn(stored, "goto", nonce)
+    pick_stamp = pick.get("nonce") if isinstance(pick, dict) else None
+    new_pick = View.undrawn(stored, "pick", pick_stamp)
+    if new_pick:
         rows = state.rows()
-        index = callbacks.as_int(trigger.get("index"), 0, len(rows) - 1)
+        index = callbacks.as_int(pick.get("index"), 0, len(rows) - 1)
         if index is not None:
             name = str(rows[index]["name"])
             picked = None if name == picked else name
@@ -306,7 +317,7 @@ def on_compare(state: CompareState, trigger: Any, view: Any, op: Any, viewport: 
         model = models[side]
         drawn = drawn_at if drawn_at is not None else (stored.origins[side] if stored else origins[side])
         asked = callbacks.parse_relayout(relayout, model.index.span_ns, drawn)
-        if asked is None and trigger == "nt-cmp-zoom":
+        if asked is None and trigger == "nt-cmp-zoom" and not new_pick:
             return (no_update,) * 6
         if asked is not None:
             t0, t1 = callbacks.clamp(model, *asked)
@@ -325,8 +336,15 @@ def on_compare(state: CompareState, trigger: Any, view: Any, op: Any, viewport: 
     (fa, sa), (fb, sb) = (draw_side(models[s], window, origins[s], viewport=viewport, op=picked,
                                     selected=sel[1] if sel and sel[0] == s else None) for s in SIDES)
     new_view = {"t0": window[0], "t1": window[1], "origins": origins, "analysed": analysed, "auto": auto,
-                "goto": nonce, "zoom": zoomed[2] if zoomed else None}
+                "goto": nonce, "zoom": zoomed[2] if zoomed else None, "pick": pick_stamp}
     return fa, fb, sa, sb, new_view, (no_update if picked == op else picked)  # the table redraws on a change only
+
+
+def row_pick(trigger: Any) -> Any:
+    """The pick store after a click on a diff row: the row, stamped like a goto so that a redraw racing
+    the click's own (Dash keeps the newest call's answer only) still applies it, once."""
+    index = callbacks.as_int(trigger.get("index")) if isinstance(trigger, dict) else None
+    return no_update if index is None else {"index": index, "nonce": time.monotonic_ns()}
 
 
 def _on_side(side: str, picked: tuple[Any, Any]) -> tuple[Any, Any]:
@@ -526,7 +544,7 @@ def compare_page(state: CompareState) -> html.Div:
         *layout.key_buttons(),
         dcc.Store(id="nt-cmp-view", data=None), dcc.Store(id="nt-cmp-op", data=None),
         dcc.Store(id="nt-cmp-selected", data=None), dcc.Store(id="nt-cmp-goto", data=None),
-        dcc.Store(id="nt-cmp-zoom", data=None),
+        dcc.Store(id="nt-cmp-zoom", data=None), dcc.Store(id="nt-cmp-pick", data=None),
         dcc.Store(id="nt-viewport", data=None), dcc.Store(id="nt-cmp-stage", data=key),
         dcc.Interval(id="nt-cmp-poll", interval=400, disabled=key in (READY_STAGE, FAILED_STAGE)),
     ])
@@ -569,15 +587,20 @@ def create_compare_app(state: CompareState) -> dash.Dash:
     @app.callback(Output("nt-cmp-timeline-a", "figure"), Output("nt-cmp-timeline-b", "figure"),
                   Output("nt-cmp-status-a", "children"), Output("nt-cmp-status-b", "children"),
                   Output("nt-cmp-view", "data"), Output("nt-cmp-op", "data"),
-                  Input("nt-cmp-zoom", "data"), Input({"type": "nt-cmp-row", "index": ALL}, "n_clicks"),
+                  Input("nt-cmp-zoom", "data"), Input("nt-cmp-pick", "data"),
                   Input("nt-viewport", "data"), Input("nt-cmp-stage", "data"), Input("nt-cmp-goto", "data"),
                   Input("nt-cmp-selected", "data"), State("nt-cmp-view", "data"), State("nt-cmp-op", "data"))
-    def _compare(zoom: Any, _rows: Any, viewport: Any, _stage: Any, goto: Any, selected: Any, view: Any,
+    def _compare(zoom: Any, pick: Any, viewport: Any, _stage: Any, goto: Any, selected: Any, view: Any,
                  op: Any) -> tuple[Any, ...]:
-        trigger = dash.ctx.triggered_id
-        if isinstance(trigger, dict) and not clicked():
+        return on_compare(state, dash.ctx.triggered_id, view, op, viewport, zoom=zoom, goto=goto, selected=selected,
+                          pick=pick)
+
+    @app.callback(Output("nt-cmp-pick", "data"), Input({"type": "nt-cmp-row", "index": ALL}, "n_clicks"),
+                  prevent_initial_call=True)
+    def _row(_clicks: Any) -> Any:
+        if not clicked():
             raise dash.exceptions.PreventUpdate  # rows just drawn, not clicked
-        return on_compare(state, trigger, view, op, viewport, zoom=zoom, goto=goto, selected=selected)
+        return row_pick(dash.ctx.triggered_id)
 
     @app.callback(Output("nt-cmp-diff", "children"), Input("nt-cmp-op", "data"), prevent_initial_call=True)
     def _rows(op: Any) -> Any:

@@ -274,7 +274,14 @@ def main() -> None:
 def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, float, int]:
     """The two-run page on ``trace`` and a second trace like it: loaded -> page shown, loaded -> diff
     table complete, zoom/pan and a diff row click."""
-    from neurontrace.app.compare import CompareState, compare_page, on_compare, on_progress, on_search_pair
+    from neurontrace.app.compare import (
+        CompareState,
+        compare_page,
+        on_compare,
+        on_progress,
+        on_search_pair,
+        row_pick,
+    )
     from neurontrace.app.server import ViewerState
 
     other = build_trace(args.events * 3 // 4, seed=1)
@@ -340,8 +347,8 @@ def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, floa
         zoom *= 10
     if not state.rows():
         raise SystemExit("the diff lists no changed op: nothing to click")
-    secs, res = best_of(args.repeat, lambda: on_compare(state, {"type": "nt-cmp-row", "index": 0}, view, None,
-                                                        viewport))
+    pick = row_pick({"type": "nt-cmp-row", "index": 0})
+    secs, res = best_of(args.repeat, lambda: on_compare(state, "nt-cmp-pick", view, None, viewport, pick=pick))
     worst_t, worst_b = max(worst_t, secs), max(worst_b, payload(res))
     print(f"click a diff row ({res[5]} outlined in both): {secs * 1e3:.1f} ms, {payload(res) / 1e3:.1f} KB")
     secs, res = best_of(args.repeat, lambda: on_search_pair(state, "ncclDevKernel", True, None, view, "both"))

@@ -25,6 +25,7 @@ from neurontrace.app.compare import (
     on_search_pair,
     op_positions,
     provisional_point,
+    row_pick,
 )
 from neurontrace.app.server import ViewerState
 from tests.conftest import SAMPLES
@@ -82,7 +83,7 @@ def test_a_diff_row_outlines_that_op_in_both_timelines(pair: CompareState) -> No
     rows = pair.rows()
     assert rows[0]["name"] == "augment" and rows[0]["status"] == "slower"  # make_compare_samples.py slows it
     assert {r["status"] for r in rows} <= {"added", "removed", "slower", "faster"}
-    out = on_compare(pair, {"type": "nt-cmp-row", "index": 0}, None, None, VIEWPORT)
+    out = on_compare(pair, "nt-cmp-pick", None, None, VIEWPORT, pick=row_pick({"type": "nt-cmp-row", "index": 0}))
     assert out[5] == "augment"
     for model, fig, status in zip(pair.models(), out[:2], out[2:4], strict=True):
         (mark,) = [t for t in fig["data"] if t["name"] == "diff:augment"]
@@ -91,8 +92,32 @@ def test_a_diff_row_outlines_that_op_in_both_timelines(pair: CompareState) -> No
         assert 0 < n <= len(everywhere) == 3  # one augment range per profiled step
         assert f"{n} augment events outlined" in status
     # The same row again clears the outline.
-    again = on_compare(pair, {"type": "nt-cmp-row", "index": 0}, out[4], "augment", VIEWPORT)
+    again = on_compare(pair, "nt-cmp-pick", out[4], "augment", VIEWPORT,
+                       pick=row_pick({"type": "nt-cmp-row", "index": 0}))
     assert again[5] is None and not any(t["name"].startswith("diff:") for t in again[0]["data"])
+    assert row_pick({"type": "nt-cmp-row", "index": "x"}) is no_update
+
+
+def test_a_diff_row_click_survives_a_redraw_that_fired_with_it(pair: CompareState) -> None:
+    """Dash keeps the newest call's answer only: a redraw (resize, analysis stage, selection) that fired
+    while the click's own call was in flight read the view and op from before the click, and its answer
+    replaces the click's. It applies the click still, and only once."""
+    *_figs, view, _op = on_compare(pair, None, None, None, VIEWPORT)
+    pick = row_pick({"type": "nt-cmp-row", "index": 0})
+    for trigger in ("nt-viewport", "nt-cmp-stage", "nt-cmp-selected"):
+        raced = on_compare(pair, trigger, view, None, VIEWPORT, pick=pick)
+        assert raced[5] == "augment" and raced[4]["pick"] == pick["nonce"]
+        assert any(t["name"] == "diff:augment" for t in raced[0]["data"])
+        # Drawn once: the next redraw keeps the op as it is (a second toggle would clear it).
+        later = on_compare(pair, trigger, raced[4], "augment", VIEWPORT, pick=pick)
+        assert later[5] is no_update and any(t["name"] == "diff:augment" for t in later[0]["data"])
+    # A zoom racing the click, and a zoom store left with nothing to apply: both still outline the op.
+    zoom = {"side": "a", "relayout": {"xaxis.range[0]": 2.0, "xaxis.range[1]": 7.5}, "at": 11}
+    both = on_compare(pair, "nt-cmp-zoom", view, None, VIEWPORT, zoom=zoom, pick=pick)
+    assert both[5] == "augment" and (both[4]["t0"], both[4]["t1"]) == (2_000_000, 7_500_000)
+    idle = on_compare(pair, "nt-cmp-zoom", view, None, VIEWPORT, zoom=zoom | {"relayout": {"dragmode": "pan"}},
+                      pick=pick)
+    assert idle[5] == "augment"
 
 
 def test_a_side_that_fails_to_load_shows_its_parsers_message(tmp_path: Path) -> None:
