@@ -486,6 +486,12 @@ def correlation_calls(host: pa.Table, flows: pa.Table, dev: pa.Table, calls: np.
     return out
 
 
+def device_groups(dev: pa.Table) -> np.ndarray:
+    """One code per (rank, device) of each row of ``dev``: the devices of a job, every rank's cuda:0 its own."""
+    return row_codes(pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
+                     codes(dev["device"])[0].astype(np.int64))
+
+
 def launching_pids(host: pa.Table, flows: pa.Table, dev: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """(a code per ``host`` row for its pid, the code of the launching process per ``dev`` row or -1).
 
@@ -504,8 +510,7 @@ def launching_pids(host: pa.Table, flows: pa.Table, dev: pa.Table) -> tuple[np.n
     dp = np.minimum(np.searchsorted(d_ids[d_order], dst), len(d_order) - 1)
     ok = (h_ids[h_order][hp] == src) & (d_ids[d_order][dp] == dst)
     pid_d[d_order[dp[ok]]] = pid_h[h_order[hp[ok]]]
-    group = row_codes(pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
-                      codes(dev["device"])[0].astype(np.int64))
+    group = device_groups(dev)
     for g in np.unique(group[pid_d < 0]).tolist():  # one pass per device without a flow on every row
         pids = np.unique(pid_d[(group == g) & (pid_d >= 0)])
         if len(pids) == 1:

@@ -34,7 +34,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis.attribution import DeviceAttribution, correlation_calls, launching_pids
+from neurontrace.analysis.attribution import (
+    DeviceAttribution,
+    correlation_calls,
+    device_groups,
+    launching_pids,
+)
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
 from neurontrace.analysis.opcost import FORMULAS, op_cost
 from neurontrace.analysis.peaks import DevicePeak, device_peak
@@ -195,8 +200,7 @@ class OpsIndex:
     def _link_once(self) -> tuple[np.ndarray, ...] | None:
         host, dev, flows = self.host, self.dev, self.trace.flows
         flowed = _own_flows(host, flows, dev)
-        group = row_codes(pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
-                          codes(dev["device"])[0].astype(np.int64))
+        group = device_groups(dev)
         pid = launching_pids(host, flows, dev)[1]
         if len(np.unique(row_codes(group[flowed], pid[flowed]))) > len(np.unique(group[flowed])):
             return None  # a device launched from several processes: link window by window
@@ -204,7 +208,7 @@ class OpsIndex:
         bare_owner, bare_launcher = owner.copy(), launcher.copy()
         if not flowed.all():
             alone = np.flatnonzero(~flowed)
-            bare_owner[alone], bare_launcher[alone] = _kernel_owner(host, flows, dev.take(pa.array(alone)),
+            bare_owner[alone], bare_launcher[alone] = _kernel_owner(host, flows, take(dev, alone),
                                                                     self.top_of, self.thread)
         return owner, launcher, bare_owner, bare_launcher, flowed, group
 
