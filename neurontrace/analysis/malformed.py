@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis.contract import Context, Section
-from neurontrace.columns import codes, isin, take
+from neurontrace.columns import codes, isin, row_codes, take
 from neurontrace.trace import Trace
 
 MAX_EVENT_NS = 86_400 * 10**9  # one day
@@ -161,12 +161,10 @@ def _clip_host_overflows(host: pa.Table, hs: np.ndarray, h_end: np.ndarray, drop
     sub = take(host.select(["category", "rank", "pid", "tid"]), rows)  # not args: most of a rank
     # Python frames come from another tracer than ops, runtime calls and ranges, and cross them by design (a
     # record_function range opens inside the frame of the call that enters it): each nests only among its own.
-    thread = isin(sub["category"], ("python",)).astype(np.int64)
-    for key in (pc.fill_null(sub["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
-                codes(sub["pid"])[0], codes(sub["tid"])[0]):  # one dense code per (rank, pid, tid, tracer)
-        thread = np.unique(thread * (int(key.max()) + 2) + key + 1, return_inverse=True)[1].ravel()
+    thread = row_codes(isin(sub["category"], ("python",)).astype(np.int64),  # one code per (tracer, rank, pid, tid)
+                       pc.fill_null(sub["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
+                       codes(sub["pid"])[0], codes(sub["tid"])[0]).astype(np.int32)
     start, end = hs[rows], h_end[rows]
-    thread = thread.astype(np.int32)
     order = np.lexsort((-end, start, thread))  # per thread: by start, the longer (outer) slice first
     n = len(order)
     rank_in_order = np.empty(n, np.int64)
