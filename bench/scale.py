@@ -45,10 +45,6 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def _rss_mb() -> float:
-    return int(Path("/proc/self/statm").read_text().split()[1]) * resource.getpagesize() / 2**20
-
-
 def _reset_peak() -> float:
     """Start a new peak at the current RSS (Linux: ``5 > /proc/self/clear_refs``); returns that RSS."""
     gc.collect()

@@ -216,8 +216,8 @@ def local_cluster(workers: int | None = None, *, dashboard: str | None = ":0") -
 
     dd = require("distributed", extra="distributed")
     n = workers or os.cpu_count() or 1
-    # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which trims the heap on almost every free: a rank
-    # of 291 MB took 31% longer (bench/scale.py). A map task trims after a large rank itself (_allocator).
+    # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also pins glibc's mmap threshold at 128 KiB:
+    # a rank of 291 MB took 31% longer (neurontrace._allocator). A map task trims after a large rank itself.
     with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": None for k in UNSET_ENV}), \
             dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dashboard,
                             silence_logs=logging.ERROR, env=ENV) as cluster, dd.Client(cluster) as c:
