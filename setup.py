@@ -1,7 +1,7 @@
-"""The one compiled part: the Kineto traceEvents scanner (parsers/_kineto_scan.c).
+"""The one compiled part: the Kineto traceEvents scanner (neurontrace/parsers/_kineto_scan.c).
 
 ``optional=True``: where no C compiler is present the package still installs, and the Kineto
-parser uses its pure-Python decoder (same results, slower); see parsers/_kineto_json.py.
+parser uses its pure-Python decoder (same results, slower); see neurontrace/parsers/_kineto_json.py.
 """
 
 from setuptools import Extension, setup
@@ -10,7 +10,7 @@ setup(
     ext_modules=[
         Extension(
             "neurontrace.parsers._kineto_scan",
-            sources=["parsers/_kineto_scan.c"],
+            sources=["neurontrace/parsers/_kineto_scan.c"],
             extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra"],
             optional=True,
         )

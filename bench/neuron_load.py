@@ -15,7 +15,7 @@ Method:
   threads) is shown beside wall time: on a shared machine it varies less.
 - load: ``neurontrace.load(DIR)`` with default settings (``detail="auto"``: above 1M rows ``args``
   holds no copy of the unmapped columns, which stay in the Parquet files and are read back by
-  ``neuron_explorer.source_columns``; see ``parsers/neuron_explorer.py``), i.e. a full ``Trace``
+  ``neuron_explorer.source_columns``; see ``neurontrace/parsers/neuron_explorer.py``), i.e. a full ``Trace``
   with one ``device_events`` row per instruction plus the derived semaphore-wait rows. The child
   reports the columns the parser read (metadata ``neuron.columns_read``).
 - baseline: ``pyarrow.parquet.read_table(DIR/Instruction.parquet, columns=<those columns>)``;

@@ -14,7 +14,7 @@ Method:
   ratio (peak - baseline) / size is the memory the parse itself adds.
 - HTA: wall time of ``TraceAnalysis(trace_dir=DIR)``, DIR holding only a symlink ``rank-0.json`` to
   the trace, run by ``--hta-python`` (HTA may live in its own virtualenv); skipped if not importable.
-- The decoder that ran is printed: ``native`` (the compiled scanner, parsers/_kineto_scan.c) or
+- The decoder that ran is printed: ``native`` (the compiled scanner, neurontrace/parsers/_kineto_scan.c) or
   ``python (why)``. ``--reference`` adds a row with the pure-Python decoder forced.
 - ``--decoders``: reference rows for ``json.loads``, ``orjson.loads`` (when installed) and untyped
   ``msgspec.json.decode`` of the same bytes (file read not timed).

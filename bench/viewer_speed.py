@@ -361,7 +361,7 @@ def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, floa
 
 
 def run_ops(model: ViewModel, args: argparse.Namespace, title: str) -> tuple[float, int]:
-    """The ops panel (``app/roofline.py``): its index build, its callback when the tab opens (the analysis
+    """The ops panel (``neurontrace/app/roofline.py``): its index build, its callback when the tab opens (the analysis
     window) and after zooms at every level (each a new window: nothing cached), a click on a row, and the
     timeline redrawn with that op's kernels outlined; print and return the worst server time and payload."""
     from neurontrace.analysis.ops import OpsIndex

@@ -1,4 +1,4 @@
-"""The two-run page's logic without a browser (``app/compare.py``), on the shipped comparison pair: each side
+"""The two-run page's logic without a browser (``neurontrace/app/compare.py``), on the shipped comparison pair: each side
 is aligned at its first analysed step, a zoom of either side draws the same aligned window in both, and
 a diff row outlines exactly that op's events."""
 

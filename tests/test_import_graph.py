@@ -48,7 +48,7 @@ FORBIDDEN: list[tuple[tuple[str, ...], tuple[str, ...], str]] = [
 
 def _modules() -> dict[str, Path]:
     found: dict[str, Path] = {}
-    for folder, _dirs, files in os.walk(PACKAGE, followlinks=True):  # parsers/ and app/ are linked in
+    for folder, _dirs, files in os.walk(PACKAGE):
         rel = Path(folder).relative_to(PACKAGE)
         for name in files:
             if not name.endswith(".py"):
@@ -155,6 +155,15 @@ def test_the_graph_covers_the_whole_package() -> None:
                  "neurontrace.analysis.attribution", "neurontrace.render.report"):
         assert must in graph
     assert "neurontrace.cli._common" in graph["neurontrace.cli.diagnose"]  # `from pkg import module` resolves
+
+
+def test_the_package_is_a_real_tree() -> None:
+    """No symbolic link stands in for a folder or file (a checkout without symlinks must build the same wheel),
+    and every folder of modules is a package of its own."""
+    links = [str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*") if p.is_symlink()]
+    assert links == []
+    for folder in {p.parent for p in PACKAGE.rglob("*.py")}:
+        assert (folder / "__init__.py").is_file(), f"{folder.relative_to(ROOT)} has modules but no __init__.py"
 
 
 def test_no_import_cycles() -> None:

@@ -1,7 +1,7 @@
 /* Columnar scanner for the traceEvents list of a Kineto (torch.profiler) Chrome trace.
  *
  * One pass over the bytes writes every event straight into column buffers: no Python object per
- * event. It is the fast path of parsers/_kineto_json.py and handles the common shape only: the
+ * event. It is the fast path of neurontrace/parsers/_kineto_json.py and handles the common shape only: the
  * Python decoder there is the reference. Everything the scanner reads is checked as strictly as
  * JSON demands (RFC 8259: strings, escapes, numbers, literals, nesting), so it is also the
  * validator of the list; input that is not valid JSON, or that it is not sure about (a field of

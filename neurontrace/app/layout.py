@@ -389,7 +389,7 @@ OP_COLUMNS = [("name", "name"), ("side", "side"), ("category", "category"), ("ca
               ("total_ms", "total (ms)"), ("share", "% of trace"), ("mean_us", "mean (µs)"), ("max_us", "max (µs)")]
 FALLBACK_COLUMNS = [("name", "op"), ("calls", "calls"), ("host_ms", "host (ms)"),
                     ("device_idle_ms", "device idle (ms)"), ("found_by", "found by"), ("source", "source line")]
-# The columns of `neurontrace ops` (docs/ops.md); rows come from app/roofline.py.
+# The columns of `neurontrace ops` (docs/ops.md); rows come from neurontrace/app/roofline.py.
 ROOFLINE_COLUMNS = [("op", "op"), ("op_class", "op class"), ("kernel_class", "kernel class"), ("kernels", "kernels"),
                     ("device_ms", "device time (ms)"), ("gflop", "GFLOP"), ("mb", "MB"), ("tflops_per_s", "TFLOP/s"),
                     ("tb_per_s", "TB/s"), ("intensity", "FLOP/byte"), ("pct_of_peak", "% of peak"),
