@@ -60,7 +60,8 @@ def _shares(d: Any) -> tuple[float, float, float]:
 
 
 def _device_span(trace: Any, device: str, rank: int | None) -> tuple[int, int] | None:
-    from neurontrace.analysis.attribution import DEVICE_WORK, device_categories, device_rows
+    from neurontrace.analysis.attribution import device_rows
+    from neurontrace.analysis.work import DEVICE_WORK, device_categories
 
     dev = device_rows(trace, device, rank)
     work = np.isin(device_categories(dev), list(DEVICE_WORK))
@@ -71,7 +72,8 @@ def _device_span(trace: Any, device: str, rank: int | None) -> tuple[int, int] |
 
 
 def _work_in(trace: Any, device: str, rank: int | None, span: tuple[int, int]) -> int:
-    from neurontrace.analysis.attribution import DEVICE_WORK, device_categories, device_rows
+    from neurontrace.analysis.attribution import device_rows
+    from neurontrace.analysis.work import DEVICE_WORK, device_categories
 
     dev = device_rows(trace, device, rank)
     s = dev["ts_ns"].to_numpy()
@@ -82,7 +84,8 @@ def _category_note(trace: Any, device: str, rank: int | None) -> str:
     """Kernels whose category neurontrace's vocabulary decides differently from HTA's name test."""
     import re
 
-    from neurontrace.analysis.attribution import device_categories, device_rows
+    from neurontrace.analysis.attribution import device_rows
+    from neurontrace.analysis.work import device_categories
 
     hta_comm = re.compile(r"(^nccl)|(ncclKernel)|(ncclDevKernel)|(^rccl)|(^hccl)|(^c10d::)")  # HTA's own pattern
     dev = device_rows(trace, device, rank)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 import neurontrace
-from neurontrace.analysis.attribution import driving_host_events
+from neurontrace.analysis.driving import driving_host_events
 from neurontrace.analysis.launch import LAUNCHED, launch_calls, launch_stats
 from neurontrace.analysis.ops import op_table
 from neurontrace.analysis.overlap import overlap

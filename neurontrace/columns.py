@@ -124,3 +124,9 @@ def distinct(col: pa.Array | pa.ChunkedArray) -> list[str]:
     used: list[int] = np.unique(arr.indices.drop_null().to_numpy(zero_copy_only=False)).tolist()
     values = arr.dictionary.to_pylist()
     return sorted(values[int(i)] for i in used)
+
+
+def of_rank(table: pa.Table, rank: int | None) -> pa.Table:
+    """Rows of ``rank`` (rows without a rank when ``rank`` is None); one rank (the usual case): no copy."""
+    mask = pc.is_null(table["rank"]) if rank is None else pc.fill_null(pc.equal(table["rank"], rank), False)
+    return keep(table, mask.to_numpy(zero_copy_only=False))

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 import neurontrace
-from neurontrace.analysis.attribution import default_window, driving_host_events
+from neurontrace.analysis.default_window import default_window
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
+from neurontrace.analysis.driving import driving_host_events
 from neurontrace.analysis.launch import launch_stats
 from neurontrace.analysis.overlap import overlap
 from neurontrace.columns import select

@@ -92,9 +92,10 @@ def diagnoses(tmp_path_factory: pytest.TempPathFactory) -> list[Diagnosis]:
 
 
 def test_a_diagnosis_comes_back_whole_from_its_json(diagnoses: list[Diagnosis]) -> None:
-    from neurontrace.analysis.attribution import DeviceAttribution, Stall
+    from neurontrace.analysis.attribution import DeviceAttribution
     from neurontrace.analysis.contract import Finding
     from neurontrace.analysis.fallback import FallbackOp
+    from neurontrace.analysis.stalls import Stall
 
     filled: set[tuple[str, str]] = set()
     for diag in diagnoses:

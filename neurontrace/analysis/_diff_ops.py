@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis.attribution import frame_sources
+from neurontrace.analysis.stalls import frame_sources
 from neurontrace.columns import matches
 from neurontrace.trace import Trace
 

@@ -41,10 +41,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis.attribution import device_categories
 from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section
 from neurontrace.analysis.intervals import union
-from neurontrace.columns import flat, isin, keep, matches, select
+from neurontrace.analysis.work import device_categories
+from neurontrace.columns import flat, isin, keep, matches, of_rank, select
 from neurontrace.trace import Trace
 from neurontrace.units import duration
 
@@ -112,15 +112,9 @@ def _ranks(trace: Trace) -> list[int | None]:
     return sorted(seen, key=lambda r: (r is None, r or 0))
 
 
-def _of_rank(t: pa.Table, rank: int | None) -> pa.Table:
-    if rank is None:
-        return t.filter(pc.is_null(t["rank"]))
-    return t.filter(pc.fill_null(pc.equal(t["rank"], rank), False))
-
-
 def _one_rank(trace: Trace, rank: int | None, only: bool = False) -> pa.Table:
-    dev = trace.device_events if only else _of_rank(trace.device_events, rank)
-    host = trace.system_events if only else _of_rank(trace.system_events, rank)
+    dev = trace.device_events if only else of_rank(trace.device_events, rank)
+    host = trace.system_events if only else of_rank(trace.system_events, rank)
     # The category each event counts as (names.device_category), as in attribution: symmetric-memory and
     # custom all-reduce kernels are collectives though the parser filed them as compute.
     effective = device_categories(dev)
@@ -187,7 +181,7 @@ class _Info:
 
 def _distributed_info(trace: Trace, rank: int | None) -> _Info:
     """Process groups (Kineto ``distributedInfo``) and device names (``deviceProperties``) of a rank."""
-    meta = _of_rank(trace.metadata, rank) if rank is not None else trace.metadata
+    meta = of_rank(trace.metadata, rank) if rank is not None else trace.metadata
     out = _Info()
     for key, value in zip(meta["key"].to_pylist(), meta["value"].to_pylist(), strict=True):
         if key == "kineto.distributedInfo":

@@ -18,13 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import registry
-from neurontrace.analysis.attribution import TOP_STALLS, DeviceAttribution, Stall, attribute, frame_sources
+from neurontrace.analysis.attribution import DeviceAttribution, attribute
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
 from neurontrace.analysis.fallback import FallbackOp, find_fallback, recorded_ops
 from neurontrace.analysis.findings import worst
 from neurontrace.analysis.malformed import sanitize
 from neurontrace.analysis.phases import Phases
 from neurontrace.analysis.runs_check import check_one_run
+from neurontrace.analysis.stalls import TOP_STALLS, Stall, frame_sources
 from neurontrace.trace import Trace
 
 SCHEMA = "neurontrace.diagnose/1"

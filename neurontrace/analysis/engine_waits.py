@@ -24,12 +24,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection
 from neurontrace.analysis.intervals import clip, layered, union
-from neurontrace.columns import isin, select
+from neurontrace.columns import isin, of_rank, select
 from neurontrace.trace import Trace
 from neurontrace.units import duration
 
@@ -43,7 +42,7 @@ def engine_waits(trace: Trace, device: str, rank: int | None, window: tuple[int,
         return None
     dev = select(trace.device_events, "device", device)
     if rank is not None:
-        dev = dev.filter(pc.fill_null(pc.equal(dev["rank"], rank), False))
+        dev = of_rank(dev, rank)
     lo, hi = window
     waits = dev.filter(pa.array(isin(dev["category"], ["sync_wait"])))
     s, e = _spans(waits)

@@ -24,8 +24,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis.attribution import DeviceAttribution, correlation_calls
+from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
+from neurontrace.analysis.driving import correlation_calls
 from neurontrace.analysis.overlap import device_and_host
 from neurontrace.columns import isin, keep
 from neurontrace.units import duration

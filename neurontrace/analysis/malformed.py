@@ -21,7 +21,7 @@ kind                        what                                                
 ``correlation_collisions``  a correlation id on runtime calls of several processes of one rank     count
                             (files merged without ranks): links then use launch flows (exact event
                             ids) first, then correlation ids keyed (rank, pid, id) where flows tie
-                            the device to one process, else (rank, id) (attribution.correlation_calls)
+                            the device to one process, else (rank, id) (driving.correlation_calls)
 =========================  =====================================================================  ========
 """
 

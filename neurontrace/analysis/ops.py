@@ -34,16 +34,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
-from neurontrace.analysis.attribution import (
-    DeviceAttribution,
-    correlation_calls,
-    device_groups,
-    launching_pids,
-)
+from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
+from neurontrace.analysis.driving import correlation_calls, device_groups, launching_pids
 from neurontrace.analysis.opcost import FORMULAS, op_cost
 from neurontrace.analysis.peaks import DevicePeak, device_peak
-from neurontrace.columns import codes, flat, isin, keep, row_codes, select, take
+from neurontrace.columns import codes, flat, isin, keep, of_rank, row_codes, select, take
 from neurontrace.trace import Trace
 
 CPU_DEVICE = "cpu"
@@ -171,7 +167,7 @@ class OpsIndex:
     The host side is computed once: thread codes, the outermost formula ops, and each op's cost
     (evaluated when a window first needs it). Kernels are linked to their ops once, too. A window's
     linking differs from the whole trace's only through the launching process of kernels without a
-    launch flow of their own: ``attribution.launching_pids`` takes it from the device's other kernels
+    launch flow of their own: ``driving.launching_pids`` takes it from the device's other kernels
     when they all come from one process, so it is known exactly when the window holds one of those. So
     each device (rank, device) with one launching process keeps two links per kernel (that process known,
     and not) and a window picks one per device; a device launched from several processes is linked
@@ -185,8 +181,7 @@ class OpsIndex:
             dev = select(dev, "device", device)
         host = trace.system_events
         if rank is not None:
-            dev = keep(dev, pc.fill_null(pc.equal(dev["rank"], rank), False).to_numpy(zero_copy_only=False))
-            host = keep(host, pc.fill_null(pc.equal(host["rank"], rank), False).to_numpy(zero_copy_only=False))
+            dev, host = of_rank(dev, rank), of_rank(host, rank)
         self.trace, self.host, self.dev = trace, host, dev
         self.thread = _thread_codes(host)
         self.top_of = _outermost(host, self.thread)

@@ -21,14 +21,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from neurontrace.analysis.attribution import (
-    DeviceAttribution,
-    device_categories,
-    device_rows,
-    driving_host_events,
-)
+from neurontrace.analysis.attribution import DeviceAttribution, device_rows
 from neurontrace.analysis.contract import Context, DeviceSection
+from neurontrace.analysis.driving import driving_host_events
 from neurontrace.analysis.intervals import clip, union, within
+from neurontrace.analysis.work import device_categories
 from neurontrace.columns import keep, select
 from neurontrace.units import duration
 

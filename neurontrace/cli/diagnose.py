@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from neurontrace import errors
-from neurontrace.analysis.attribution import TOP_STALLS
 from neurontrace.analysis.findings import SEVERITIES
+from neurontrace.analysis.stalls import TOP_STALLS
 from neurontrace.analysis.window import resolve
 from neurontrace.cli import _common as common
 from neurontrace.cli.runs import add_save_run_arguments, check_save_run_arguments, save_run

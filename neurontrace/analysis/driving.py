@@ -1,0 +1,125 @@
+"""Who drives a device: the host process(es) that launched its work, and each device event's launching call.
+
+Kineto writes device events under the device's own pid, not the launcher's, and correlation ids repeat
+across ranks and processes: links are launch flows first (exact event ids), then correlation ids within
+the rank and, where known, the launching process.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neurontrace.columns import codes, isin, keep, of_rank, row_codes, select
+from neurontrace.trace import Trace
+
+LINK_SAMPLE = 4096  # correlation ids sampled to find the processes driving a device
+
+
+def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
+    """Host events of the process(es) that launched this device's work.
+
+    Found through correlation ids (runtime call ↔ device op). Without any link, the host events of
+    the same rank stand in (a CPU-side profile of a Neuron device, a GPU-only trace). Without the
+    ``args`` column: the analyses read names, times and links, and a copy of ``args`` is most of a rank.
+    """
+    host = trace.system_events.drop_columns(["args"])
+    rank = _first(dev["rank"])
+    if rank is not None:  # correlation ids repeat across ranks: look only at this rank's host events
+        host = of_rank(host, rank)
+    src = launch_sources(trace, dev)  # launch flows name their host end exactly (no id collisions)
+    if len(src):
+        linked = host.filter(pa.array(np.isin(host["event_id"].to_numpy(), src)))
+        pids = [p for p in pc.unique(linked["pid"].cast(pa.string())).to_pylist() if p is not None]
+        if pids:
+            return keep(host, isin(host["pid"], pids))
+    corr = dev["correlation"].drop_null()
+    if len(corr) > LINK_SAMPLE:  # a few thousand links name the driving processes as well as all do
+        corr = corr.take(pa.array(np.linspace(0, len(corr) - 1, LINK_SAMPLE).astype(np.int64)))
+    if len(corr):
+        linked = host.filter(pc.fill_null(pc.is_in(host["correlation"], pc.unique(corr)), False))
+        pids = [p for p in pc.unique(linked["pid"].cast(pa.string())).to_pylist() if p is not None]
+        if pids:
+            return keep(host, isin(host["pid"], pids))
+    return host
+
+
+def launch_sources(trace: Trace, dev: pa.Table) -> np.ndarray:
+    """Host event ids of the launch flows that end on an event of ``dev`` (empty without flows)."""
+    flows = trace.flows
+    if flows.num_rows == 0:
+        return np.zeros(0, dtype=np.int64)
+    launch = select(flows, "kind", "launch")
+    dst = launch["dst_event_id"].fill_null(-1).to_numpy()
+    hit = np.isin(dst, dev["event_id"].to_numpy())
+    return np.asarray(launch["src_event_id"].fill_null(-1).to_numpy()[hit], dtype=np.int64)
+
+
+def correlation_calls(host: pa.Table, flows: pa.Table, dev: pa.Table, calls: np.ndarray) -> np.ndarray:
+    """Per row of ``dev``, the row of ``host`` among ``calls`` with its correlation id, or -1.
+
+    Correlation ids repeat across ranks, and across processes of one rank when files are merged without
+    ranks, so the key is (rank, pid, correlation) where the device row's launching process is known, else
+    (rank, correlation). Kineto writes device events under the device's own pid, not the launcher's: the
+    process is known only through launch flows, the row's own or, for a row without one, those of the other
+    work on its device when they all come from one process (``launching_pids``)."""
+    out = np.full(dev.num_rows, -1, dtype=np.int64)
+    if dev.num_rows == 0 or len(calls) == 0:
+        return out
+    pid_h, pid_d = launching_pids(host, flows, dev)
+
+    def ints(t: pa.Table, col: str) -> np.ndarray:
+        return np.asarray(pc.fill_null(t[col], -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    hc, hr, dc, dr = ints(host, "correlation")[calls], ints(host, "rank")[calls], ints(dev, "correlation"), ints(
+        dev, "rank")
+    for known in (True, False):
+        q = np.flatnonzero((pid_d >= 0) == known)
+        if not len(q):
+            continue
+        by_pid = np.r_[pid_h[calls], pid_d[q]] if known else np.zeros(len(calls) + len(q), np.int64)
+        key = row_codes(np.r_[hr, dr[q]], by_pid, np.r_[hc, dc[q]])
+        src, qk = key[:len(calls)], key[len(calls):]
+        order = np.argsort(src, kind="stable")  # the first call of a key wins, as before
+        pos = np.minimum(np.searchsorted(src[order], qk), len(order) - 1)
+        hit = (src[order][pos] == qk) & (dc[q] >= 0) & (hc[order][pos] >= 0)
+        out[q[hit]] = calls[order[pos[hit]]]
+    return out
+
+
+def device_groups(dev: pa.Table) -> np.ndarray:
+    """One code per (rank, device) of each row of ``dev``: the devices of a job, every rank's cuda:0 its own."""
+    return row_codes(pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64),
+                     codes(dev["device"])[0].astype(np.int64))
+
+
+def launching_pids(host: pa.Table, flows: pa.Table, dev: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(a code per ``host`` row for its pid, the code of the launching process per ``dev`` row or -1).
+
+    A device row's process: the host end of its own launch flow; else the one process whose launch flows end
+    on its (rank, device), when there is exactly one; else unknown."""
+    pid_h = codes(host["pid"])[0].astype(np.int64) if host.num_rows else np.zeros(0, np.int64)
+    pid_d = np.full(dev.num_rows, -1, dtype=np.int64)
+    if flows.num_rows == 0 or dev.num_rows == 0 or host.num_rows == 0:
+        return pid_h, pid_d
+    launch = select(flows, "kind", "launch")
+    src = launch["src_event_id"].fill_null(-1).to_numpy()
+    dst = launch["dst_event_id"].fill_null(-1).to_numpy()
+    h_ids, d_ids = host["event_id"].to_numpy(), dev["event_id"].to_numpy()
+    h_order, d_order = np.argsort(h_ids, kind="stable"), np.argsort(d_ids, kind="stable")
+    hp = np.minimum(np.searchsorted(h_ids[h_order], src), len(h_order) - 1)
+    dp = np.minimum(np.searchsorted(d_ids[d_order], dst), len(d_order) - 1)
+    ok = (h_ids[h_order][hp] == src) & (d_ids[d_order][dp] == dst)
+    pid_d[d_order[dp[ok]]] = pid_h[h_order[hp[ok]]]
+    group = device_groups(dev)
+    for g in np.unique(group[pid_d < 0]).tolist():  # one pass per device without a flow on every row
+        pids = np.unique(pid_d[(group == g) & (pid_d >= 0)])
+        if len(pids) == 1:
+            pid_d[(group == g) & (pid_d < 0)] = pids[0]
+    return pid_h, pid_d
+
+
+def _first(col: pa.ChunkedArray) -> int | None:
+    vals = col.drop_null()
+    return int(vals[0].as_py()) if len(vals) else None
