@@ -87,13 +87,12 @@ def finish(tmp: Path, directory: str | Path, ranks: list[dict[str, Any]]) -> Pat
 
 def write_dataset(traces: list[Trace], directory: str | Path, *, force: bool = False) -> Path:
     """A dataset from traces held in memory (one or more ranks each); ``convert`` streams instead."""
-    from neurontrace.analysis.diagnose import split_ranks
 
     tmp = start(directory, force=force)
     seen: dict[int | None, int] = {}
     ranks = []
     for t in traces:
-        for one in split_ranks(t):
+        for one in t.split_ranks():
             r = rank_of(one)
             ranks.append(write_rank(one, tmp, seen.get(r, 0)))
             seen[r] = seen.get(r, 0) + 1

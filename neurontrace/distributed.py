@@ -31,7 +31,7 @@ from neurontrace import errors
 from neurontrace._allocator import ENV, UNSET_ENV, handing_back, use_system_allocator
 from neurontrace._optional import require
 from neurontrace.analysis.contract import Options
-from neurontrace.analysis.diagnose import RankResult, combine, diagnose_rank, split_ranks
+from neurontrace.analysis.diagnose import RankResult, combine, diagnose_rank
 from neurontrace.load import Probe, claiming, load, members
 from neurontrace.progress import Progress, no_progress
 
@@ -80,7 +80,7 @@ def diagnose_one(path: str, options: Options, format: str | None = None,
     """The map task: load one input and diagnose each rank in it; a failure is returned, not raised."""
     def work() -> list[RankResult]:
         trace = load(path, format=format, **(load_options or {}))
-        return [diagnose_rank(t, options) for t in split_ranks(trace)]
+        return [diagnose_rank(t, options) for t in trace.split_ranks()]
 
     return _map_task(path, work)
 
@@ -232,7 +232,7 @@ def convert_one(path: str, directory: str, format: str | None = None,
     def work() -> list[dict[str, Any]]:
         trace = load(path, format=format, **(load_options or {}))
         return [{**dataset.write_rank(one, directory), "warnings": [w for a in one.accounting for w in a.warnings]}
-                for one in split_ranks(trace)]
+                for one in trace.split_ranks()]
 
     return _map_task(path, work)
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -282,6 +283,29 @@ class Trace:
 
     # -- combining ------------------------------------------------------------------------------
 
+    def split_ranks(self) -> list[Trace]:
+        """One Trace per rank, in rank order (no rank last); the trace itself when it holds one rank.
+
+        Each part holds that rank's events, counters and metadata, the flows between its events, and the
+        frames its events name (with their callers). One sort per table, then slices: the cost grows with
+        the events, not with events x ranks.
+        """
+        ranks = sorted(set(self.system_events["rank"].to_pylist()) | set(self.device_events["rank"].to_pylist()),
+                       key=lambda r: (r is None, r or 0))
+        if len(ranks) <= 1:
+            return [self]
+        parts: dict[str, list[pa.Table]] = {
+            name: _slices(self.tables[name], _rank_key(self.tables[name]["rank"]), ranks)
+            for name in ("system_events", "device_events", "counters", "metadata")}
+        parts["flows"] = _slices(self.flows, _flow_rank_key(self), ranks)
+        out = []
+        for i in range(len(ranks)):
+            tables = {name: parts[name][i] for name in parts}
+            ids = np.concatenate([_ids(tables[n]["frame_id"]) for n in ("system_events", "device_events")])
+            out.append(Trace(**tables, frames=_frames_for(self.frames, ids)))
+        return out
+
+
     @classmethod
     def concat(cls, traces: Iterable[Trace]) -> Trace:
         """One trace from several (ranks, hosts, device + host profiles); ids are renumbered."""
@@ -368,3 +392,68 @@ def _next_id(*tables: pa.Table, column: str) -> int:
         if t.num_rows:
             top = max(top, int(pc.max(t[column]).as_py()))
     return top + 1
+
+
+_NO_RANK = np.iinfo(np.int64).max  # sorts after every rank, as None does in split_ranks
+
+
+def _rank_key(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(col.cast(pa.int64()), _NO_RANK).to_numpy())
+
+
+def _flow_rank_key(trace: Trace) -> np.ndarray:
+    """Each flow's rank: that of the event it starts at (else ends at), so flows stay with their events."""
+    ids = [trace.tables[n]["event_id"].to_numpy() for n in ("system_events", "device_events")]
+    keys = [_rank_key(trace.tables[n]["rank"]) for n in ("system_events", "device_events")]
+    top = max((int(i.max()) for i in ids if len(i)), default=-1)
+    rank_of = np.full(top + 2, _NO_RANK, dtype=np.int64)  # the last slot answers ids that are null or unknown
+    for i, k in zip(ids, keys, strict=True):
+        rank_of[i] = k
+    fl = trace.flows
+
+    def at(col: str) -> np.ndarray:
+        e = np.asarray(pc.fill_null(fl[col], -1).to_numpy())
+        return np.asarray(rank_of[np.where((e >= 0) & (e <= top), e, top + 1)])
+
+    src = at("src_event_id")
+    return np.where(src != _NO_RANK, src, at("dst_event_id"))
+
+
+def _slices(table: pa.Table, key: np.ndarray, ranks: list[int | None]) -> list[pa.Table]:
+    """Each rank's rows of ``table`` (``key``: their ranks), in trace order. When every rank's rows are
+    together (rank files loaded in turn, whatever their order) these are slices, copying nothing; else the
+    table is sorted by rank once."""
+    runs = _runs(key)
+    if runs is None:  # a rank in several runs: sort
+        order = np.argsort(key, kind="stable")
+        table, key = table.take(pa.array(order)), key[order]
+        runs = _runs(key)
+        assert runs is not None
+    return [table.slice(lo, hi - lo) for lo, hi in (runs.get(_NO_RANK if r is None else r, (0, 0)) for r in ranks)]
+
+
+def _runs(key: np.ndarray) -> dict[int, tuple[int, int]] | None:
+    """{rank: (first row, end row)} when each rank's rows are one run; None when a rank has several."""
+    if not len(key):
+        return {}
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    ends = np.r_[starts[1:], len(key)]
+    runs = {int(key[lo]): (int(lo), int(hi)) for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True)}
+    return runs if len(runs) == len(starts) else None
+
+
+def _ids(col: pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(col.drop_null().to_numpy(), dtype=np.int64)
+
+
+def _frames_for(frames: pa.Table, ids: np.ndarray) -> pa.Table:
+    """The frames named by ``ids`` and all their callers."""
+    fid = np.asarray(frames["frame_id"].to_numpy(), dtype=np.int64)
+    parent = np.asarray(pc.fill_null(frames["parent_id"], -1).to_numpy(), dtype=np.int64)
+    keep = np.zeros(len(fid), dtype=bool)
+    todo = np.unique(ids)
+    while len(todo):  # one pass per stack level
+        hit = np.isin(fid, todo) & ~keep
+        keep |= hit
+        todo = np.unique(parent[hit][parent[hit] >= 0])
+    return frames.filter(pa.array(keep))

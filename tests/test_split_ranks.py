@@ -1,4 +1,4 @@
-"""analysis.diagnose.split_ranks: one Trace per rank, by slices when the rows already come rank by rank."""
+"""Trace.split_ranks: one Trace per rank, by slices when the rows already come rank by rank."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import neurontrace
-from neurontrace.analysis.diagnose import split_ranks
 from tests.conftest import SAMPLES
 
 
@@ -26,7 +25,7 @@ def test_split_ranks_whether_or_not_the_rows_come_rank_by_rank() -> None:
                                   device_events=job.device_events, flows=job.flows, counters=job.counters,
                                   frames=job.frames, metadata=job.metadata)
     for trace in (job, shuffled, reversed_):
-        parts = split_ranks(trace)
+        parts = trace.split_ranks()
         assert len(parts) == 8
         for rank, part in enumerate(parts):
             want = trace.system_events.filter(pc.equal(trace.system_events["rank"], rank))
