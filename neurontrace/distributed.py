@@ -30,8 +30,10 @@ from typing import Any, TypeVar
 from neurontrace import errors
 from neurontrace._allocator import ENV, UNSET_ENV, handing_back, use_system_allocator
 from neurontrace._optional import require
+from neurontrace.analysis import load_warnings
 from neurontrace.analysis.contract import Options
 from neurontrace.analysis.diagnose import RankResult, combine, diagnose_rank
+from neurontrace.analysis.load_warnings import LoadWarning, LoadWarnings
 from neurontrace.load import Probe, claiming, load, members
 from neurontrace.progress import Progress, no_progress
 
@@ -109,8 +111,9 @@ def reduce(results: Sequence[list[RankResult] | RankFailure], options: Options,
         raise _error(first.exit_code, f"every rank failed; the first: {first.warning()}")
     diag = combine(parts, options, inputs=inputs)
     if failures:  # the load-warnings section of every report: a rank not analysed is the loudest warning
-        diag.sections["warnings"] = list(diag.sections.get("warnings") or []) + [
-            {"source": f.path, "format": None, "message": f"not analysed: {f.error}"} for f in failures]
+        found: LoadWarnings = diag.sections.get(load_warnings.SECTION.key) or LoadWarnings()
+        diag.sections[load_warnings.SECTION.key] = LoadWarnings(
+            found.items + [LoadWarning(f.path, None, f"not analysed: {f.error}") for f in failures])
     doc = diag.as_dict()
     if failures:  # only then: a complete job's document is exactly the single-process one
         doc["failed_ranks"] = [{"path": f.path, "error": f.error, "exit_code": f.exit_code} for f in failures]

@@ -54,12 +54,6 @@ class DeviceAttribution:
     sections: dict[str, Any] = field(default_factory=dict)  # device sections (analysis/contract.py), by key
 
     @property
-    def engine_waits(self) -> dict[str, Any] | None:
-        """Neuron devices: waits by producer (analysis/engine_waits.py); None elsewhere."""
-        value = self.sections.get("engine_waits")
-        return value if isinstance(value, dict) else None
-
-    @property
     def window_ns(self) -> int:
         return self.window[1] - self.window[0]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from neurontrace.analysis import registry
+from neurontrace.analysis import cross_rank, malformed, phases, registry
 from neurontrace.analysis.attribution import DeviceAttribution, attribute
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
 from neurontrace.analysis.fallback import FallbackOp, find_fallback, recorded_ops
@@ -40,12 +40,12 @@ class Diagnosis:
 
     @property
     def phases(self) -> Phases:
-        value: Phases = self.sections["phases"]
+        value: Phases = self.sections[phases.SECTION.key]
         return value
 
     @property
     def cross_rank(self) -> dict[str, Any]:
-        value = self.sections.get("cross_rank")
+        value = self.sections.get(cross_rank.SECTION.key)
         return {} if value is None else dict(value.as_dict())
 
     @property
@@ -143,7 +143,7 @@ def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
     devices = attribute(trace, window=options.window, fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64),
                         top=options.top)
     ctx = Context(trace, devices, fallback, frames, Options(options.window, tuple(sorted(named)), options.top),
-                  {"event_checks": checks})
+                  {malformed.SECTION.key: checks})
     for d in devices:
         for ds in registry.DEVICE_SECTIONS:
             value = ds.compute(ctx, d)
