@@ -28,7 +28,7 @@ from neurontrace.analysis.default_window import Window, choose_window
 from neurontrace.analysis.driving import driving_host_events
 from neurontrace.analysis.intervals import NONE, layered, sweep
 from neurontrace.analysis.labels import Label, labels_of, spans
-from neurontrace.analysis.stalls import TOP_STALLS, Stall, top_stalls
+from neurontrace.analysis.stalls import TOP_STALLS, Stall, frame_sources, top_stalls
 from neurontrace.analysis.work import DEVICE_WORK, HOST_WORK, device_categories
 from neurontrace.causes import CAUSES
 from neurontrace.columns import flat, isin, keep, matches, of_rank, select, take
@@ -77,32 +77,35 @@ def attribute(
     window: tuple[int, int] | None = None,
     fallback_event_ids: np.ndarray | None = None,
     top: int = TOP_STALLS,
+    frames: dict[int, str] | None = None,
 ) -> list[DeviceAttribution]:
     """Attribution for every device of ``trace`` (or the host CPU when it has no device activity).
 
     A trace without events (a Neuron summary, a capture whose profiles were not decoded) has nothing
-    to attribute: no device, rather than an empty ``cpu`` window.
+    to attribute: no device, rather than an empty ``cpu`` window. ``frames``: the trace's
+    :func:`~neurontrace.analysis.stalls.frame_sources` where the caller has them (found once otherwise).
     """
     dev = trace.device_events
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
     if dev.num_rows == 0 and trace.system_events.num_rows == 0:
         return []
+    frames = frame_sources(trace) if frames is None else frames  # once for every device's stalls
     if dev.num_rows == 0:
         ranks = sorted(pc.unique(trace.system_events["rank"]).to_pylist(), key=lambda r: (r is not None, r or 0))
-        return [_attribute_cpu(trace, r, window, fallback, top) for r in ranks or [None]]
+        return [_attribute_cpu(trace, r, window, fallback, top, frames) for r in ranks or [None]]
     # One block per device of each rank: every rank of a job has its own cuda:0.
     pairs = dev.select(["device", "rank"]).group_by(["device", "rank"]).aggregate([]).to_pylist()
     pairs.sort(key=lambda p: (p["rank"] is not None, p["rank"] or 0, str(p["device"])))
-    return [_attribute_device(trace, str(p["device"]), p["rank"], window, fallback, top) for p in pairs]
+    return [_attribute_device(trace, str(p["device"]), p["rank"], window, fallback, top, frames) for p in pairs]
 
 
 def _attribute_device(trace: Trace, device: str, rank: int | None, window: tuple[int, int] | None,
-                      fallback: np.ndarray, top: int) -> DeviceAttribution:
+                      fallback: np.ndarray, top: int, frames: dict[int, str]) -> DeviceAttribution:
     dev = device_rows(trace, device, rank)
     host = driving_host_events(trace, dev)
     win = Window(window, "option", "--window") if window else choose_window(trace, host, dev)
     labels = _device_labels(dev) + _host_labels(host, fallback)
-    return _finish(trace, device, rank, win, labels, top)
+    return _finish(trace, device, rank, win, labels, top, frames)
 
 
 def device_rows(trace: Trace, device: str, rank: int | None) -> pa.Table:
@@ -111,12 +114,12 @@ def device_rows(trace: Trace, device: str, rank: int | None) -> pa.Table:
 
 
 def _attribute_cpu(trace: Trace, rank: int | None, window: tuple[int, int] | None, fallback: np.ndarray,
-                   top: int) -> DeviceAttribution:
+                   top: int, frames: dict[int, str]) -> DeviceAttribution:
     """No accelerator in the trace: each rank's CPU is the device, framework ops are its compute."""
     host = of_rank(trace.system_events, rank)
     ops = select(host, "category", "framework_op")
     win = Window(window, "option", "--window") if window else choose_window(trace, host, ops)
-    return _finish(trace, CPU_DEVICE, rank, win, _cpu_labels(host, ops, fallback), top)
+    return _finish(trace, CPU_DEVICE, rank, win, _cpu_labels(host, ops, fallback), top, frames)
 
 
 def _cpu_labels(host: pa.Table, ops: pa.Table, fallback: np.ndarray) -> list[Label]:
@@ -130,7 +133,7 @@ def _cpu_labels(host: pa.Table, ops: pa.Table, fallback: np.ndarray) -> list[Lab
 
 
 def _finish(trace: Trace, device: str, rank: int | None, window: Window, labels: list[Label],
-            top: int) -> DeviceAttribution:
+            top: int, frames: dict[int, str]) -> DeviceAttribution:
     win = window.span
     labels = _ordered(labels)
     owned, unexplained, unions = layered(win, [(lb.starts, lb.ends) for lb in labels])
@@ -146,7 +149,7 @@ def _finish(trace: Trace, device: str, rank: int | None, window: Window, labels:
         detail["idle.unexplained"] = unexplained
     out = DeviceAttribution(device, rank, win, window.source, causes, detail, window_rule=window.rule,
                             window_steps=window.steps, device_lag_ns=window.lag_ns)
-    out.top_stalls = top_stalls(trace, win, labels, unions, top)
+    out.top_stalls = top_stalls(trace, win, labels, unions, top, frames)
     out.check()
     return out
 

@@ -136,12 +136,13 @@ def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
     """The map step: attribution, fallback and every section's per-rank value for one rank's trace."""
     options = options or Options()
     trace, checks = sanitize(trace)  # malformed events: one rule each, counted (analysis/malformed.py)
-    frames = frame_sources(trace)
-    named = set(options.fallback_ops) | set(recorded_ops(trace)[0])
-    fallback = find_fallback(trace, options.fallback_ops, frames)  # adds run.json's get_fallback_ops() itself
+    frames = frame_sources(trace)  # once per rank: the fallback ops' and the stalls' sources
+    recorded = recorded_ops(trace)  # run.json's fallback and executed ops, once per rank
+    named = set(options.fallback_ops) | set(recorded[0])
+    fallback = find_fallback(trace, options.fallback_ops, frames, recorded)  # adds run.json's fallback ops itself
     fallback_ids = [i for op in fallback if op.charged for i in op.event_ids]
     devices = attribute(trace, window=options.window, fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64),
-                        top=options.top)
+                        top=options.top, frames=frames)
     ctx = Context(trace, devices, fallback, frames, Options(options.window, tuple(sorted(named)), options.top),
                   {malformed.SECTION.key: checks})
     for d in devices:
