@@ -61,7 +61,7 @@ def _same(a: Any, b: Any, where: str, filled: set[tuple[str, str]]) -> None:
 
 def _rounded(t: pa.Table) -> list[dict[str, Any]]:
     """Op rows as the document keeps them (percentages to three decimals)."""
-    rows = t.to_pylist()
+    rows: list[dict[str, Any]] = t.to_pylist()
     for r in rows:
         pct = r["delta_pct"]
         r["delta_pct"] = None if pct is None or math.isnan(pct) else round(pct, 3)
@@ -113,6 +113,7 @@ def test_every_registered_section_comes_back_whole(diagnoses: list[Diagnosis]) -
     """Every section's value is a dataclass that survives its JSON (``from_json(to_json(v))``), field by field;
     each section, and each field of each section's dataclass, holds something in at least one input."""
     from neurontrace.analysis import registry
+    from neurontrace.analysis.contract import DeviceSection, Section
 
     root = corpus_root()
     if root is None:
@@ -127,9 +128,10 @@ def test_every_registered_section_comes_back_whole(diagnoses: list[Diagnosis]) -
     seen: dict[str, int] = {}
     value_types: set[type] = set()
     filled: set[tuple[str, str]] = set()
-    sections = [*registry.DEVICE_SECTIONS, *registry.SECTIONS]
+    sections: list[Section | DeviceSection] = [*registry.DEVICE_SECTIONS, *registry.SECTIONS]
     for diag in diagnoses:
-        held = [(s, v) for s in registry.SECTIONS for v in [diag.sections.get(s.key)] if v is not None]
+        held: list[tuple[Section | DeviceSection, Any]] = [
+            (s, v) for s in registry.SECTIONS for v in [diag.sections.get(s.key)] if v is not None]
         held += [(s, v) for d in diag.devices for s in registry.DEVICE_SECTIONS for v in [d.sections.get(s.key)]
                  if v is not None]
         for section, value in held:
