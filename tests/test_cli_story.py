@@ -1,0 +1,42 @@
+"""One story across commands (#27), held as users meet it: each command run as a subprocess with no terminal
+(as in a pipe or a CI log), its output read as text."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLES, corpus_root
+
+PAIR = (SAMPLES / "compare" / "baseline.pt.trace.json.gz", SAMPLES / "compare" / "slowed.pt.trace.json.gz")
+
+
+def piped(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """The command with its output going to a pipe: no terminal, no COLUMNS (what a CI log gets)."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    return subprocess.run([sys.executable, "-m", "neurontrace", *map(str, args)], capture_output=True, text=True,
+                          timeout=180, check=False, env=env, stdin=subprocess.DEVNULL)
+
+
+def test_piped_reports_print_whole_names_and_headers() -> None:
+    """Names used to be cut at 80 columns in pipes (``aten:…``, ``kern…``, ``TFLOP…``)."""
+    res = piped("diff", *PAIR)
+    assert res.returncode == 0, res.stderr
+    assert "…" not in res.stdout
+    assert "autograd::engine::evaluate_function: AddmmBackward0" in res.stdout
+    assert "aten::native_layer_norm" in res.stdout
+
+
+def test_piped_ops_table_keeps_every_header_and_kernel_name() -> None:
+    root = corpus_root()
+    if root is None:
+        pytest.skip("the real-trace corpus is not beside the checkout")
+    trace = root / "TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+    res = piped("ops", trace)
+    assert res.returncode == 0, res.stderr
+    assert "…" not in res.stdout
+    assert "TFLOP/s" in res.stdout and "% of peak" in res.stdout
