@@ -71,6 +71,10 @@ class UsageError(NeurontraceError):
     exit_code = EXIT_USAGE
 
 
+class PortInUseError(UsageError):
+    """``view --port N``: another program listens on that port (or it cannot be bound there)."""
+
+
 class WindowError(UsageError):
     """``--window`` does not fit the trace (it lies outside it, or is malformed)."""
 

@@ -40,3 +40,29 @@ def test_piped_ops_table_keeps_every_header_and_kernel_name() -> None:
     assert res.returncode == 0, res.stderr
     assert "…" not in res.stdout
     assert "TFLOP/s" in res.stdout and "% of peak" in res.stdout
+
+
+def test_view_on_a_busy_port_is_a_named_error_that_suggests_port_0() -> None:
+    """It used to exit 1 ("a bug, please report") with the web framework's own text."""
+    import socket
+
+    from neurontrace import errors
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        res = piped("view", SAMPLES / "cpu_train_loop.pt.trace.json.gz", "--port", str(busy.getsockname()[1]),
+                    "--no-browser")
+    assert res.returncode == errors.EXIT_USAGE, res.stderr
+    assert "--port 0" in res.stderr and "in use by another program" not in res.stderr
+    assert res.stderr.count("\n") == 1  # one line, no framework text
+
+
+def test_view_of_a_file_that_is_no_trace_exits_instead_of_serving(tmp_path: Path) -> None:
+    from neurontrace import errors
+
+    bad = tmp_path / "notes.json"
+    bad.write_text("not json at all")
+    res = piped("view", bad, "--port", "0", "--no-browser")  # returns: it never starts serving
+    assert res.returncode == errors.EXIT_UNKNOWN_FORMAT and "notes.json" in res.stderr
+    assert "http://" not in res.stdout
