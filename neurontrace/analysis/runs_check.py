@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from neurontrace.columns import select
 from neurontrace.errors import MixedRunsError
 from neurontrace.trace import Trace
+from neurontrace.units import duration
 
 WORK = ("framework_op", "runtime", "driver", "python", "compile", "load")
 
@@ -49,7 +50,7 @@ def check_one_run(trace: Trace) -> None:
     groups = process_groups(trace)
     if len(groups) < 2:
         return
-    gaps = ", ".join(f"processes {'/'.join(g[2][:3])} at +{(g[0] - groups[0][0]) / 1e9:,.3f} s" for g in groups[:4])
+    gaps = ", ".join(f"processes {'/'.join(g[2][:3])} at +{duration(g[0] - groups[0][0])}" for g in groups[:4])
     raise MixedRunsError(
         f"the inputs hold {len(groups)} unrelated runs (no ranks; {gaps}: their processes never overlap in "
         f"time, so their clocks or runs differ) in {len(set(sources))} files: {', '.join(sorted(set(sources))[:6])}. "
