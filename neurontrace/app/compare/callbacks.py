@@ -1,245 +1,41 @@
-"""Two runs side by side (``neurontrace view A B``): both timelines stacked with one shared zoom, both
-cause summary strips, and the ``diff`` op table beside them; a click on a diff row outlines that op
-in both timelines.
+"""What the two-run page does. As on the one-trace page (``neurontrace/app/callbacks.py``), each Dash
+callback registered by :func:`register` is a thin wrapper around a plain function of the
+:class:`CompareState` (``on_compare``, ``on_pick``, ``on_search_pair``, ``on_progress``,
+``on_details``), tested and timed without a browser; those apply the one-trace functions to the side
+an event belongs to.
 
-Built from the single-trace viewer's parts: each side is a :class:`~neurontrace.app.server.ViewerState`
-(loading, the :class:`ViewModel`, the analysis), drawn by :func:`figures.timeline` and
-:func:`figures.summary`, with the window requests, search, details, fit and flow-follow functions of
-:mod:`neurontrace.app.callbacks`, applied to the side an event belongs to. What is new here is the
-alignment: each side's x axis is ms from its *first analysed step* (the first step marker, or Neuron
-device execution, that starts inside the busiest device's analysis window; the window's start when
-there is none), so the two runs line up step for step and one x range means the same moment of both.
+Data flow::
 
-The page is progressive: it is drawn as soon as both traces are indexed, aligned provisionally at each
-run's first step marker (the trace start without one); the analyses and the diff run after it, and the
-page polls their progress (:meth:`CompareState.stage`): each cause strip fills in when its side is
-analysed, the alignment switches to the analysed one once both are (keeping what A shows when the
-user has zoomed), and the diff table fills in last.
+    zoom/pan of either timeline (nt-cmp-zoom), diff row (nt-cmp-pick), goto, selection, stage
+        ──► on_compare ──► both figures, nt-cmp-view, nt-cmp-op
+    timeline click / search hit / flow / keys F ] [ ──► on_pick, on_search_pair ──► nt-cmp-selected, nt-cmp-goto
+    nt-cmp-selected ──► on_details ──► details panel, source panel
+    nt-cmp-poll ──► on_progress ──► stage, cause strips, alignment note, diff table
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
-from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import dash
-import numpy as np
-from dash import ALL, Input, Output, State, dcc, html, no_update
+from dash import ALL, Input, Output, State, html, no_update
 
-from neurontrace.analysis.diff import Diff, diff
 from neurontrace.app import callbacks, figures, layout
+from neurontrace.app.compare.layout import ALIGN_NOTE, diff_rows, page
+from neurontrace.app.compare.model import (
+    FAILED_STAGE,
+    LABELS,
+    READY_STAGE,
+    SIDES,
+    CompareState,
+    View,
+    op_positions,
+    selection_of,
+)
 from neurontrace.app.model import ViewModel
-from neurontrace.app.server import FAILED, LOADING, READY, ViewerState
-from neurontrace.errors import NeurontraceError
-
-SIDES = ("a", "b")
-LABELS = {"a": "A (baseline)", "b": "B (change)"}
-MAX_DIFF_ROWS = 200
-DIFF_COLUMNS = (("status", "status"), ("kind", "kind"), ("name", "op"), ("baseline_ms", "A (ms)"),
-                ("change_ms", "B (ms)"), ("delta_ms", "Δ (ms)"), ("delta_pct", "Δ %"))
-READY_STAGE, FAILED_STAGE = "ready", "failed"
-ALIGN_NOTE = {True: "x: ms from each run's first analysed step; zooming or panning either timeline moves both.",
-              False: "x: ms from each run's first step marker (the trace start without one): a provisional "
-                     "alignment until both analyses are done, then each run's first analysed step. Zooming or "
-                     "panning either timeline moves both."}
-
-
-def provisional_point(model: ViewModel) -> int:
-    """Where the x axis reads 0 before the analysis: the first step marker (or Neuron execution), else
-    the trace's first event."""
-    starts = model.steps[0]
-    return int(starts[0]) if len(starts) else 0
-
-
-def align_point(model: ViewModel) -> int:
-    """ns after the trace's first event where its x axis reads 0 once analysed: the first step (or
-    execution) starting inside the analysis window, else the window's start (before the analysis,
-    or without a device: :func:`provisional_point`)."""
-    focus = model.focus()
-    if focus is None:
-        return provisional_point(model)
-    w0, w1 = focus[1]
-    starts = model.steps[0]
-    inside = starts[(starts >= w0) & (starts < w1)]
-    return int(inside[0]) if len(inside) else int(w0)
-
-
-class CompareState:
-    """Two :class:`ViewerState` sides (A the baseline, B the change) and, once both are analysed, their diff."""
-
-    def __init__(self, a: ViewerState, b: ViewerState) -> None:
-        self.sides = {"a": a, "b": b}
-        self.diff: Diff | None = None
-        self.error: str | None = None  # the diff's failure (the timelines stay on the page)
-
-    @property
-    def status(self) -> str:
-        """Of loading: READY once both traces are indexed (the page shows then; :meth:`stage` says what
-        still runs), FAILED when either could not be loaded."""
-        if any(s.status == FAILED for s in self.sides.values()):
-            return FAILED
-        if any(s.model is None for s in self.sides.values()):
-            return LOADING
-        return READY
-
-    def stage(self) -> tuple[str, str]:
-        """(key, text) of what runs after the page is shown: ``analysing-a``, ``analysing-b``,
-        ``comparing``, then ``ready``; ``failed`` with the message when an analysis or the diff failed."""
-        for k in SIDES:
-            if self.sides[k].analysis_error:
-                return FAILED_STAGE, f"{LABELS[k]}: {self.sides[k].analysis_error}; no diff"
-        if self.error:
-            return FAILED_STAGE, self.error
-        for k in SIDES:
-            model = self.sides[k].model
-            if model is None or model.analysis is None:
-                return f"analysing-{k}", f"Analysing {LABELS[k]} (stall attribution)…"
-        if self.diff is None:
-            return "comparing", "Comparing the two runs (diff)…"
-        return READY_STAGE, ""
-
-    def load(self, loader: Callable[..., Any] | None = None) -> None:
-        """Load and index both sides (one after the other: the machine may be small), then analyse them
-        and diff them (:meth:`analyse`); the page shows between the two."""
-        for side in self.sides.values():
-            if side.model is None:
-                side.load(*([loader] if loader is not None else []), analyse=False)
-            if side.status == FAILED:
-                return
-        self.analyse()
-
-    def analyse(self) -> None:
-        for side in self.sides.values():
-            if side.model is not None and side.model.analysis is None and side.analysis_error is None:
-                side.analyse()
-        self.compare()
-
-    def compare(self) -> None:
-        a, b = (self.sides[k].model for k in SIDES)
-        if a is None or b is None or a.analysis is None or b.analysis is None:
-            self.error = "both traces must load and be analysed before they are compared"
-            return
-        try:
-            self.diff = diff(a.trace, b.trace, baseline_diagnosis=a.analysis.diagnosis,
-                             change_diagnosis=b.analysis.diagnosis, baseline_label=self.sides["a"].path,
-                             change_label=self.sides["b"].path, fallback_ops=a.fallback_ops)
-        except NeurontraceError as exc:
-            self.error = f"diff failed: {exc}"
-
-    def models(self) -> tuple[ViewModel, ViewModel]:
-        a, b = (self.sides[k].model for k in SIDES)
-        if a is None or b is None:
-            raise dash.exceptions.PreventUpdate
-        return a, b
-
-    def alignment(self) -> tuple[dict[str, int], bool]:
-        """Each side's x = 0 (ns after its first event), and whether that is the analysed alignment
-        (both sides analysed) or the provisional one."""
-        models = dict(zip(SIDES, self.models(), strict=True))
-        analysed = all(m.analysis is not None for m in models.values())
-        return {k: align_point(m) if analysed else provisional_point(m) for k, m in models.items()}, analysed
-
-    def rows(self) -> list[dict[str, Any]]:
-        """The diff's changed ops (added, removed, slower, faster), largest change first, for the table."""
-        if self.diff is None:
-            return []
-        out = []
-        for r in self.diff.changed_ops().slice(0, MAX_DIFF_ROWS).to_pylist():
-            pct = r["delta_pct"]
-            out.append({"status": r["status"], "kind": r["kind"], "name": r["name"],
-                        "baseline_ms": r["baseline_ns"] / 1e6, "change_ms": r["change_ns"] / 1e6,
-                        "delta_ms": r["delta_ns"] / 1e6,
-                        "delta_pct": None if pct is None or np.isnan(pct) else round(float(pct), 1)})
-        return out
-
-    def counts(self) -> str:
-        """The diff's headline (how many ops changed, the worst regression), empty until it is done."""
-        d = self.diff
-        if d is None:
-            return ""
-        head = ", ".join(f"{n} {s}" for s, n in d.ops_summary().items() if s != "unchanged")
-        worst = d.worst_regression
-        if worst is not None and worst.regression_pct is not None:
-            head += f" · {worst.label}: {worst.regression_pct:+.1f}% per step"
-        return head
-
-    def page(self) -> Any:
-        a, b = self.sides["a"], self.sides["b"]
-        title = f"{a.path}  ⟷  {b.path}"
-        if self.status == FAILED:
-            failed = next(s for s in (a, b) if s.status == FAILED)
-            return layout.error(failed.path, failed.error or "")
-        if self.status == LOADING:
-            side = a if a.model is None else b
-            return layout.loading(title, f"{side.path}: {side.stage}", side.fraction)
-        return compare_page(self)
-
-
-# -- the view: one aligned window for both sides ---------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class View:
-    """The page's view store: the window in ns from each side's x = 0, the alignment it was drawn
-    with (each side's x = 0, and whether analysed), whether the user has moved it, and the stamps of
-    the last goto, zoom and diff row pick drawn."""
-
-    t0: int
-    t1: int
-    origins: dict[str, int]
-    analysed: bool
-    auto: bool = True
-    goto: Any = None
-    zoom: Any = None
-    pick: Any = None
-
-    @classmethod
-    def of(cls, value: Any) -> View | None:
-        """The store's value checked (every value from the page is untrusted), or None."""
-        if not isinstance(value, dict) or not isinstance(value.get("origins"), dict):
-            return None
-        t0, t1 = callbacks.as_int(value.get("t0")), callbacks.as_int(value.get("t1"))
-        origins = {k: callbacks.as_int(value["origins"].get(k)) for k in SIDES}
-        if t0 is None or t1 is None or t1 <= t0 or any(o is None for o in origins.values()):
-            return None
-        return cls(t0, t1, {k: int(o) for k, o in origins.items() if o is not None}, bool(value.get("analysed")),
-                   bool(value.get("auto", True)), value.get("goto"), value.get("zoom"), value.get("pick"))
-
-    @staticmethod
-    def undrawn(view: View | None, kind: str, stamp: Any) -> bool:
-        """Whether ``stamp``, the stamp of the store ``kind`` ("goto", "zoom" or "pick"; None: empty), is
-        one ``view`` was not drawn with (nothing was drawn yet: None)."""
-        return stamp is not None and (view is None or getattr(view, kind) != stamp)
-
-    def side(self, side: str) -> dict[str, int]:
-        """The window as one side's own view store (ns after its first event), as the single-trace
-        functions read it."""
-        o = self.origins[side]
-        return {"t0": self.t0 + o, "t1": self.t1 + o, "origin": o}
-
-
-def selection_of(state: CompareState, value: Any) -> tuple[str, int] | None:
-    """(side, event id) of the page's selection store when that event is in that side's trace."""
-    if not isinstance(value, dict) or value.get("side") not in SIDES:
-        return None
-    event = callbacks.as_int(value.get("event"))
-    model = state.sides[str(value["side"])].model
-    if event is None or model is None or model.index.position(event) is None:
-        return None
-    return str(value["side"]), event
-
-
-def op_positions(model: ViewModel, name: str, t0: int, t1: int) -> np.ndarray:
-    """Index positions of the events named ``name`` that overlap [t0, t1) (ns after the first event)."""
-    ix = model.index
-    codes = np.flatnonzero(ix.names == name)
-    if not len(codes):
-        return np.zeros(0, dtype=np.int64)
-    pos = np.flatnonzero(np.isin(ix.name, codes))
-    return pos[(ix.start[pos] < t1) & (ix.end[pos] > t0)]
+from neurontrace.app.server import LOADING
 
 
 def mark_op(model: ViewModel, drawn: figures.Drawn, name: str, req: figures.Request) -> int:
@@ -457,114 +253,9 @@ def on_details(state: CompareState, selected: Any) -> tuple[Any, Any]:
     return [html.Div(f"in {LABELS[side]}", className="nt-src-note", id="nt-cmp-details-side"), *details], source
 
 
-# -- the page ------------------------------------------------------------------------------------
 
-
-def _side_card(state: CompareState, side: str) -> html.Div:
-    vs = state.sides[side]
-    model = vs.model
-    assert model is not None
-    return html.Div(className="nt-card", children=[
-        html.Div(className="nt-summary-head", children=[
-            html.H3([f"{LABELS[side]}: ", html.Span(vs.path, style={"textTransform": "none", "letterSpacing": 0})],
-                    style={"margin": 0}, id=f"nt-cmp-title-{side}"),
-            html.Span(id=f"nt-cmp-status-{side}", className="nt-status"),
-        ]),
-        dcc.Graph(id=f"nt-cmp-summary-{side}", figure=figures.summary(model), config={"displayModeBar": False}),
-        dcc.Graph(id=f"nt-cmp-timeline-{side}", config=layout.GRAPH_CONFIG, clear_on_unhover=True),
-    ])
-
-
-def diff_rows(state: CompareState, picked: str | None = None) -> list[Any]:
-    rows = state.rows()
-    if state.diff is None:
-        key, text = state.stage()
-        return [html.Tr(html.Td(text if key == FAILED_STAGE else
-                                f"{text} The table fills in when both analyses and the diff are done.",
-                                colSpan=len(DIFF_COLUMNS), className="nt-empty", id="nt-cmp-diff-pending"))]
-    if not rows:
-        return [html.Tr(html.Td("No op got faster or slower, and none was added or removed.",
-                                colSpan=len(DIFF_COLUMNS), className="nt-empty"))]
-    return [html.Tr([html.Td(layout._cell(r.get(c)), title=str(r.get(c, ""))) for c, _ in DIFF_COLUMNS],
-                    id={"type": "nt-cmp-row", "index": i}, n_clicks=0,
-                    className="nt-tr" + (" nt-cmp-picked" if r["name"] == picked else ""))
-            for i, r in enumerate(rows)]
-
-
-def compare_page(state: CompareState) -> html.Div:
-    a, b = state.models()
-    key, text = state.stage()
-    _origins, analysed = state.alignment()
-    synthetic = [("SYNTHETIC", True)] if a.synthetic or b.synthetic else []
-    return html.Div(className="nt-app", children=[
-        layout.header(f"{state.sides['a'].path}  ⟷  {state.sides['b'].path}", [("compare", False), *synthetic]),
-        html.Div(className="nt-main", children=[
-            html.Div(className="nt-row", children=[
-                html.Div(className="nt-col-main", children=[
-                    html.Div(className="nt-toolbar", children=[
-                        html.Div(ALIGN_NOTE[analysed], className="nt-src-note", id="nt-cmp-align",
-                                 style={"margin": 0}),
-                        html.Span(text, id="nt-cmp-progress", className="nt-status"),
-                    ]),
-                    html.Div(className="nt-toolbar", children=[
-                        dcc.Input(id="nt-search", type="search", debounce=False, n_submit=0,
-                                  placeholder="search events (text or /regex/)", className="nt-filter nt-search"),
-                        dcc.RadioItems(id="nt-cmp-scope", value="both", inline=True, className="nt-groups",
-                                       options=[{"label": " A", "value": "a"}, {"label": " B", "value": "b"},
-                                                {"label": " both", "value": "both"}]),
-                        html.Span(layout.KEYS_NOTE, className="nt-src-note", style={"margin": 0}),
-                    ]),
-                    html.Div(id="nt-search-results"),
-                    _side_card(state, "a"), _side_card(state, "b"),
-                ]),
-                html.Div(className="nt-col-side", children=[
-                    html.Div(className="nt-card", children=[
-                        html.H3("diff: ops that changed (A → B)"),
-                        html.Div(state.counts(), className="nt-src-note", id="nt-cmp-counts"),
-                        html.Div("Click a row to outline that op in both timelines (click again to clear).",
-                                 className="nt-src-note"),
-                        html.Div(className="nt-table-wrap", style={"maxHeight": "40vh"},
-                                 children=html.Table(className="nt-table", children=[
-                                     html.Thead(html.Tr([html.Th(html.Span(label, className="nt-th"))
-                                                         for _, label in DIFF_COLUMNS])),
-                                     html.Tbody(diff_rows(state), id="nt-cmp-diff"),
-                                 ])),
-                    ]),
-                    html.Div(className="nt-card", children=[
-                        html.H3("Event"),
-                        html.Div(id="nt-details", children=html.Div(
-                            "Click an event on either timeline (zoom in until single events show), or search.",
-                            className="nt-empty")),
-                    ]),
-                    html.Div(className="nt-card", children=[html.H3("Source"), html.Div(id="nt-source", children=html.Div(
-                        "The selected event's call stack and source lines.", className="nt-empty"))]),
-                ]),
-            ]),
-        ]),
-        *layout.key_buttons(),
-        dcc.Store(id="nt-cmp-view", data=None), dcc.Store(id="nt-cmp-op", data=None),
-        dcc.Store(id="nt-cmp-selected", data=None), dcc.Store(id="nt-cmp-goto", data=None),
-        dcc.Store(id="nt-cmp-zoom", data=None), dcc.Store(id="nt-cmp-pick", data=None),
-        dcc.Store(id="nt-viewport", data=None), dcc.Store(id="nt-cmp-stage", data=key),
-        dcc.Interval(id="nt-cmp-poll", interval=400, disabled=key in (READY_STAGE, FAILED_STAGE)),
-    ])
-
-
-def create_compare_app(state: CompareState) -> dash.Dash:
-    """The Dash app comparing ``state``'s two runs (as :func:`server.create_app` for one)."""
-    from pathlib import Path
-
-    app = dash.Dash(__name__, title="neurontrace compare", update_title=cast(str, None),
-                    suppress_callback_exceptions=True, serve_locally=True,
-                    assets_folder=str(Path(__file__).parent / "assets"))
-    app.index_string = layout.INDEX
-
-    def root() -> Any:
-        ready = state.status != LOADING
-        return html.Div([html.Div(state.page(), id="nt-page"),
-                         dcc.Interval(id="nt-load-poll", interval=300, disabled=ready)])
-
-    app.layout = root
+def register(app: dash.Dash, state: CompareState) -> None:
+    """Attach every callback of the two-run page to ``app``; they read both sides from ``state``."""
 
     def clicked() -> bool:
         """A pattern-matched button fired because it was clicked, not because it was just drawn."""
@@ -573,7 +264,7 @@ def create_compare_app(state: CompareState) -> dash.Dash:
     @app.callback(Output("nt-page", "children"), Output("nt-load-poll", "disabled"),
                   Input("nt-load-poll", "n_intervals"), prevent_initial_call=True)
     def _poll(_n: Any) -> tuple[Any, bool]:
-        return state.page(), state.status != LOADING
+        return page(state), state.status != LOADING
 
     @app.callback(Output("nt-cmp-stage", "data"), Output("nt-cmp-progress", "children"),
                   Output("nt-cmp-align", "children"), Output("nt-cmp-summary-a", "figure"),
@@ -651,7 +342,6 @@ def create_compare_app(state: CompareState) -> dash.Dash:
         ZOOM_JS, Output("nt-cmp-zoom", "data"), Input("nt-cmp-timeline-a", "relayoutData"),
         Input("nt-cmp-timeline-b", "relayoutData"), State("nt-cmp-view", "data"), prevent_initial_call=True,
     )
-    return app
 
 
 # A zoom or pan of either timeline, as the page's zoom store: the side, plotly's relayout, a stamp, and
@@ -669,14 +359,3 @@ function(ra, rb, view) {
 """
 
 
-def serve_pair(a: Any, b: Any, *, host: str = "127.0.0.1", port: int = 0,
-               background: bool = True) -> tuple[Any, CompareState]:
-    """Serve two traces (paths) side by side from Python; ``server.url`` is the page."""
-    from neurontrace.app.server import Server
-
-    state = CompareState(ViewerState(str(a)), ViewerState(str(b)))
-    threading.Thread(target=state.load, daemon=True).start()
-    server = Server(create_compare_app(state), host, port)
-    if background:
-        server.start()
-    return server, state
