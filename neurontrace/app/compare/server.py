@@ -4,7 +4,6 @@ around a :class:`CompareState`, and :func:`serve_pair` for Python callers."""
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any, cast
 
 import dash
@@ -21,7 +20,7 @@ def create_compare_app(state: CompareState) -> dash.Dash:
     """The Dash app comparing ``state``'s two runs (as :func:`neurontrace.app.server.create_app` for one)."""
     app = dash.Dash(__name__, title="neurontrace compare", update_title=cast(str, None),
                     suppress_callback_exceptions=True, serve_locally=True,
-                    assets_folder=str(Path(layout.__file__).parent / "assets"))
+                    assets_folder=str(layout.ASSETS))
     app.index_string = layout.INDEX
 
     def root() -> Any:
