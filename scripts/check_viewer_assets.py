@@ -54,8 +54,7 @@ def main() -> int:
     if not found:
         from neurontrace.app import layout
 
-        where = "an installed package" if "site-packages" in layout.ASSETS.parts else "a checkout"
-        print(f"viewer assets: {len(list(layout.ASSETS.iterdir()))} files, served by both pages (from {where})")
+        print(f"viewer assets: {len(list(layout.ASSETS.iterdir()))} files of {layout.ASSETS}, served by both pages")
     return 1 if found else 0
 
 

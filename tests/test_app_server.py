@@ -317,17 +317,20 @@ def test_every_callback_survives_nan_infinity_and_strings_over_http() -> None:
         deadline = time.monotonic() + 30
         while (state.model is None or state.model.analysis is None) and time.monotonic() < deadline:
             time.sleep(0.05)
-        every_callback_survives_hostile_values(server.url)
+        # the Report tab's callback (every registered section's text) and the ops panel's are among them
+        every_callback_survives_hostile_values(server.url, covers=("nt-report.children", "nt-roof-graph.figure"))
     finally:
         server.stop()
 
 
-def every_callback_survives_hostile_values(url: str, callbacks_at_least: int = 10) -> None:
-    """Post every callback of the app at ``url`` (it has at least ``callbacks_at_least``) with each of
-    BAD_VALUES in every input and state."""
+def every_callback_survives_hostile_values(url: str, callbacks_at_least: int = 10, covers: tuple[str, ...] = ()) -> None:
+    """Post every callback of the app at ``url`` (it has at least ``callbacks_at_least``, and one updating each
+    output of ``covers``) with each of BAD_VALUES in every input and state."""
     with urllib.request.urlopen(url + "_dash-dependencies", timeout=30) as resp:
         deps = json.loads(resp.read())
     assert len(deps) >= callbacks_at_least
+    for output in covers:
+        assert any(output in dep["output"] and not dep.get("clientside_function") for dep in deps), output
     statuses: dict[int, int] = {}
     for dep in deps:
         if dep.get("clientside_function"):

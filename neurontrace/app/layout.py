@@ -198,6 +198,7 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
                     dcc.Tab(label="Top ops & kernels", value="ops", children=[_table("ops")]),
                     dcc.Tab(label="Fallback ops", value="fallback", children=[_table("fallback")]),
                     dcc.Tab(label="Findings", value="findings", children=[html.Div(id="nt-findings")]),
+                    dcc.Tab(label="Report", value="report", children=[html.Div(id="nt-report")]),
                     dcc.Tab(label="Ops & roofline", value="roofline", children=[ops_panel()]),
                 ]),
             ]),
@@ -336,6 +337,24 @@ def findings(rows: list[dict[str, Any]]) -> list[Any]:
         html.Span(f["severity"], className="nt-sev"), html.B(f["title"]),
         html.P(f["evidence"]), html.P(["What to do: ", f["advice"]], className="nt-src-note"),
     ]) for f in rows]
+
+
+def report(rows: list[dict[str, Any]]) -> list[Any]:
+    """The Report tab: each section's title (and the device it is about) over its plain text lines, as
+    ``diagnose`` prints them."""
+    if not rows:
+        return [html.Div("No section has anything to report for this trace (docs/diagnose.md lists them).",
+                         className="nt-empty")]
+    return [html.Div(className="nt-report-part", id={"type": "nt-report-part", "key": r["key"], "index": i},
+                     children=[html.B(r["title"]), *([html.Span(f" · {r['device']}", className="nt-src-note")]
+                                                     if r["device"] else []),
+                               html.Pre("\n".join(r["lines"]), className="nt-pre nt-report-lines")])
+            for i, r in enumerate(rows)]
+
+
+def report_pending(error: str | None) -> list[Any]:
+    """The Report tab while the analysis runs, or its failure in one line."""
+    return [html.Div(error or "The report fills in when the analysis is done.", className="nt-empty")]
 
 
 # -- details and source ------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any
 import dash
 from dash import ALL, Input, Output, State, html, no_update
 
-from neurontrace.app import callbacks, figures, layout
+from neurontrace.app import callbacks, figures, inputs, layout
 from neurontrace.app.compare.layout import ALIGN_NOTE, diff_rows, page
 from neurontrace.app.compare.model import (
     FAILED_STAGE,
@@ -68,7 +68,7 @@ def _zoom_of(value: Any) -> tuple[str, Any, Any, int | None] | None:
         return None
     side = str(value["side"])
     origins = value.get("origins")
-    drawn = callbacks.as_int(origins.get(side)) if isinstance(origins, dict) else None
+    drawn = inputs.as_int(origins.get(side)) if isinstance(origins, dict) else None
     return side, value.get("relayout"), value.get("at"), drawn
 
 
@@ -104,7 +104,7 @@ def on_compare(state: CompareState, trigger: Any, view: Any, op: Any, viewport: 
     new_pick = View.undrawn(stored, "pick", pick_stamp)
     if new_pick:
         rows = state.rows()
-        index = callbacks.as_int(pick.get("index"), 0, len(rows) - 1)
+        index = inputs.as_int(pick.get("index"), 0, len(rows) - 1)
         if index is not None:
             name = str(rows[index]["name"])
             picked = None if name == picked else name
@@ -120,7 +120,7 @@ def on_compare(state: CompareState, trigger: Any, view: Any, op: Any, viewport: 
             window, auto = (t0 - origins[side], t1 - origins[side]), False
     elif new_goto and isinstance(goto, dict) and goto.get("side") in SIDES:
         side = str(goto["side"])
-        lo, hi = callbacks.as_int(goto.get("t0")), callbacks.as_int(goto.get("t1"))
+        lo, hi = inputs.as_int(goto.get("t0")), inputs.as_int(goto.get("t1"))
         if lo is not None and hi is not None:
             t0, t1 = callbacks.clamp(models[side], lo, hi)
             window, auto = (t0 - origins[side], t1 - origins[side]), False
@@ -139,7 +139,7 @@ def on_compare(state: CompareState, trigger: Any, view: Any, op: Any, viewport: 
 def row_pick(trigger: Any) -> Any:
     """The pick store after a click on a diff row: the row, stamped like a goto so that a redraw racing
     the click's own (Dash keeps the newest call's answer only) still applies it, once."""
-    index = callbacks.as_int(trigger.get("index")) if isinstance(trigger, dict) else None
+    index = inputs.as_int(trigger.get("index")) if isinstance(trigger, dict) else None
     return no_update if index is None else {"index": index, "nonce": time.monotonic_ns()}
 
 

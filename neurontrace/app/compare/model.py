@@ -23,7 +23,7 @@ import dash
 import numpy as np
 
 from neurontrace.analysis.diff import Diff, diff
-from neurontrace.app import callbacks
+from neurontrace.app import inputs
 from neurontrace.app.model import ViewModel
 from neurontrace.app.server import FAILED, LOADING, READY, ViewerState
 from neurontrace.errors import NeurontraceError
@@ -177,8 +177,8 @@ class View:
         """The store's value checked (every value from the page is untrusted), or None."""
         if not isinstance(value, dict) or not isinstance(value.get("origins"), dict):
             return None
-        t0, t1 = callbacks.as_int(value.get("t0")), callbacks.as_int(value.get("t1"))
-        origins = {k: callbacks.as_int(value["origins"].get(k)) for k in SIDES}
+        t0, t1 = inputs.as_int(value.get("t0")), inputs.as_int(value.get("t1"))
+        origins = {k: inputs.as_int(value["origins"].get(k)) for k in SIDES}
         if t0 is None or t1 is None or t1 <= t0 or any(o is None for o in origins.values()):
             return None
         return cls(t0, t1, {k: int(o) for k, o in origins.items() if o is not None}, bool(value.get("analysed")),
@@ -201,7 +201,7 @@ def selection_of(state: CompareState, value: Any) -> tuple[str, int] | None:
     """(side, event id) of the page's selection store when that event is in that side's trace."""
     if not isinstance(value, dict) or value.get("side") not in SIDES:
         return None
-    event = callbacks.as_int(value.get("event"))
+    event = inputs.as_int(value.get("event"))
     model = state.sides[str(value["side"])].model
     if event is None or model is None or model.index.position(event) is None:
         return None
