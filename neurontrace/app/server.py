@@ -165,7 +165,7 @@ def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:
     app = dash.Dash(
         # update_title=None turns the "Updating..." tab title off (documented; the stub says str only).
         __name__, title="neurontrace", update_title=cast(str, None), suppress_callback_exceptions=True,
-        serve_locally=True, assets_folder=str(Path(__file__).parent / "assets"),
+        serve_locally=True, assets_folder=str(layout.ASSETS),
     )
     app.index_string = layout.INDEX
 
