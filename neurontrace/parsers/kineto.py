@@ -35,6 +35,7 @@ from neurontrace.progress import Progress, no_progress
 from neurontrace.run_record import read_run_record
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
 
+from . import _kineto_host_only as host_only
 from . import _kineto_json
 from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
 from ._kineto_frames import link_frames
@@ -159,6 +160,10 @@ def normalize(
     del device
     acct.keep("system_events", sys_table.num_rows)
     acct.keep("device_events", dev_table.num_rows)
+    acct.warnings += host_only.log_warnings(top, source)  # the profiler's own ERROR/WARNING lists
+    if backend != "cpu" and dev_table.num_rows == 0 and sys_table.num_rows:
+        sys_table, moved = host_only.device_copies(sys_table)
+        acct.warnings.append(host_only.no_device_activity(source, backend, moved))
 
     counters = pa.concat_tables([_memory_counters(memory_events, host, rank, backend),
                                  _counter_events(counter_events, host, rank)])

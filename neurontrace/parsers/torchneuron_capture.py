@@ -63,6 +63,7 @@ from neurontrace.progress import Progress, no_progress
 from neurontrace.schema import DICT_STRING
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
 
+from . import _neuron_pb as pb
 from . import neuron_explorer, ntff
 from ._neuron_arrow import constant
 from ._neuron_common import warn
@@ -120,6 +121,7 @@ def parse(
     traces: list[Trace] = []
     leaves: list[dict[str, Any]] = []
     undecoded: list[dict[str, str]] = []
+    system_pb: list[dict[str, Any]] = []
     options = {"tool": tool, "cache_dir": cache_dir, "timeout_s": timeout_s, "detail": detail}
     for position, root in enumerate(roots):
         m = INSTANCE_DIR.match(root.name)
@@ -131,6 +133,7 @@ def parse(
             part, facts = _load_leaf(leaf, acct, host=host, rank_hint=rank_hint, options=options, extra=extra)
             traces.extend(part)
             undecoded += facts.pop("undecoded", [])
+            system_pb += facts.pop("system_pb", [])
             leaves.append(facts)
     if len(roots) > 1:
         for fw in outer:  # beside several process folders: each framework trace on its own
@@ -159,6 +162,8 @@ def parse(
         facts["synthetic"] = True
     if undecoded:
         facts["undecoded_profiles"] = undecoded
+    if system_pb:
+        facts["neuron.system_pb"] = system_pb
     progress("capture", len(leaves), len(leaves))
     # The capture's own facts first, so trace.meta("format"/"clock"/"alignment") describe the whole.
     whole = Trace.concat([Trace(metadata=metadata_table(facts, source=str(path))), *traces])
@@ -326,6 +331,8 @@ def _load_leaf(leaf: Path, acct: ParseAccounting, *, host: str | None, rank_hint
                                            skip_framework=bool(framework), options=options)
     facts["device_source"] = how
     facts["undecoded"] = undecoded
+    if undecoded:  # what the system .pb files show without neuron-explorer (framing, instance, CPU, files)
+        facts["system_pb"] = [{"folder": str(leaf), **f} for f in pb.describe(leaf)]
     facts["device"] = [t.meta("alignment") for t in device_parts]
     facts["clocks"] += [t.meta("clock") for t in device_parts]
     facts["synthetic"] = any(t.meta("synthetic") or t.meta("kineto.synthetic") for t in [*parts, *device_parts])
@@ -350,9 +357,16 @@ def _device(leaf: Path, files: list[Path], ntffs: list[Path], empty: list[Path],
         return [], "none (no NTFF or system-trace files)", []
     exe = find_tool(options["tool"])
     if exe is None:
-        acct.skip("not decoded: neuron-explorer is not installed", len(raw))
         live = [p for p in ntffs if p not in empty]
-        return [], "not decoded (neuron-explorer missing)", undecoded_profiles(leaf, live)
+        reports = {p: r for p in live if (r := ntff.decoded_report(p, read_header(p))) is not None}
+        parts = [ntff.parse(p) for p in reports]  # the JSON reports neuron-profile already wrote beside them
+        acct.keep("NTFFs read from the JSON report beside them", len(reports))
+        acct.skip("not decoded: neuron-explorer is not installed", len(raw) - len(reports))
+        rest = [p for p in live if p not in reports]
+        system = any((leaf / pb).is_file() for pb in ("trace_info.pb", "ntrace.pb"))
+        undecoded = undecoded_profiles(leaf, rest) if rest or system else []
+        how = "JSON reports beside the NTFFs (json_reports/)" if reports else "not decoded (neuron-explorer missing)"
+        return parts, how, undecoded
     out = decode(exe, ["-d", str(leaf)], raw, cache=cache_root(options["cache_dir"]),
                  timeout_s=options["timeout_s"] if options["timeout_s"] is not None else timeout_default(),
                  what=str(leaf))
