@@ -164,10 +164,11 @@ class ViewModel:
 
     @property
     def time_origin(self) -> int:
-        """What the page calls time 0, in ns after the trace's first event: the start of the busiest
-        device's analysis window (as ``diagnose`` measures), the first event until it is known."""
-        focus = self.focus()
-        return focus[1][0] if focus else 0
+        """What the page calls time 0, in ns after the trace's first event: the report's time 0
+        (``Diagnosis.origin_ns``, the analysis windows' start, as ``diagnose`` prints it), the first event
+        until it is known."""
+        origin = None if self.analysis is None else self.analysis.diagnosis.origin_ns
+        return 0 if origin is None else origin - self.index.origin_ns
 
     def absolute(self, rel_ns: int) -> int:
         """A time in ns after the trace's first event, on the trace's own clock."""

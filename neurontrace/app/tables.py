@@ -29,14 +29,15 @@ def _us(ns: float) -> float:
 
 
 def stall_rows(diag: Diagnosis, origin_ns: int) -> list[dict[str, Any]]:
-    """Top stalls; "start" is from the device's analysis window start, as ``diagnose`` prints it."""
+    """Top stalls; "start" counts from the report's time 0 (``Diagnosis.origin_ns``), as ``diagnose`` prints it."""
     rows: list[dict[str, Any]] = []
+    zero = diag.origin_ns if diag.origin_ns is not None else min((d.window[0] for d in diag.devices), default=0)
     for d in diag.devices:
         for s in d.top_stalls:
             t0 = s.start_ns - origin_ns
             rows.append({
                 "device": d.device, "cause": CAUSE_LABELS.get(s.cause, s.cause), "detail": s.detail,
-                "start_ms": _ms(s.start_ns - d.window[0]), "dur_ms": _ms(s.dur_ns), "source": s.source or "",
+                "start_ms": _ms(s.start_ns - zero), "dur_ms": _ms(s.dur_ns), "source": s.source or "",
                 "evidence": "; ".join(s.evidence), "t0_ns": t0, "t1_ns": t0 + s.dur_ns, "cause_key": s.cause,
             })
     rows.sort(key=lambda r: -float(r["dur_ms"]))

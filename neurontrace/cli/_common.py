@@ -168,6 +168,28 @@ def window(text: str) -> WindowSpec:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+WINDOW_HELP = ("offsets from the report's time 0, the analysis window start it prints (e.g. 120ms:340ms; a unit "
+               "ns, us, ms or s is required; --window=-5ms:10ms before it), or abs:START_NS:END_NS on the trace "
+               "clock")
+
+
+def resolve_window(spec: WindowSpec | None, trace: Trace) -> tuple[tuple[int, int] | None, int | None]:
+    """(``--window`` on the trace clock, the report's time 0 it counts from); a window cut to the trace is
+    said on stderr. (None, None) without ``--window``: the analysis finds both itself."""
+    if spec is None:
+        return None, None
+    from neurontrace.analysis.attribution import default_origin
+    from neurontrace.analysis.window import resolve, trace_span
+
+    origin = default_origin(trace)
+    if origin is None:
+        origin = trace_span(trace)[0]
+    cut, warning = resolve(spec, trace, origin)
+    if warning:
+        note(f"neurontrace: warning: {warning}")
+    return cut, origin
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)
