@@ -137,7 +137,7 @@ def parse(
             leaves.append(facts)
     if len(roots) > 1:
         for fw in outer:  # beside several process folders: each framework trace on its own
-            traces.append(kineto_parse(fw))
+            traces.append(kineto_parse(fw, device_elsewhere=True))
             acct.events_read += 1
             acct.keep("framework traces", 1)
     if not leaves:
@@ -321,7 +321,7 @@ def _load_leaf(leaf: Path, acct: ParseAccounting, *, host: str | None, rank_hint
         acct.skip("empty NTFF (the NeuronCore ran nothing)", len(empty))
     parts: list[Trace] = []
     for fw in framework:
-        parts.append(kineto_parse(fw))
+        parts.append(kineto_parse(fw, device_elsewhere=True))
         acct.keep("framework traces", 1)
     rank, rank_source = _rank(parts, rank_hint)
     facts.update(rank=rank, rank_source=rank_source, framework=[
