@@ -60,6 +60,7 @@ def test_device_json_is_recognised_whatever_its_section_order(tmp_path: Path, fi
         assert t.meta(f"neuron_json.{kept}") is not None, kept  # sections without a reader are kept
     # The addendum's unit fact, checked on the file itself: last_hw_timestamp (ns) = total_time (s).
     assert t.meta("neuron_json.time_unit_check")["ns"] is True
+    assert t.accounting[0].skipped == {} and len(t.meta("neuron_json.active_time")) == 12  # kept as written
 
 
 def test_json_that_is_not_a_neuron_profile_is_refused_by_name(tmp_path: Path) -> None:
@@ -203,7 +204,8 @@ def test_the_json_report_beside_an_ntff_is_read_instead_of_asking_for_the_tool(t
 @pytest.mark.usefixtures("no_tool")
 def test_a_capture_folder_reads_its_reports_and_describes_its_system_profile(tmp_path: Path) -> None:
     leaf = obs.write_capture(tmp_path)
-    with pytest.warns(errors.NeuronToolMissingWarning, match="system profile"):
+    with pytest.warns(errors.NeuronProfileWarning, match="2 NTFFs were read from their JSON reports.*overlap"), \
+            pytest.warns(errors.NeuronToolMissingWarning, match="the system profile was not decoded"):
         t = neurontrace.load(leaf)
     assert {r[0] for r in rows(t, "device_events", "device")} == {"neuron:nc0"}
     assert t.accounting[0].kept["NTFFs read from the JSON report beside them"] == 2

@@ -9,9 +9,9 @@
   ranges, ``semaphore_update`` → instant ``sync_wait`` marks (as the Parquet ``SemaphoreUpdate``);
 - rows carrying ``subgraph`` (neuron-profile 2.28 with ``vnc_enabled``: one subgraph per physical
   core) are attributed per subgraph: the track gets `` (sg01)`` when a section holds more than one;
-- ``active_time`` (engine-busy intervals, semaphore waits excluded) is not loaded beside the
-  instructions it merges, but checked against them (:mod:`._neuron_active`); without instructions it
-  is the compute timeline (``<engine> active``).
+- ``active_time`` (engine-busy intervals, semaphore waits excluded) is not loaded as events beside the
+  instructions it merges, but kept as metadata ``neuron_json.active_time`` and checked against them
+  (:mod:`._neuron_active`); without instructions it is the compute timeline (``<engine> active``).
 
 Times are ns from the profile start (addendum 2: ``metadata.last_hw_timestamp`` equals
 ``summary.total_time`` in ns, ``ticks_per_nanosec`` is 1000); :func:`time_unit_check` records the check.
@@ -100,7 +100,9 @@ def load_device_sections(ctx: Context, sections: dict[str, Any], facts: dict[str
         _section(ctx, "active_time", t, "compute", None, None, _first(t, _START) or "start_ts")
         return
     span = _intervals(t)
-    ctx.acct.skip("active_time: merged instruction intervals (checked against them, not loaded)", t.num_rows)
+    # Kept as the file wrote it (metadata neuron_json.active_time), not as events: they merge the instructions.
+    facts["neuron_json.active_time"] = active_rows
+    ctx.acct.keep("metadata", t.num_rows)
     if span is not None:
         facts["neuron.active_time_check"] = active.check(ctx, span, section="active_time",
                                                          instructions="instruction")

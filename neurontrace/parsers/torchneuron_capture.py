@@ -285,9 +285,14 @@ def _beside(path: Path, roots: list[Path]) -> tuple[list[Path], list[Path]]:
 def _undecoded_message(path: Path, undecoded: list[dict[str, str]], *, framework: bool) -> str:
     n = sum(1 for u in undecoded if u["ntff"])
     system = " and the system profile" if len(undecoded) > n else ""
-    head = (f"{path}: {n} device profile(s){system} not decoded; loaded the framework trace alone (host side, "
-            "fallback, phases). The device side needs" if framework else
-            f"{path}: no framework trace here, and its {n} device profile(s){system} need")
+    if n == 0 and framework:
+        head = (f"{path}: the system profile was not decoded (what its .pb files show without the tool is in "
+                "metadata neuron.system_pb); what else was there was loaded. Decoding it needs")
+    elif framework:
+        head = (f"{path}: {n} device profile(s){system} not decoded; loaded the framework trace alone (host side, "
+                "fallback, phases). The device side needs")
+    else:
+        head = f"{path}: no framework trace here, and its {n} device profile(s){system} need"
     lines = [(f"{head} AWS's neuron-explorer (package aws-neuronx-tools, on Neuron instances under "
               "/opt/aws/neuron/bin), which is not on PATH here. On a machine that has it, run:")]
     for u in undecoded:
@@ -360,6 +365,10 @@ def _device(leaf: Path, files: list[Path], ntffs: list[Path], empty: list[Path],
         live = [p for p in ntffs if p not in empty]
         reports = {p: r for p in live if (r := ntff.decoded_report(p, read_header(p))) is not None}
         parts = [ntff.parse(p) for p in reports]  # the JSON reports neuron-profile already wrote beside them
+        if len(reports) > 1:
+            warn(acct, f"{leaf}: {len(reports)} NTFFs were read from their JSON reports; each report's times count "
+                 "from its own profile start, so analysed together their executions overlap in time. Load one "
+                 f"NTFF (e.g. {next(iter(reports)).name}) to analyse one execution", NeuronProfileWarning)
         acct.keep("NTFFs read from the JSON report beside them", len(reports))
         acct.skip("not decoded: neuron-explorer is not installed", len(raw) - len(reports))
         rest = [p for p in live if p not in reports]
