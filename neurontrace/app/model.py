@@ -48,6 +48,7 @@ class Analysis:
     findings: list[dict[str, Any]]
     seconds: float
     cause_error: str | None = None
+    report: list[dict[str, Any]] = field(default_factory=list)  # every registered section's text (tables.report_rows)
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ class ViewModel:
             diagnosis=diag, causes=causes, coarse=coarse, stalls=tables.stall_rows(diag, origin),
             fallback=tables.fallback_rows(diag), top_ops=tables.top_ops(self.index),
             findings=tables.finding_rows(diag), seconds=time.perf_counter() - t0, cause_error=error,
+            report=tables.report_rows(diag),
         )
         focus = self.focus()
         if focus is not None:  # the ops panel opens on this device: link its kernels now, in the background

@@ -1,4 +1,5 @@
-"""Rows of the viewer's tables: top stalls, fallback ops, top ops/kernels, findings (no Dash).
+"""Rows of the viewer's tables: top stalls, fallback ops, top ops/kernels, findings, and the report's
+sections (no Dash).
 
 Times in the rows are milliseconds (or microseconds where the column says so) for reading, plus
 hidden integer nanosecond fields relative to the trace origin (``t0_ns``, ``t1_ns``) that the
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from neurontrace.analysis import registry
 from neurontrace.analysis.diagnose import Diagnosis
 from neurontrace.app.palette import CAUSE_LABELS
 from neurontrace.app.tracks import DEVICE_TABLE, TrackIndex
@@ -53,6 +55,27 @@ def fallback_rows(diag: Diagnosis) -> list[dict[str, Any]]:
 
 def finding_rows(diag: Diagnosis) -> list[dict[str, Any]]:
     return [f.as_dict() for f in diag.findings]
+
+
+def report_rows(diag: Diagnosis) -> list[dict[str, Any]]:
+    """Every registered section with something to say, as ``diagnose``'s text report prints them: each
+    device's sections (analysis/registry.py DEVICE_SECTIONS), then the job's (SECTIONS); per part its
+    title, the device it is about (``""`` for the job) and the section's own plain ``text`` lines. A
+    section added to the registry appears here with no code of its own."""
+    rows: list[dict[str, Any]] = []
+    for d in diag.devices:
+        where = d.device + ("" if d.rank is None else f" rank {d.rank}")
+        for ds in registry.DEVICE_SECTIONS:
+            value = d.sections.get(ds.key)
+            lines = ds.text(value) if value is not None else []
+            if lines:
+                rows.append({"key": ds.key, "title": ds.title, "device": where, "lines": list(lines)})
+    for s in registry.SECTIONS:
+        value = diag.sections.get(s.key)
+        lines = s.text(value) if value is not None else []
+        if lines:
+            rows.append({"key": s.key, "title": s.title, "device": "", "lines": list(lines)})
+    return rows
 
 
 def top_ops(ix: TrackIndex) -> list[dict[str, Any]]:

@@ -68,11 +68,21 @@ def note(text: str) -> None:
     sys.stderr.flush()
 
 
+PIPE_WIDTH = 200  # columns of a report written to a pipe or a CI log (COLUMNS overrides)
+
+
 def console() -> Console:
-    """The rich console reports render on (stdout, no syntax highlighting of numbers)."""
+    """The rich console reports render on (stdout, no syntax highlighting of numbers).
+
+    On a terminal, its width. With no terminal (a pipe, a CI log) rich would assume 80 columns and cut names
+    and headers to fit: reports are laid out PIPE_WIDTH wide there instead, and their tables fold what still
+    does not fit onto more lines rather than cutting it (a name is never shortened); ``--json`` is for
+    machines."""
     from rich.console import Console
 
-    return Console(highlight=False)
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console(highlight=False)
+    return Console(highlight=False, width=PIPE_WIDTH)
 
 
 # -- input options, declared once for every command that reads traces -----------------------------

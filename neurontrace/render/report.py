@@ -43,7 +43,7 @@ def _device_panel(d: DeviceAttribution, origin: int) -> Panel:
     table.add_column("cause")
     table.add_column("time", justify="right")
     table.add_column("share", justify="right")
-    table.add_column("largest parts")
+    table.add_column("largest parts", overflow="fold")
     for cause in CAUSES:
         parts = sorted(((k.split(".", 1)[1], v) for k, v in d.detail_ns.items() if k.startswith(cause + ".")),
                        key=lambda kv: -kv[1])[:3]
@@ -80,7 +80,7 @@ def render(diag: Diagnosis, console: Console) -> None:
     if diag.fallback_ops:
         t = Table(title="host fallback", title_justify="left", header_style="bold")
         for col in ("op", "calls", "host", "device idle", "found by", "evidence", "source"):
-            t.add_column(col)
+            t.add_column(col, overflow="fold")
         for op in diag.fallback_ops[:10]:
             t.add_row(op.name, str(op.calls), _ms(op.host_ns), _ms(op.device_idle_ns), op.found_by,
                       op.evidence + (" (also ran on the device)" if op.also_executed_on_device else ""),
