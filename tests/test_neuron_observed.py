@@ -109,6 +109,33 @@ def test_the_active_time_check_fails_loudly_when_waits_are_read_as_compute(tmp_p
     assert any("active_time" in w for w in t.accounting[0].warnings)
 
 
+def test_the_parquet_path_checks_activetime_with_the_same_rule(tmp_path: Path) -> None:
+    """Parquet's ActiveTime ("excluding semaphore waits ... merging the intervals of all instructions on the
+    engine", neuron.md §3.7) is checked against the Instruction rows read as compute, as the JSON path is."""
+    from neurontrace.testing import synthetic_neuron as syn
+
+    meta = {"profile_schema_version": "7.4.0", "neuroncore_idx": 0, "first_ts": "1970-01-01 00:00:00+00:00"}
+
+    def instr(i: int, start: int, dur: int, engine: str, opcode: str) -> dict[str, Any]:
+        return {"start_ts": start, "end_ts": start + dur, "duration_ns": dur, "engine": engine, "opcode": opcode,
+                "operands": "x", "id": i, "pc": i, "bir_id": f"sg0000:{i}"}
+
+    instructions = [instr(0, 100, 1_860_000, "tensor", "EVENT_SEMAPHORE"), instr(1, 1_860_100, 400, "tensor", "MATMUL"),
+                    instr(2, 1_860_500, 400, "vector", "TENSOR_TENSOR")]
+    active = [{"start_ts": 1_860_100, "end_ts": 1_860_500, "duration_ns": 400, "engine": "tensor", "pcore_idx": 0},
+              {"start_ts": 1_860_500, "end_ts": 1_860_900, "duration_ns": 400, "engine": "vector", "pcore_idx": 0}]
+    d = syn.write_tables(tmp_path / "ok", {"Metadata": [meta], "Instruction": instructions, "ActiveTime": active},
+                         label=False)
+    check = load_quietly(d).meta("neuron.active_time_check")
+    assert (check["section"], check["file_active_ns"], check["compute_ns"], check["within_5_percent"]) == \
+        ("ActiveTime", 800, 800, True)
+    wrong = [{**a, "end_ts": a["start_ts"] + 100, "duration_ns": 100} for a in active]  # says 200 ns
+    d2 = syn.write_tables(tmp_path / "bad", {"Metadata": [meta], "Instruction": instructions, "ActiveTime": wrong},
+                          label=False)
+    with pytest.warns(errors.NeuronProfileWarning, match="cover 800 ns but the file's own ActiveTime"):
+        neurontrace.load(d2)
+
+
 def test_two_subgraphs_are_attributed_per_subgraph(tmp_path: Path) -> None:
     """neuron-profile 2.28 with vnc_enabled writes ``subgraph`` on rows, two subgraphs (addendum 2)."""
     t = load_quietly(obs.write_device_json(tmp_path / "synthetic_device.json", subgraphs=("sg00", "sg01")))

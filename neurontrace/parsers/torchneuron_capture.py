@@ -370,8 +370,11 @@ def _device(leaf: Path, files: list[Path], ntffs: list[Path], empty: list[Path],
                  "from its own profile start, so analysed together their executions overlap in time. Load one "
                  f"NTFF (e.g. {next(iter(reports)).name}) to analyse one execution", NeuronProfileWarning)
         acct.keep("NTFFs read from the JSON report beside them", len(reports))
-        acct.skip("not decoded: neuron-explorer is not installed", len(raw) - len(reports))
         rest = [p for p in live if p not in reports]
+        left = [p for p in raw if p not in reports]
+        neffs = [p for p in left if p.suffix == ".neff"] if reports and not rest else []
+        acct.skip("NEFF not needed: its NTFFs were read from their JSON reports", len(neffs))
+        acct.skip("not decoded: neuron-explorer is not installed", len(left) - len(neffs))
         system = any((leaf / pb).is_file() for pb in ("trace_info.pb", "ntrace.pb"))
         undecoded = undecoded_profiles(leaf, rest) if rest or system else []
         how = "JSON reports beside the NTFFs (json_reports/)" if reports else "not decoded (neuron-explorer missing)"
