@@ -92,6 +92,9 @@ def test_semaphore_waits_are_waits_and_compute_matches_the_files_active_time(tmp
     (d,) = diagnose(t).devices
     assert abs(d.causes_ns["compute"] - check["file_active_ns"]) <= 0.05 * check["file_active_ns"]
     assert d.causes_ns["compute"] < 0.01 * sum(d.causes_ns.values())  # no longer "compute 100%"
+    # summary_groups lists dma_transfer_count, which summary lacks (addendum 2): read as absent, not as 0.
+    (core,) = diagnose(t).as_dict()["neuron_summary"]
+    assert "dma_transfer_count" not in core["metrics"] and core["derived"]["dma"]["transfers"] is None
 
 
 def test_the_active_time_check_fails_loudly_when_waits_are_read_as_compute(tmp_path: Path) -> None:
@@ -209,6 +212,7 @@ def test_an_ntff_without_its_neff_names_the_neff_and_how_to_pass_it(tmp_path: Pa
     assert main(["info", str(p)]) == errors.EXIT_USAGE == 2
     err = capsys.readouterr().err
     assert f"it needs {obs.NEFF_NAME} (UUID {obs.UUID.hex()})" in err and "--neff" in err
+    assert "also needs AWS's neuron-explorer" in err  # both missing pieces named at once
     assert main(["info", str(p), "--neff", str(tmp_path / "nowhere.neff")]) == errors.EXIT_NOT_FOUND
 
 

@@ -28,6 +28,7 @@ Device timestamps are ns from the profile start on the device clock (addendum 2;
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -190,7 +191,8 @@ def _system_sections(ctx: Context, sections: dict[str, Any], facts: dict[str, An
         rows = _rows(sections.pop("warnings"), ctx.acct, "metadata")
         facts["neuron.warnings"] = rows
         for r in rows:
-            common.warn(ctx.acct, f"{ctx.source}: the profiler warned: {r.get('message')}", NeuronProfileWarning,
+            said = r.get("message") if isinstance(r.get("message"), str) else json.dumps(r, sort_keys=True)
+            common.warn(ctx.acct, f"{ctx.source}: the profiler warned: {said}", NeuronProfileWarning,
                         stacklevel=5)
 
 

@@ -31,7 +31,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from neurontrace.errors import NeuronToolMissingError, UnknownFormatError
+from neurontrace.errors import NeffNotFoundError, NeuronToolMissingError, UnknownFormatError
 from neurontrace.load import Probe, load
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace, metadata_table
@@ -83,7 +83,15 @@ def parse(
     if is_session(path) and neff is None:
         return _session(path, header, progress=progress, tool=tool, cache_dir=cache_dir, timeout_s=timeout_s,
                         detail=detail)
-    neff_path, rule = find_neff(path, header, neff)
+    try:
+        neff_path, rule = find_neff(path, header, neff)
+    except NeffNotFoundError as exc:
+        if find_tool(tool) is not None:
+            raise
+        raise NeffNotFoundError(f"{exc}. Decoding it also needs AWS's neuron-explorer (aws-neuronx-tools), which is "
+                                f"not on PATH here: on a Neuron instance run `neuron-explorer view -n <the NEFF> -s "
+                                f"{path.name} --output-format parquet --output-file {path.stem}_parquet` and load "
+                                "that folder") from exc
     exe = find_tool(tool)
     if exe is None:
         raise NeuronToolMissingError(missing_tool_message(path, header, neff_path))

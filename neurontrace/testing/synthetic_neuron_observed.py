@@ -7,8 +7,9 @@ are tested on files made here that reproduce the *shape* the addendum describes,
   a shuffled order, ``EVENT_SEMAPHORE`` instructions, ``evt_wait_time`` (no ``_ns``), optional
   ``subgraph`` rows (neuron-profile 2.28, ``vnc_enabled``), an ``active_time`` section built by the
   documented rule (the union of each engine's instruction intervals, semaphore waits excluded),
-  ``neff_header.uuid``, ``metadata.last_hw_timestamp`` = ``summary.total_time`` in ns and
-  ``ticks_per_nanosec`` 1000, and ``summary_groups`` naming keys ``summary`` lacks;
+  ``neff_header.uuid``, ``metadata.last_hw_timestamp`` = ``summary.total_time`` in ns,
+  ``ticks_per_nanosec`` 1000 and ``first_ts`` the epoch (0), and ``summary_groups`` naming keys
+  ``summary`` lacks;
 - :func:`summary_json`: a 2.32 ``summary-json`` from trn3 with ``ultraserver_*`` keys,
   ``weight_size_bytes`` and per-physical-core throttle keys whose time is 0;
 - :func:`neff_bytes` / :func:`ntff_bytes`: containers with the NEFF UUID at NEFF offset 204 and as the
@@ -113,7 +114,7 @@ def device_json(*, seed: int = 0, subgraphs: tuple[str, ...] = ("sg00",), first:
         "neff_node": [{"variable_name": "input0", "shape": "[64 64]", "size": "16384", "type": "IN"}],
         "semaphore_update": [{"timestamp": 1_000 + SEMAPHORE_NS, "id": "S[1]", "value": 1}],
         "active_time": active_time(instr), "dma_queues_info": [{"queue_name": "qSPIO0"}],
-        "metadata": [{"last_hw_timestamp": end, "ticks_per_nanosec": 1000, "first_ts": 1_764_600_000_000_000_000,
+        "metadata": [{"last_hw_timestamp": end, "ticks_per_nanosec": 1000, "first_ts": 0,
                       "vnc_enabled": len(subgraphs) > 1}],
         "dma_throughput": [], "summary": [{"total_time": end / 1e9, "nc_idx": nc_idx, "event_count": len(instr),
                                            "total_active_time": 12 * COMPUTE_NS / 1e9}],
