@@ -63,6 +63,21 @@ def test_device_json_is_recognised_whatever_its_section_order(tmp_path: Path, fi
     assert t.accounting[0].skipped == {} and len(t.meta("neuron_json.active_time")) == 12  # kept as written
 
 
+def test_a_head_cut_inside_a_large_generic_first_section_is_recognised_by_its_documented_name(tmp_path: Path) -> None:
+    """The sniffer sees the first 64 KiB only: a file whose first section is a large ``warnings`` list shows no
+    other key there. Under a documented output name (neuron.md §5.1; ``<stem>_profile_full.json``) it still loads."""
+    doc = obs.device_json(first="warnings")
+    doc["warnings"] = [{"message": f"synthetic warning {i}"} for i in range(5000)]
+    for name, claimed in (("synthetic_profile_full.json", True), ("synthetic_other.json", False)):
+        p = tmp_path / name
+        p.write_text(json.dumps(doc))
+        if claimed:
+            assert detect(p).name == "neuron-json"
+        else:  # an arbitrary name with only a generic key in view: not claimed (exit 4)
+            with pytest.raises(errors.UnknownFormatError):
+                detect(p)
+
+
 def test_json_that_is_not_a_neuron_profile_is_refused_by_name(tmp_path: Path) -> None:
     other = tmp_path / "config.json"
     other.write_text(json.dumps({"name": "x", "metadata": {"a": 1}}))

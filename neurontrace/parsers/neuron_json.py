@@ -67,6 +67,9 @@ _GENERIC = frozenset({"summary", "warnings", "metadata", "terminology", "model_i
 REQUIRED_SECTIONS = {"device": ("instruction", "summary"), "system": ("trace_event",)}
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]')
 _KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+# File names neuron-profile / neuron-explorer give JSON output (neuron.md §5.1, §5.2; addendum 2's reports).
+_DOCUMENTED_NAME = re.compile(r"^(ntff|system_profile|profile)\.json$|^device_profile_model_.+\.json$|"
+                              r"_profile_full\.json$|_nc_\d+_session_\d+\.json$")
 _SPACE = b" \t\r\n"
 _DEVICE_TIME_NOTE = ("legacy device JSON timestamps are ns from the profile start on the device clock "
                      "(neuron.md addendum 2: metadata.last_hw_timestamp equals summary.total_time in ns)")
@@ -101,7 +104,9 @@ def sniff(probe: Probe) -> bool:
     if not keys or not all(_KEY.match(k) for k in keys):
         return False
     known = KNOWN_SECTIONS.intersection(keys)
-    return bool(known - _GENERIC) or len(known) >= 2
+    # A head that shows only a generic first section (cut inside a large one) still counts under a
+    # documented Neuron file name.
+    return bool(known - _GENERIC) or len(known) >= 2 or bool(known and _DOCUMENTED_NAME.search(probe.path.name))
 
 
 def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
