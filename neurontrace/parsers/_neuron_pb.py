@@ -31,7 +31,8 @@ _WIRE = {0: "varint", 1: "fixed64", 2: "bytes", 5: "fixed32"}
 _INSTANCE = re.compile(r"^i-[0-9a-f]{8,17}$")
 _CPU = re.compile(r"(?i)\b(intel|amd|xeon|epyc|graviton|neoverse|cpu|processor)\b")
 _EVENT = re.compile(r"^(nrt|nc|cc|kbl|dmem|hw|model|timestamp|numerical|runtime|nrta?)_[a-z0-9_]+$")
-_MAX_FILE = 1 << 30
+_MAX_INFO = 64 << 20  # trace_info.pb is small metadata
+WALKED = 1000  # stream messages whose fields are listed
 
 
 def decode_command(folder: Path | str) -> str:
@@ -80,26 +81,29 @@ def walk(msg: bytes) -> list[tuple[int, int, Any]]:
 
 
 def stream(path: Path) -> dict[str, Any]:
-    """The framing of a length-prefixed stream file: messages, bytes, where it stops, fields seen."""
-    data = path.read_bytes()[:_MAX_FILE]
-    pos = n = 0
+    """The framing of a length-prefixed stream file: messages, bytes, where it stops, fields seen (the
+    fields of the first :data:`WALKED` messages; the others are only counted)."""
+    size = path.stat().st_size
+    pos = n = bad = 0
     wires: dict[int, set[str]] = {}
-    bad = 0
-    while pos + 4 <= len(data):
-        length = int.from_bytes(data[pos:pos + 4], "little")
-        if pos + 4 + length > len(data):
-            break
-        msg = data[pos + 4:pos + 4 + length]
-        pos += 4 + length
-        n += 1
-        try:
-            for num, wire, _ in walk(msg):
-                wires.setdefault(num, set()).add(_WIRE[wire])
-        except ValueError:
-            bad += 1
-    exact = pos == len(data)
+    with path.open("rb") as f:
+        while pos + 4 <= size:
+            length = int.from_bytes(f.read(4), "little")
+            if pos + 4 + length > size:
+                break
+            if n < WALKED:
+                try:
+                    for num, wire, _ in walk(f.read(length)):
+                        wires.setdefault(num, set()).add(_WIRE[wire])
+                except ValueError:
+                    bad += 1
+            else:
+                f.seek(length, 1)
+            pos += 4 + length
+            n += 1
+    exact = pos == size
     fact: dict[str, Any] = {
-        "file": path.name, "bytes": len(data), "messages": n, "framing": "u32 little-endian length + message",
+        "file": path.name, "bytes": size, "messages": n, "framing": "u32 little-endian length + message",
         "consumed_exactly": exact,
         "top_level_fields": {str(k): sorted(v) for k, v in sorted(wires.items())},
         "decoded": False,
@@ -115,7 +119,8 @@ def stream(path: Path) -> dict[str, Any]:
 
 def trace_info(path: Path) -> dict[str, Any]:
     """``trace_info.pb``: the strings whose kind their own text shows, and the framing."""
-    data = path.read_bytes()[:_MAX_FILE]
+    with path.open("rb") as f:
+        data = f.read(_MAX_INFO)
     strings: list[str] = []
     try:
         _strings(data, strings, depth=0)
