@@ -136,12 +136,14 @@ class MissingDependencyError(NeurontraceError, ImportError):
     exit_code = EXIT_MISSING_DEPENDENCY
 
 
-class NeffNotFoundError(InputNotFoundError):
-    """An NTFF's paired NEFF (the compiled graph needed to decode it) could not be found."""
+class NeffNotFoundError(UsageError):
+    """An NTFF's paired NEFF (the compiled graph needed to decode it) is not beside it: the input the user
+    gave exists, so this is not "input path not found"; the message names the NEFF that is needed (its UUID
+    and recorded name) and how to pass it (``--neff``)."""
 
 
 class NeffMismatchError(NeurontraceError):
-    """The NEFF and NTFF given do not belong together (their numeric hashes differ)."""
+    """The NEFF and NTFF given do not belong together (their UUIDs or numeric hashes differ)."""
 
     exit_code = EXIT_MALFORMED
 

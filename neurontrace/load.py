@@ -103,6 +103,9 @@ register("neuron-json", "neurontrace.parsers.neuron_json",
          "legacy Neuron Explorer / neuron-profile JSON (--output-format json), device or system")
 register("neuron-summary", "neurontrace.parsers.neuron_summary",
          "a Neuron summary (--output-format summary-json or summary-text)")
+register("neuron-system-pb", "neurontrace.parsers.neuron_system_pb",
+         "a Neuron system profile's .pb file (ntrace.pb, trace_info.pb, cpu_util.pb, host_mem.pb): framing and "
+         "capture facts; the events need neuron-explorer")
 
 
 def detect(path: str | Path) -> Format:

@@ -245,15 +245,23 @@ METADATA_KEYS: tuple[MetaKey, ...] = (
     MetaKey("neuron.execution_info", _A, "rows of the ExecutionInfo table (one per NEFF execution)"),
     MetaKey("neuron.unknown_tables", _A, "tables of the directory this neurontrace does not read"),
     MetaKey("neuron.non_table_files", _A, "files of the directory that are not Parquet tables"),
+    MetaKey("neuron.active_time_check", _O, ("the profile's own engine-active time (ActiveTime / `active_time`) "
+                                              "against the union of the instructions read as compute")),
+    MetaKey("neuron.neff_header", _A, "the NEFF header rows of a legacy JSON profile (`uuid` pairs it with its NTFF)"),
+    MetaKey("neuron.profile_metadata", _A, "the `metadata` section of a legacy JSON profile (`last_hw_timestamp`, ...)"),
+    MetaKey("neuron.system_pb", _A, ("what a system profile's .pb files show without neuron-explorer: framing, "
+                                     "trace_info's instance, CPU model, files and event types")),
     MetaKey("neuron.*", ("object", "array"), ("a small Explorer table kept as rows (`device_profile_list`, "
                                               "`neff_header`, `opcode_summary`, `cc_stream`, `system_profile_metadata`, "
                                               "`table.<Name>` ...)")),
     MetaKey("neuron_json.kind", _S, "`system` or `device`: which legacy Neuron JSON this is"),
+    MetaKey("neuron_json.sections", _A, "the top-level sections of the legacy Neuron JSON, in the file's order"),
+    MetaKey("neuron_json.time_unit_check", _O, "`metadata.last_hw_timestamp` against `summary.total_time`: ns or not"),
     MetaKey("neuron_json.*", ("string", "integer", "number", "boolean", "object", "array"),
             "a section of the legacy Neuron JSON without a table of its own, as found"),
     MetaKey("ntff.header", _O, "the NTFF header's facts (version, NEFF hash, NeuronCore)"),
     MetaKey("ntff.neff", _O, "the NEFF the NTFF was decoded with, and the rule that found it"),
-    MetaKey("ntff.decoded_by", _O, "the tool and command that decoded the NTFF"),
+    MetaKey("ntff.decoded_by", _O, "the tool and command that decoded the NTFF, or the JSON report read instead"),
     MetaKey("ntff.synthetic", _B, "true for a generated NTFF"),
     MetaKey("torchneuron.framework_mapping", _O, "how the framework trace was matched to the device profiles"),
 )

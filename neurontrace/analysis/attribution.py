@@ -34,7 +34,8 @@ from neurontrace.causes import CAUSES
 from neurontrace.columns import flat, isin, keep, matches, of_rank, select, take
 from neurontrace.trace import Trace
 
-HOST_DETAIL_ORDER = ("compile", "load", "startup", "sync", "input_pipeline", "profiler", "launch", "runtime", "dispatch", "python")
+HOST_DETAIL_ORDER = ("compile", "load", "startup", "sync", "input_pipeline", "profiler", "launch", "runtime", "transfer",
+                     "dispatch", "python")
 DATA_DETAIL_ORDER = ("h2d", "d2h", "d2d", "p2p", "h2h", "dma_weights", "dma_io", "spill", "memset", "other")
 CPU_DEVICE = "cpu"
 

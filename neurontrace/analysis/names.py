@@ -240,6 +240,8 @@ def host_detail(name: str, category: str) -> str:
         return "profiler"
     if category in ("runtime", "driver"):
         return "launch" if LAUNCH.search(name) or category == "driver" else "runtime"
+    if category == "transfer":  # host-side copies to/from a device (Neuron tensor reads/writes, aten::to to it)
+        return "transfer"
     if category == "python":
         return "python"
     return "dispatch"

@@ -20,7 +20,7 @@ Rules (:data:`RULES`; Neuron Explorer's "Performance Insights & Recommendations"
                         ``tensor_engine_active_time_percent`` (both shares of ``total_time``)
 ``transpose_flops``     ``transpose_flops`` above 10% of ``hardware_flops``
 ``spill_reload``        ``spill_reload_bytes`` above 25% of ``hbm_read_bytes``
-``throttling``          any per-physical-core throttle time or share above 0
+``throttling``          a per-physical-core throttle time (``throttle_active_nc<k>_time_ns``) above 0
 ``small_dma``           average DMA transfer below 4 KiB: "large payloads (>=4 KiB) are required
                         to saturate HBM bandwidth" (aws-neuron-sdk ``nki/deep-dives/nki-dma-bandwidth-guide.rst``)
 ``low_mfu``             MFU below 10% (neurontrace's own threshold; Neuron documents none)
@@ -214,20 +214,23 @@ def _spill(c: CoreSummary) -> dict[str, Any] | None:
 
 
 def _throttle(c: CoreSummary) -> dict[str, Any] | None:
-    hot = {}
-    for core, f in c.throttling.items():
-        shares = [v.get("active_time_fraction") for v in f.get("by_type", {}).values()]
-        ns = f.get("active_time_ns")
-        frac = max([s for s in shares if s is not None], default=None)
-        if (ns or 0) > 0 or (frac or 0) > 0:
-            hot[core] = (ns, frac)
+    """Only a non-zero ``throttle_active_nc<k>_time_ns`` is evidence of throttling: a 2.32 summary-json on
+    trn3 wrote ``throttle_active_nc4_time_ns`` 0 and ``throttle_avg_util_limit_nc4_percent`` 1 (no limit)
+    beside per-type shares that are not zero, whose meaning Neuron does not document (neuron.md addendum 2);
+    those shares are shown as the file names them, never turned into a finding."""
+    hot = {core: (f["active_time_ns"], f.get("avg_util_limit_fraction")) for core, f in c.throttling.items()
+           if isinstance(f.get("active_time_ns"), int | float) and f["active_time_ns"] > 0}
     if not hot:
         return None
-    parts = [f"physical {core}: " + ", ".join(x for x in (units.duration(ns) if ns else "",
-                                                          f"{_pct(fr)} of the time" if fr else "") if x)
-             for core, (ns, fr) in hot.items()]
+    parts = []
+    for core, (ns, limit) in hot.items():
+        total = c.derived.get("total_time_s")
+        share = f" ({_pct(ns / 1e9 / total)} of total_time)" if total else ""
+        cap = f", average utilisation limit {_pct(limit)}" if isinstance(limit, int | float) else ""
+        parts.append(f"physical {core}: {units.duration(ns)}{share}{cap}")
     return _finding("throttling", "warning", "The device was throttled",
-                    "throttled on " + "; ".join(parts) + " (throttle_* keys name physical cores)",
+                    "throttle_active_nc<k>_time_ns is non-zero on " + "; ".join(parts)
+                    + " (throttle_* keys name physical cores)",
                     "Investigate the cause (power or thermal limits of the instance); compare with an "
                     "unthrottled run.", c)
 
@@ -299,6 +302,10 @@ def _text(summary: NeuronSummary) -> list[str]:
                                                                     "compiler_version") if k in m]
         if "instance_type" in m or versions:
             out.append(f"  {m.get('instance_type', '')} " + ", ".join(versions))
+        ultra = [f"{k.removeprefix('ultraserver_')} {m[k]}" for k in ("ultraserver_type", "ultraserver_id",
+                 "ultraserver_size", "ultraserver_instance_index") if k in m]
+        if ultra:  # trn3 UltraServer placement (2.32 summary-json, neuron.md addendum 2)
+            out.append("  UltraServer " + ", ".join(ultra))
         out.append(f"  {len(m)} metrics as written in the file: `diagnose --json` → neuron_summary[].metrics")
     return out
 

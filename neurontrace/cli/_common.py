@@ -15,6 +15,7 @@ import argparse
 import inspect
 import os
 import sys
+import traceback
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -240,7 +241,8 @@ def build_parser(commands: Sequence[Command]) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"neurontrace {__version__}")
-    parser.add_argument("--traceback", action="store_true", help="show tracebacks of errors (debugging)")
+    parser.add_argument("--traceback", action="store_true",
+                        help="also print the traceback of an error (debugging); the exit code stays the same")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for cmd in commands:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description, epilog=epilog,
@@ -261,8 +263,8 @@ def run(commands: Sequence[Command], argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code
     except errors.NeurontraceError as exc:
-        if args.traceback:
-            raise
+        if args.traceback:  # for debugging: the traceback too, and still the documented exit code
+            traceback.print_exc(file=sys.stderr)
         note(f"neurontrace {args.command}: error: {exc}")
         return exc.exit_code
     except BrokenPipeError:

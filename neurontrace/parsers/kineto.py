@@ -35,6 +35,7 @@ from neurontrace.progress import Progress, no_progress
 from neurontrace.run_record import read_run_record
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
 
+from . import _kineto_host_only as host_only
 from . import _kineto_json
 from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
 from ._kineto_frames import link_frames
@@ -83,7 +84,10 @@ def sniff(probe: Probe) -> bool:
     return head.startswith(b"[") and b'"ph"' in head[:4096]
 
 
-def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = None) -> Trace:
+def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = None,
+          device_elsewhere: bool = False) -> Trace:
+    """``device_elsewhere``: the device events of this run come from other files (a Neuron capture's
+    framework trace), so a trace without device events is not reported as a host-only one."""
     content = read_content(path, progress, snapshot=True)
     decoded = _kineto_json.decode(content.data, complete=content.complete,
                                   device_categories=list(DEVICE_CATEGORIES), progress=progress)
@@ -94,7 +98,7 @@ def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = No
     run = read_run_record(path)
     if run is not None:
         decoded.top["neurontrace_run"] = run
-    return normalize(decoded, source=str(path), rank=rank, progress=progress)
+    return normalize(decoded, source=str(path), rank=rank, progress=progress, device_elsewhere=device_elsewhere)
 
 
 def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = None) -> Trace:
@@ -107,7 +111,8 @@ def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = Non
 
 
 def normalize(
-    decoded: _kineto_json.Decoded, *, source: str, rank: int | None = None, progress: Progress = no_progress
+    decoded: _kineto_json.Decoded, *, source: str, rank: int | None = None, progress: Progress = no_progress,
+    device_elsewhere: bool = False,
 ) -> Trace:
     parts, decoded.events = decoded.events, None  # each part is released as soon as it is split
     if parts is None:
@@ -159,6 +164,10 @@ def normalize(
     del device
     acct.keep("system_events", sys_table.num_rows)
     acct.keep("device_events", dev_table.num_rows)
+    acct.warnings += host_only.log_warnings(top, source)  # the profiler's own ERROR/WARNING lists
+    if backend != "cpu" and dev_table.num_rows == 0 and sys_table.num_rows and not device_elsewhere:
+        sys_table, moved = host_only.device_copies(sys_table)
+        acct.warnings.append(host_only.no_device_activity(source, backend, moved))
 
     counters = pa.concat_tables([_memory_counters(memory_events, host, rank, backend),
                                  _counter_events(counter_events, host, rank)])

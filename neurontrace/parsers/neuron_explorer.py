@@ -160,6 +160,7 @@ def parse(
     }
     if ctx.derived:
         facts["neuron.derived_rows"] = ctx.derived
+    facts.update(ctx.checks)
     if scales:
         facts["neuron.percent_scales"] = scales
     if others:
