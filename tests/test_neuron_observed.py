@@ -140,7 +140,7 @@ def test_the_parquet_path_checks_activetime_with_the_same_rule(tmp_path: Path) -
 
     instructions = [instr(0, 100, 1_860_000, "tensor", "EVENT_SEMAPHORE"), instr(1, 1_860_100, 400, "tensor", "MATMUL"),
                     instr(2, 1_860_500, 400, "vector", "TENSOR_TENSOR")]
-    active = [{"start_ts": 1_860_100, "end_ts": 1_860_500, "duration_ns": 400, "engine": "tensor", "pcore_idx": 0},
+    active: list[dict[str, Any]] = [{"start_ts": 1_860_100, "end_ts": 1_860_500, "duration_ns": 400, "engine": "tensor", "pcore_idx": 0},
               {"start_ts": 1_860_500, "end_ts": 1_860_900, "duration_ns": 400, "engine": "vector", "pcore_idx": 0}]
     d = syn.write_tables(tmp_path / "ok", {"Metadata": [meta], "Instruction": instructions, "ActiveTime": active},
                          label=False)
