@@ -150,6 +150,8 @@ class Dataset:
         tables = {}
         for name in schema.TABLES:
             f = self.path / name / partition / f"part-{part}.parquet"
+            if schema.TABLES[name].optional and not f.is_file():
+                continue  # a dataset written before this table existed
             try:
                 tables[name] = pq.read_table(f)
             except (OSError, pa.ArrowException) as exc:

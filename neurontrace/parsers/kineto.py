@@ -38,6 +38,7 @@ from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_t
 from . import _kineto_json
 from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
 from ._kineto_frames import link_frames
+from ._kineto_memory import memory_events as _memory_events
 
 FORMAT = "kineto"
 
@@ -160,8 +161,11 @@ def normalize(
     acct.keep("system_events", sys_table.num_rows)
     acct.keep("device_events", dev_table.num_rows)
 
-    counters = pa.concat_tables([_memory_counters(memory_events, host, rank, backend),
+    mem_device = _memory_device_column(memory_events, backend)
+    counters = pa.concat_tables([_memory_counters(memory_events, mem_device, host, rank),
                                  _counter_events(counter_events, host, rank)])
+    # The memory instants are kept as counters (the accounting's table) and, one row each, as memory_events.
+    mem_table = _memory_events(memory_events, sys_table, mem_device, rank, acct)
     acct.keep("counters", memory_events.num_rows + counter_events.num_rows)
     flows = _flows(flow_markers, sys_table, dev_table, rank)
     acct.keep("flows", flow_markers.num_rows)
@@ -195,6 +199,7 @@ def normalize(
         device_events=dev_table,
         flows=flows,
         counters=counters,
+        memory_events=mem_table,
         frames=frames,
         metadata=metadata_table(facts, source=source, rank=rank),
     )
@@ -422,12 +427,15 @@ def _tracks(t: pa.Table, names: dict[str, Any], default: str) -> pa.Array:
     return pa.array([label(p, t) for p, t in pairs], pa.string()).take(pa.array(code))
 
 
-def _memory_counters(t: pa.Table, host: str | None, rank: int | None, backend: str) -> pa.Table:
-    parts = []
+def _memory_device_column(t: pa.Table, backend: str) -> pa.Array:
     dtype = pc.fill_null(t["mem_device_type"], -1)
     did = pc.fill_null(t["mem_device_id"], -1)
     key = pc.binary_join_element_wise(pc.cast(dtype, pa.string()), pc.cast(did, pa.string()), ":")
-    device = map_unique(key, lambda k: _memory_device(k, backend), pa.string())
+    return map_unique(key, lambda k: _memory_device(k, backend), pa.string())
+
+
+def _memory_counters(t: pa.Table, device: pa.Array, host: str | None, rank: int | None) -> pa.Table:
+    parts = []
     first = True
     for col, field in MEMORY_FIELDS.items():
         has = pc.is_valid(t[col])
