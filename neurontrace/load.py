@@ -103,6 +103,8 @@ register("neuron-json", "neurontrace.parsers.neuron_json",
          "legacy Neuron Explorer / neuron-profile JSON (--output-format json), device or system")
 register("neuron-summary", "neurontrace.parsers.neuron_summary",
          "a Neuron summary (--output-format summary-json or summary-text)")
+register("torch-memory-snapshot", "neurontrace.parsers.torch_memory_snapshot",
+         "a PyTorch memory snapshot pickle (torch.cuda.memory._dump_snapshot), read without running code")
 
 
 def detect(path: str | Path) -> Format:

@@ -298,6 +298,8 @@ METADATA_KEYS: tuple[MetaKey, ...] = (
     MetaKey("ntff.neff", _O, "the NEFF the NTFF was decoded with, and the rule that found it"),
     MetaKey("ntff.decoded_by", _O, "the tool and command that decoded the NTFF"),
     MetaKey("ntff.synthetic", _B, "true for a generated NTFF"),
+    MetaKey("memory_snapshot", _A, ("a memory snapshot's segments per device when it was taken: segments, "
+                                    "reserved, allocated, free blocks, the largest free block")),
     MetaKey("torchneuron.framework_mapping", _O, "how the framework trace was matched to the device profiles"),
 )
 

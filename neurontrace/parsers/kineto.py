@@ -464,6 +464,8 @@ def _memory_device(key: str, backend: str) -> str:
         return "cpu"
     if kind == "1":  # c10 DeviceType CUDA, which ROCm builds report too
         return f"{backend if backend == 'rocm' else 'cuda'}:{idx}"
+    if kind == "6":  # c10 DeviceType HIP (ROCm builds that report their own type)
+        return f"rocm:{idx}"
     return f"device_type{kind}:{idx}"
 
 
