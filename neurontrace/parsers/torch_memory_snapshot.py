@@ -65,12 +65,14 @@ def safe_loads(data: Any, source: str) -> Any:
         return SafeUnpickler(io.BytesIO(memoryview(data))).load()
     except UnsafePickleError:
         raise
-    except EOFError as exc:
+    except (EOFError, pickle.UnpicklingError) as exc:
+        if not isinstance(exc, EOFError) and "truncated" not in str(exc):
+            raise MalformedTraceError(f"{source}: not a readable pickle ({exc})") from exc
         raise TruncatedTraceError(f"{source}: the pickle ends early (cut off after {len(data)} bytes); dump the "
                                   "snapshot again") from exc
     except RecursionError as exc:
         raise MalformedTraceError(f"{source}: the pickle is nested too deeply to be a memory snapshot") from exc
-    except (pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError, AttributeError,
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError,
             MemoryError, OverflowError) as exc:
         raise MalformedTraceError(f"{source}: not a readable pickle ({exc})") from exc
 
@@ -93,6 +95,7 @@ def from_object(snap: Any, *, source: str = "<snapshot>") -> Trace:
     if not isinstance(snap, dict) or not ({"segments", "device_traces"} & set(snap)):
         raise MalformedTraceError(f"{source}: not a memory snapshot (expected a dict with segments and "
                                   f"device_traces, found {type(snap).__name__})")
+    _check_depth(snap, source)
     acct = ParseAccounting(source=source, format=FORMAT)
     unknown: dict[str, int] = {}
     for k in set(snap) - _TOP_KEYS:
@@ -142,6 +145,26 @@ def from_object(snap: Any, *, source: str = "<snapshot>") -> Trace:
     if isinstance(snap.get("neurontrace_synthetic"), str):
         facts.update({"synthetic": True, "synthetic_note": snap["neurontrace_synthetic"]})
     return Trace(memory_events=mem, frames=frames.table(), metadata=metadata_table(facts, source=source))
+
+
+MAX_DEPTH = 32  # a snapshot nests about 7 deep (segments > blocks > frames > frame); far more is not one
+
+
+def _check_depth(obj: Any, source: str) -> None:
+    """Refuse containers nested deeper than MAX_DEPTH; each container is visited once (a pickle's memo can
+    share one list many times over, which a naive walk would follow exponentially)."""
+    seen: set[int] = set()
+    todo: list[tuple[Any, int]] = [(obj, 0)]
+    while todo:
+        o, depth = todo.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if depth > MAX_DEPTH:
+            raise MalformedTraceError(f"{source}: containers nested more than {MAX_DEPTH} deep; a memory snapshot "
+                                      "nests about 7 deep, so this is not one")
+        items = o.values() if isinstance(o, dict) else o if isinstance(o, list | tuple) else ()
+        todo += [(v, depth + 1) for v in items if isinstance(v, dict | list | tuple)]
 
 
 def _list(v: Any, what: str, source: str) -> list[Any]:
