@@ -1,8 +1,9 @@
 """The real CPU workload of tests/test_memory.py: profile_memory=True over 5 recorded steps.
 
 Each step allocates a 64 MiB temporary and frees it with ``del``; with ``leak`` it also keeps an 8 MiB
-tensor alive in a list (a leak of known size), without it the tensor is dropped at once. Run as a script:
-``python tests/memory_workload.py OUT.json leak|noleak``.
+tensor alive in a list (a leak of known size), without it the tensor is dropped at once. Run as a script,
+``python tests/memory_workload.py DIR``, it writes both runs: ``DIR/leak.pt.trace.json`` and
+``DIR/noleak.pt.trace.json`` (one process: torch is imported once).
 """
 
 from __future__ import annotations
@@ -42,4 +43,6 @@ def main(out: str, leak: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2] == "leak")
+    for kind in ("leak", "noleak"):
+        main(f"{sys.argv[1]}/{kind}.pt.trace.json", kind == "leak")
+        kept.clear()

@@ -43,15 +43,12 @@ def _raw(path: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two real CPU runs, each in a process of its own (torch.profiler records every thread's frames)."""
+    """Two real CPU runs, in a process of their own (torch.profiler records every thread's frames)."""
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("memory_runs")
-    paths = {kind: out / f"{kind}.pt.trace.json" for kind in ("leak", "noleak")}
-    procs = [subprocess.Popen([sys.executable, str(ROOT / "tests" / "memory_workload.py"), str(p), kind], cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for kind, p in paths.items()]
-    for p in procs:
-        assert p.wait(timeout=300) == 0
-    return paths
+    subprocess.run([sys.executable, str(ROOT / "tests" / "memory_workload.py"), str(out)], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    return {kind: out / f"{kind}.pt.trace.json" for kind in ("leak", "noleak")}
 
 
 @pytest.mark.torch
