@@ -286,3 +286,19 @@ def test_a_newer_torch_snapshot_reads_what_maps_and_warns_with_counts() -> None:
     (w,) = [w for w in acct.warnings if "does not know" in w]
     assert "entry.new_field (10)" in w and "snapshot.future_section (1)" in w
     assert memory(trace) is not None
+
+
+@pytest.mark.torch
+def test_diff_reports_peak_and_growth_change_per_device(runs: dict[str, Path]) -> None:
+    from neurontrace.analysis.diff import Diff, diff
+
+    leak, fixed = neurontrace.load(runs["leak"]), neurontrace.load(runs["noleak"])
+    result = diff(leak, fixed)
+    (m,) = result.memory
+    assert m["device"] == "cpu"
+    assert m["growth_bytes_per_step"] == {"baseline": work.LEAK_BYTES, "change": 0, "delta": -work.LEAK_BYTES,
+                                          "pct": -100.0}
+    peaks = [memory(t).devices[0].peak_allocated_bytes for t in (leak, fixed)]  # type: ignore[union-attr]
+    assert (m["peak_allocated_bytes"]["baseline"], m["peak_allocated_bytes"]["change"]) == tuple(peaks)
+    assert peaks[0] - peaks[1] == 4 * work.LEAK_BYTES  # the four leaks live at the leaking run's peak
+    assert Diff.from_dict(json.loads(json.dumps(result.as_dict()))).as_dict() == result.as_dict()
