@@ -134,6 +134,13 @@ def test_negative_totals_are_left_out_with_a_count(tmp_path: Path) -> None:
     assert d.peak_allocated_bytes == 200
 
 
+def test_an_addr_that_is_not_an_address_is_dropped_with_a_count(tmp_path: Path) -> None:
+    bad = _mem(1, 100, 100, addr=None, Addr="0x1000")
+    with pytest.warns(errors.TraceWarning, match="1 memory events have an Addr that is not an address"):
+        trace = load(tmp_path, [bad, _mem(2, 100, 200, addr=8192)])
+    assert trace.memory_events["addr"].to_pylist() == [None, 8192]
+
+
 def test_an_out_of_memory_event_says_what_asked_and_what_was_live(tmp_path: Path) -> None:
     oom = {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[OutOfMemory]", "pid": 1, "tid": 1, "ts": 25,
            "args": {"Device Type": 1, "Device Id": 0, "Bytes": 80 * 1024 * MIB, "Total Allocated": 300 * MIB,

@@ -30,6 +30,7 @@ from neurontrace import units
 from neurontrace.analysis.contract import Context, Section
 from neurontrace.analysis.phases import phases
 from neurontrace.analysis.stalls import frame_sources
+from neurontrace.columns import codes, row_codes
 from neurontrace.trace import Trace
 
 TOP_GROUPS = 10  # groups of live / never-freed allocations kept per device
@@ -186,13 +187,15 @@ def memory(trace: Trace, frames: dict[int, str] | None = None) -> Memory | None:
         return None
     frames = frame_sources(trace) if frames is None else frames
     steps = [(s["step"], s["start_ns"], s["start_ns"] + s["dur_ns"]) for s in phases(trace).steps]
-    device = t["device"].cast(pa.string()).to_numpy(zero_copy_only=False)
     rank = pc.fill_null(t["rank"], -1).to_numpy()
-    pid = pc.fill_null(t["pid"].cast(pa.string()), "").to_numpy(zero_copy_only=False)
+    dev_code, dev_names = codes(t["device"])
+    pid_code, pid_names = codes(pc.fill_null(t["pid"].cast(pa.string()), ""))
+    code = row_codes(rank, dev_code, pid_code)
     out = []
-    keys = {(int(r), str(d), str(p)) for r, d, p in zip(rank, device, pid, strict=True)}
-    for r, d, p in sorted(keys):
-        rows = np.flatnonzero((device == d) & (rank == r) & (pid == p))
+    _, at = np.unique(code, return_index=True)
+    parts = [(int(rank[i]), str(dev_names[dev_code[i]]), str(pid_names[pid_code[i]]), i) for i in at.tolist()]
+    for r, d, p, i in sorted(parts):
+        rows = np.flatnonzero(code == code[i])
         out.append(_device(trace, t.take(pa.array(rows)), d, None if r < 0 else r, p or None, steps, frames))
     return Memory(out)
 
