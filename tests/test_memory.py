@@ -309,3 +309,23 @@ def test_diff_reports_peak_and_growth_change_per_device(runs: dict[str, Path]) -
     assert (m["peak_allocated_bytes"]["baseline"], m["peak_allocated_bytes"]["change"]) == tuple(peaks)
     assert peaks[0] - peaks[1] == 4 * work.LEAK_BYTES  # the four leaks live at the leaking run's peak
     assert Diff.from_dict(json.loads(json.dumps(result.as_dict()))).as_dict() == result.as_dict()
+
+
+@pytest.mark.torch
+def test_the_viewer_marks_the_peak_with_what_was_live(runs: dict[str, Path]) -> None:
+    pytest.importorskip("dash")
+    from neurontrace.app import callbacks, figures
+    from neurontrace.app.model import ViewModel
+
+    trace = neurontrace.load(runs["leak"])
+    model = ViewModel.build(trace)
+    (d,) = memory(trace).devices  # type: ignore[union-attr]
+    drawn = figures.timeline(model, callbacks.request(model, (0, model.index.span_ns)))
+    (marker,) = [t for t in drawn.figure["data"] if t["name"] == "memory-peak"]
+    origin = callbacks.request(model, (0, model.index.span_ns)).origin
+    assert marker["x"] == [pytest.approx((d.peak_ts_ns - model.index.origin_ns - origin) / 1e6)]  # type: ignore[operator]
+    assert "peak 96.0 MiB allocated" in marker["text"][0]
+    assert "aten::ones · " in marker["text"][0] and "memory_workload.py" in marker["text"][0]
+    # a view well before the peak has no marker
+    early = figures.timeline(model, callbacks.request(model, (0, (d.peak_ts_ns - model.index.origin_ns) // 4)))  # type: ignore[operator]
+    assert not [t for t in early.figure["data"] if t["name"] == "memory-peak"]
