@@ -329,3 +329,27 @@ def test_the_viewer_marks_the_peak_with_what_was_live(runs: dict[str, Path]) -> 
     # a view well before the peak has no marker
     early = figures.timeline(model, callbacks.request(model, (0, (d.peak_ts_ns - model.index.origin_ns) // 4)))  # type: ignore[operator]
     assert not [t for t in early.figure["data"] if t["name"] == "memory-peak"]
+
+
+def test_neuron_hbm_usage_by_category_at_the_peak() -> None:
+    """SYNTHETIC Neuron profile (sample_traces/synthetic_neuron, no Trainium here). Columns per formats/neuron.md
+    §3: SystemProfileHbmUsage `timestamp`, `total_bytes`, `<type>_bytes`, `device_idx`, `hbm_idx`;
+    HostMemUsage `timestamp`, `used_bytes`."""
+    import pyarrow.parquet as pq
+
+    path = ROOT / "sample_traces" / "synthetic_neuron" / "synthetic_mlp_parquet"
+    with pytest.warns(errors.NeuronProfileWarning, match="missing compiler metrics"):  # the sample's own Warning row
+        trace = neurontrace.load(path)
+    assert trace.meta("synthetic") is True
+    result = memory(trace)
+    assert result is not None
+    by = {d.device: d for d in result.devices}
+    raw = pq.read_table(next(path.rglob("SystemProfileHbmUsage*.parquet"))).to_pylist()
+    top = max(raw, key=lambda r: r["total_bytes"])
+    hbm = by[f"neuron:dev{top['device_idx']}.hbm{top['hbm_idx']}"]
+    assert hbm.usage_samples and hbm.peak_allocated_bytes == top["total_bytes"]
+    assert hbm.categories_at_peak == {k.removesuffix("_bytes"): v for k, v in top.items()
+                                      if k.endswith("_bytes") and k != "total_bytes" and v}
+    host = pq.read_table(next(path.rglob("HostMemUsage*.parquet"))).to_pylist()
+    assert by["cpu"].peak_allocated_bytes == max(r["used_bytes"] for r in host)
+    assert not findings(result)

@@ -129,6 +129,8 @@ class DeviceMemory:
     growth_bytes_per_step: int | None = None
     never_freed: list[LiveGroup] = field(default_factory=list)
     ooms: list[OutOfMemory] = field(default_factory=list)
+    categories_at_peak: dict[str, int] = field(default_factory=dict)  # usage by category at the peak (Neuron)
+    usage_samples: bool = False  # the events are usage samples (Neuron HBM, host memory), not allocations
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -142,6 +144,7 @@ class DeviceMemory:
             "live_at_peak_before_trace_bytes": self.live_at_peak_before_trace_bytes,
             "steps": [s.as_dict() for s in self.steps], "growth_bytes_per_step": self.growth_bytes_per_step,
             "never_freed": [g.as_dict() for g in self.never_freed], "ooms": [o.as_dict() for o in self.ooms],
+            "categories_at_peak": self.categories_at_peak, "usage_samples": self.usage_samples,
         }
 
     @classmethod
@@ -156,7 +159,9 @@ class DeviceMemory:
             _opt(d.get("live_at_peak_before_trace_bytes")),
             [StepMemory.from_dict(s) for s in d.get("steps") or []], _opt(d.get("growth_bytes_per_step")),
             [LiveGroup.from_dict(g) for g in d.get("never_freed") or []],
-            [OutOfMemory.from_dict(o) for o in d.get("ooms") or []])
+            [OutOfMemory.from_dict(o) for o in d.get("ooms") or []],
+            {str(k): int(v) for k, v in (d.get("categories_at_peak") or {}).items()},
+            bool(d.get("usage_samples")))
 
 
 @dataclass
@@ -252,6 +257,11 @@ def _device(trace: Trace, t: pa.Table, device: str, rank: int | None, pid: str |
         capacity_bytes=cap, capacity_source=cap_source, live_at_peak=rows.group(live),
         live_at_peak_before_trace_bytes=int(rows.allocated[p]) - int(rows.nbytes[live].sum())
         if recorded and followed else None)
+    cat = t["category"].cast(pa.string()).to_pylist()
+    at_peak = np.flatnonzero((rows.ts == rows.ts[p]) & (rows.action == "usage"))
+    out.categories_at_peak = {str(cat[i]): int(rows.nbytes[i]) for i in at_peak.tolist()
+                              if cat[i] is not None and rows.nbytes[i] > 0}
+    out.usage_samples = bool((rows.action == "usage").all())
     out.steps = [_step(rows, n, lo, hi) for n, lo, hi in steps]
     ends = [s.end_allocated_bytes for s in out.steps if s.end_allocated_bytes is not None]
     if len(ends) >= 3:
@@ -357,6 +367,9 @@ def text(m: Memory) -> list[str]:
                    f"{units.size(d.peak_reserved_bytes)} reserved{cap}{rel}; {d.events} events")
         for g in d.live_at_peak[:5]:
             out.append(f"  live at peak: {units.size(g.bytes)} in {g.count} blocks, {g.label()}")
+        top = sorted(d.categories_at_peak.items(), key=lambda kv: -kv[1])[:5]
+        if top:
+            out.append("  in use at peak: " + ", ".join(f"{k} {units.size(v)}" for k, v in top))
         if d.live_at_peak_before_trace_bytes:
             out.append(f"  live at peak: {units.size(d.live_at_peak_before_trace_bytes)} allocated before the "
                        "trace began")

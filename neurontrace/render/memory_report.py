@@ -38,8 +38,13 @@ def _device(d: DeviceMemory, console: Console) -> None:
                   f"{units.size(d.peak_reserved_bytes)}{cap}{rel}")
     if d.live_at_peak:
         console.print(_groups("  live at the peak", d.live_at_peak))
+    elif d.usage_samples:
+        console.print("  usage samples (not allocations): what was in use is by category where recorded")
     elif not d.addresses_recorded:
         console.print("  live at the peak: unknown (the events carry no addresses, so blocks cannot be followed)")
+    top = sorted(d.categories_at_peak.items(), key=lambda kv: -kv[1])
+    if top:
+        console.print("  in use at the peak: " + ", ".join(f"{escape(k)} {units.size(v)}" for k, v in top))
     if d.live_at_peak_before_trace_bytes:
         console.print(f"  and {units.size(d.live_at_peak_before_trace_bytes)} allocated before the trace began")
     if d.steps:
