@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import neurontrace
-from neurontrace import Trace, errors
+from neurontrace import Trace, errors, units
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
 from neurontrace.analysis.memory import Memory, combine, memory
 from neurontrace.analysis.memory_findings import findings
@@ -353,3 +353,15 @@ def test_neuron_hbm_usage_by_category_at_the_peak() -> None:
     host = pq.read_table(next(path.rglob("HostMemUsage*.parquet"))).to_pylist()
     assert by["cpu"].peak_allocated_bytes == max(r["used_bytes"] for r in host)
     assert not findings(result)
+
+
+@pytest.mark.torch
+def test_the_two_run_page_compares_memory_peaks(runs: dict[str, Path]) -> None:
+    pytest.importorskip("dash")
+    from neurontrace.analysis.diff import diff
+    from neurontrace.app.compare.model import memory_peaks
+
+    result = diff(neurontrace.load(runs["leak"]), neurontrace.load(runs["noleak"]))
+    (line,) = memory_peaks(result.memory)
+    a, b = (result.memory[0]["peak_allocated_bytes"][k] for k in ("baseline", "change"))
+    assert line == f"cpu memory peak {units.size(a)} → {units.size(b)} ({100 * (b - a) / a:+.1f}%)"
