@@ -157,18 +157,23 @@ def _enclosing(t: pa.Table, system: pa.Table, category: str) -> np.ndarray:
 
 def _parents(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each interval's enclosing interval and outermost enclosing one (positions; -1 and itself at the
-    top), intervals sorted by start."""
-    parent = np.full(len(start), -1, dtype=np.int64)
-    root = np.arange(len(start), dtype=np.int64)
-    stack: list[int] = []
-    ends = end.tolist()
-    starts = start.tolist()
-    for i in range(len(starts)):
-        while stack and ends[stack[-1]] < starts[i]:
-            stack.pop()
-        if stack:
-            parent[i], root[i] = stack[-1], stack[0]
-        stack.append(i)
+    top), for nested intervals sorted by start (the outer of equal starts first); an interval ending where
+    the next starts encloses it, as a stack walk would have it. Vectorized over nesting levels: an
+    interval's depth is how many intervals before it are still open at its start, and its parent is the
+    last interval before it one level up."""
+    n = len(start)
+    pos = np.arange(n, dtype=np.int64)
+    depth = pos - np.searchsorted(np.sort(end), start, side="left")
+    parent = np.full(n, -1, dtype=np.int64)
+    by_depth = np.lexsort((pos, depth))
+    levels = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=0)) + 2))
+    for d in range(1, len(levels) - 1):
+        up, here = by_depth[levels[d - 1]:levels[d]], by_depth[levels[d]:levels[d + 1]]
+        if len(up) and len(here):
+            k = np.searchsorted(up, here, side="left") - 1
+            parent[here] = np.where(k >= 0, up[np.maximum(k, 0)], -1)
+    top = by_depth[levels[0]:levels[1]]
+    root = top[np.maximum(np.searchsorted(top, pos, side="right") - 1, 0)] if len(top) else pos.copy()
     return parent, root
 
 
