@@ -119,8 +119,10 @@ class Dataset:
         """A ``pyarrow.dataset`` over one table's partitions (``rank`` is the partition key)."""
         if table not in schema.TABLES:
             raise KeyError(f"no table {table!r}; tables are {', '.join(schema.TABLES)}")
-        return pads.dataset(self.path / table, format="parquet", partitioning=PARTITIONING,
-                            schema=schema.TABLES[table].schema)
+        spec = schema.TABLES[table]
+        if spec.optional and not (self.path / table).is_dir():  # a dataset written before the table existed
+            return pads.dataset(spec.empty())
+        return pads.dataset(self.path / table, format="parquet", partitioning=PARTITIONING, schema=spec.schema)
 
     def to_polars(self, table: str = "system_events") -> Any:
         """One table as a polars ``LazyFrame`` (filters and projections pushed into the scan)."""

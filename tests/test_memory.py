@@ -174,6 +174,19 @@ def test_memory_events_round_trip_through_parquet_and_old_outputs_load(tmp_path:
     assert Trace.from_parquet(out).memory_events.num_rows == 0
 
 
+def test_a_dataset_written_before_memory_events_existed_reads_them_empty(tmp_path: Path) -> None:
+    from neurontrace import dataset
+
+    trace = load(tmp_path, [x("cpu_op", "aten::mm", 0, 10), _mem(1, 100, 100)])
+    out = dataset.write_dataset([trace], tmp_path / "ds")
+    ds = dataset.open_dataset(out)
+    assert ds.dataset("memory_events").to_table().num_rows == 1
+    import shutil
+
+    shutil.rmtree(out / "memory_events")
+    assert ds.load().memory_events.num_rows == 0 and ds.dataset("memory_events").to_table().num_rows == 0
+
+
 # -- the corpus ----------------------------------------------------------------------------------------------
 
 
