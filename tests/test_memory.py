@@ -339,6 +339,14 @@ def test_the_viewer_marks_the_peak_with_what_was_live(runs: dict[str, Path]) -> 
     assert marker["x"] == [pytest.approx((d.peak_ts_ns - model.index.origin_ns - origin) / 1e6)]  # type: ignore[operator]
     assert "peak 96.0 MiB allocated" in marker["text"][0]
     assert "aten::ones · " in marker["text"][0] and "memory_workload.py" in marker["text"][0]
+    # a click selects the op that allocated the largest live block: the 64 MiB temporary's aten::empty
+    selected, _ = callbacks.on_navigate(model, "nt-timeline", {"points": [{"customdata": marker["customdata"][0],
+                                                                          "x": marker["x"][0]}]}, None)
+    (big,) = [g for g in d.live_at_peak if g.largest_bytes == work.TEMP_BYTES]
+    assert selected == big.op_event_id is not None
+    names = dict(zip(trace.system_events["event_id"].to_pylist(),
+                     trace.system_events["name"].cast("string").to_pylist(), strict=True))
+    assert names[selected] == "aten::empty"
     # a view well before the peak has no marker
     early = figures.timeline(model, callbacks.request(model, (0, (d.peak_ts_ns - model.index.origin_ns) // 4)))  # type: ignore[operator]
     assert not [t for t in early.figure["data"] if t["name"] == "memory-peak"]

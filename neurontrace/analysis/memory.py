@@ -45,14 +45,16 @@ class LiveGroup:
     bytes: int
     count: int
     largest_bytes: int
+    op_event_id: int | None = None  # the op event that allocated the largest block (system_events.event_id)
 
     def as_dict(self) -> dict[str, Any]:
         return {"op": self.op, "source": self.source, "bytes": self.bytes, "count": self.count,
-                "largest_bytes": self.largest_bytes}
+                "largest_bytes": self.largest_bytes, "op_event_id": self.op_event_id}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LiveGroup:
-        return cls(d.get("op"), d.get("source"), int(d["bytes"]), int(d["count"]), int(d["largest_bytes"]))
+        return cls(d.get("op"), d.get("source"), int(d["bytes"]), int(d["count"]), int(d["largest_bytes"]),
+                   _opt(d.get("op_event_id")))
 
     def label(self) -> str:
         where = self.source or "an unknown source"
@@ -218,15 +220,18 @@ class _Rows:
     tracked: np.ndarray  # per row: an allocation of a known block (with its address)
     op: list[str | None]
     source: list[str | None]
+    op_event: list[int | None]
 
     def group(self, rows: np.ndarray, top: int = TOP_GROUPS) -> list[LiveGroup]:
         """Rows (allocations) grouped by op and source, most bytes first."""
         acc: dict[tuple[str | None, str | None], list[int]] = {}
         for i in rows.tolist():
-            g = acc.setdefault((self.op[i], self.source[i]), [0, 0, 0])
+            g = acc.setdefault((self.op[i], self.source[i]), [0, 0, 0, i])
             b = int(self.nbytes[i])
-            g[0], g[1], g[2] = g[0] + b, g[1] + 1, max(g[2], b)
-        groups = [LiveGroup(op, src, b, n, big) for (op, src), (b, n, big) in acc.items()]
+            g[0], g[1] = g[0] + b, g[1] + 1
+            if b > g[2]:
+                g[2], g[3] = b, i
+        groups = [LiveGroup(op, src, b, n, big, self.op_event[i]) for (op, src), (b, n, big, i) in acc.items()]
         return sorted(groups, key=lambda g: (-g.bytes, g.op or "", g.source or ""))[:top]
 
     def live_at(self, p: int) -> np.ndarray:
@@ -292,7 +297,8 @@ def _rows(t: pa.Table, frames: dict[int, str]) -> _Rows:
     frame = t["frame_id"].to_pylist()
     tracked = (action == "alloc") & (nbytes > 0) & t["addr"].is_valid().to_numpy(zero_copy_only=False)
     return _Rows(t["ts_ns"].to_numpy(), action, nbytes, allocated, reserved, _freed_at(t["addr"], action), tracked,
-                 t["op"].cast(pa.string()).to_pylist(), [frames.get(f) if f is not None else None for f in frame])
+                 t["op"].cast(pa.string()).to_pylist(), [frames.get(f) if f is not None else None for f in frame],
+                 t["op_event_id"].to_pylist())
 
 
 def _carried(col: pa.ChunkedArray) -> np.ndarray:
@@ -378,7 +384,7 @@ def text(m: Memory) -> list[str]:
         for g in d.never_freed[:3]:
             out.append(f"  never freed: {units.size(g.bytes)} in {g.count} blocks, {g.label()}")
         for o in d.ooms:
-            asked = LiveGroup(o.op, o.source, 0, 0, 0).label()
+            asked = LiveGroup(o.op, o.source, 0, 0, 0).label()  # where the failed request came from
             out.append(f"  out of memory: {units.size(o.requested_bytes)} asked at {asked} with "
                        f"{units.size(o.allocated_bytes)} allocated")
     return out
