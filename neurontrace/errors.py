@@ -114,6 +114,10 @@ class InputTooLargeError(MalformedTraceError):
     the message names the setting that raises the limit."""
 
 
+class UnsafePickleError(MalformedTraceError):
+    """A pickle (a memory snapshot) asks for a class or function: it could run code, so it is refused unread."""
+
+
 class TruncatedTraceError(MalformedTraceError):
     """The input was cut off before any complete event (nothing could be salvaged)."""
 

@@ -39,6 +39,7 @@ class TableSpec:
     name: str
     doc: str
     columns: tuple[Column, ...]
+    optional: bool = False  # absent from outputs written before it existed: those read back as an empty table
 
     @property
     def schema(self) -> pa.Schema:
@@ -195,6 +196,48 @@ METADATA = TableSpec(
     ),
 )
 
+MEMORY_ACTIONS: dict[str, str] = {
+    "alloc": "a block was allocated (`bytes` > 0)",
+    "free": "a block was freed (`bytes` < 0); a snapshot's `free_completed`",
+    "free_requested": "a snapshot's free request, before the stream's work using the block finished",
+    "segment_alloc": "the caching allocator reserved a segment from the device (`cudaMalloc`)",
+    "segment_free": "the caching allocator returned a segment to the device",
+    "segment_map": "an expandable segment mapped more memory",
+    "segment_unmap": "an expandable segment unmapped memory",
+    "snapshot": "the allocator state was captured (a snapshot's own event)",
+    "oom": "an allocation failed: out of memory (`bytes`: what was asked for)",
+    "usage": "a usage sample without a block (Neuron HBM usage by category)",
+}
+
+MEMORY_EVENTS = TableSpec(
+    "memory_events",
+    "Allocator events, one row per allocation, free, segment change, out-of-memory or usage sample: Kineto "
+    "`[memory]`/`[OutOfMemory]` instants, PyTorch memory snapshots' device traces, Neuron memory tables.",
+    (
+        Column("ts_ns", pa.int64(), "time of the event on the trace clock", unit="ns", nullable=False),
+        Column("device", DICT_STRING, "the memory's device (cpu, cuda:0, neuron:nc0)", nullable=False),
+        Column("rank", pa.int32(), "distributed rank"),
+        Column("pid", DICT_STRING, "process id as written in the input"),
+        Column("tid", DICT_STRING, "thread id as written in the input"),
+        Column("action", DICT_STRING, "what happened, one of schema.MEMORY_ACTIONS", nullable=False),
+        Column("addr", pa.int64(), "address of the block or segment (null when not recorded)"),
+        Column("bytes", pa.int64(), "size of the change: + allocated, - freed (an oom: bytes asked for)",
+               unit="bytes"),
+        Column("total_allocated_bytes", pa.int64(), "allocated total after the event, as recorded", unit="bytes"),
+        Column("total_reserved_bytes", pa.int64(), "reserved (cached) total after the event, as recorded",
+               unit="bytes"),
+        Column("stream", pa.int64(), "the stream the block belongs to (snapshots)"),
+        Column("op_event_id", pa.int64(), "the framework op running on that thread at the time",
+               references="system_events.event_id"),
+        Column("op", DICT_STRING, "that op's name"),
+        Column("frame_id", pa.int64(), "innermost user source frame at the time", references="frames.frame_id"),
+        Column("category", DICT_STRING, "what the memory holds, where the input says (Neuron: tensors, "
+               "weights, ...)"),
+    ),
+    optional=True,
+)
+
+
 @dataclass(frozen=True)
 class MetaKey:
     """One key of the ``metadata`` table: what parsers write and analyses, the catalog and the viewer read.
@@ -263,6 +306,8 @@ METADATA_KEYS: tuple[MetaKey, ...] = (
     MetaKey("ntff.neff", _O, "the NEFF the NTFF was decoded with, and the rule that found it"),
     MetaKey("ntff.decoded_by", _O, "the tool and command that decoded the NTFF, or the JSON report read instead"),
     MetaKey("ntff.synthetic", _B, "true for a generated NTFF"),
+    MetaKey("memory_snapshot", _A, ("a memory snapshot's segments per device when it was taken: segments, "
+                                    "reserved, allocated, free blocks, the largest free block")),
     MetaKey("torchneuron.framework_mapping", _O, "how the framework trace was matched to the device profiles"),
 )
 
@@ -304,7 +349,7 @@ def setup_facts(key: str, value: Any, versions: dict[str, set[str]], device_type
 
 
 TABLES: dict[str, TableSpec] = {
-    t.name: t for t in (SYSTEM_EVENTS, DEVICE_EVENTS, FLOWS, COUNTERS, FRAMES, METADATA)
+    t.name: t for t in (SYSTEM_EVENTS, DEVICE_EVENTS, FLOWS, COUNTERS, FRAMES, METADATA, MEMORY_EVENTS)
 }
 
 
@@ -330,6 +375,8 @@ def to_markdown() -> str:
     out += [f"| `{k}` | {v} |" for k, v in CATEGORIES.items()]
     intro = ("The keys of the `metadata` table (values are JSON text). A key ending in `.*` is a family whose "
              "members the input names.")
+    out += ["", "## Memory actions", "", "| action | meaning |", "|---|---|"]
+    out += [f"| `{k}` | {v} |" for k, v in MEMORY_ACTIONS.items()]
     out += ["", "## Metadata keys", "", intro, "", "| key | JSON type | meaning |", "|---|---|---|"]
     out += [f"| `{m.key}` | {' or '.join(m.types)} | {m.meaning} |" for m in METADATA_KEYS]
     return "\n".join(out) + "\n"

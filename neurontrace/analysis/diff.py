@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import load_warnings, phases
+from neurontrace.analysis._diff_memory import memory_deltas
 from neurontrace.analysis._diff_ops import COMPARED_SCHEMA, STATUSES, compare_ops, op_table
 from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
@@ -154,6 +155,7 @@ class Diff:
     ops: pa.Table | None = None
     notes: list[str] = field(default_factory=list)
     warnings: list[dict[str, Any]] = field(default_factory=list)  # each side's load warnings, with "side"
+    memory: list[dict[str, Any]] = field(default_factory=list)  # per device: peak and growth of both (_diff_memory)
 
     @property
     def synthetic(self) -> bool:
@@ -210,6 +212,7 @@ class Diff:
             "phases": self.phases,
             "steps": self.steps,
             "findings": self.findings,
+            "memory": self.memory,
         }
 
     @classmethod
@@ -229,7 +232,8 @@ class Diff:
                    devices=[DeviceDelta.from_dict(d) for d in doc["devices"]],
                    unmatched_devices=dict(doc["unmatched_devices"]), fallback=dict(doc["fallback"]),
                    phases=dict(doc["phases"]), steps=dict(doc["steps"]), findings=dict(doc["findings"]), ops=ops,
-                   notes=list(doc.get("notes") or []), warnings=list(doc.get("warnings") or []))
+                   notes=list(doc.get("notes") or []), warnings=list(doc.get("warnings") or []),
+                   memory=list(doc.get("memory") or []))
 
 
 def _op_dict(r: Mapping[str, Any]) -> dict[str, Any]:
@@ -328,6 +332,7 @@ def _compare_diagnoses(baseline: Mapping[str, Any], new: Mapping[str, Any], thre
         steps=_step_stats(steps_a, steps_b), findings=_findings(baseline, new, device_map), notes=notes,
         warnings=[{"side": side, **w} for side, d in (("baseline", baseline), ("change", new))
                   for w in d.get(load_warnings.SECTION.key) or []],
+        memory=memory_deltas(baseline, new, change),
     )
 
 

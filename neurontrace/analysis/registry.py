@@ -14,6 +14,8 @@ from neurontrace.analysis import (
     launch,
     load_warnings,
     malformed,
+    memory,
+    memory_findings,
     neuron_summary,
     ops,
     overlap,
@@ -35,6 +37,7 @@ SECTIONS: tuple[Section, ...] = (
     phases.SECTION,  # compile/load vs execution, steps
     cross_rank.SECTION,  # collectives matched across ranks: arrival skew, waits, bandwidth; step skew
     neuron_summary.SECTION,  # Neuron: per-NeuronCore summary metrics, derived figures
+    memory.SECTION,  # allocator peaks, live at the peak, growth per step, OOMs (docs/memory.md)
 )
 
 FINDINGS: tuple[FindingFamily, ...] = (
@@ -46,4 +49,5 @@ FINDINGS: tuple[FindingFamily, ...] = (
     neuron_summary.FINDINGS,  # Neuron Explorer's summary rules, throttling
     ops.FINDINGS,  # low_efficiency
     launch.FINDINGS,  # launch_bound
+    memory_findings.FINDINGS,  # memory_growth, large_temporary, memory_near_capacity, _fragmentation, out_of_memory
 )

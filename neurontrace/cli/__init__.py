@@ -15,13 +15,14 @@ from neurontrace.cli.convert import ConvertCommand
 from neurontrace.cli.diagnose import DiagnoseCommand
 from neurontrace.cli.diff import DiffCommand
 from neurontrace.cli.info import InfoCommand
+from neurontrace.cli.memory import MemoryCommand
 from neurontrace.cli.ops import OpsCommand
 from neurontrace.cli.record import RecordCommand
 from neurontrace.cli.runs import RunsCommand
 from neurontrace.cli.view import ViewCommand
 
 COMMANDS: tuple[type[Command], ...] = (
-    DiagnoseCommand, OpsCommand, ConvertCommand, InfoCommand, RecordCommand, ViewCommand, DiffCommand, RunsCommand,
+    DiagnoseCommand, OpsCommand, MemoryCommand, ConvertCommand, InfoCommand, RecordCommand, ViewCommand, DiffCommand, RunsCommand,
 )
 
 

@@ -127,6 +127,12 @@ def render(diff: Diff, console: Console, *, top: int = TOP_OPS, fail_on_regressi
                   + "; ".join(_change_line(label, s[key]) for label, key in (
                       ("median", "median_ns"), ("p90", "p90_ns"), ("steady median", "steady_median_ns"),
                       ("steady p90", "steady_p90_ns"))))
+    for m in diff.memory:
+        who = m["device"] if m["rank"] is None else f"rank {m['rank']} {m['device']}"
+        console.print(f"[bold]memory[/] {escape(who)}: " + "; ".join(
+            f"{label} {units.size(m[key]['baseline'])} → {units.size(m[key]['change'])} {_pct(m[key]['pct'])}".rstrip()
+            for label, key in (("peak allocated", "peak_allocated_bytes"), ("peak reserved", "peak_reserved_bytes"),
+                               ("growth per step", "growth_bytes_per_step"))))
     for label, key in (("[red]new finding[/]", "appeared"), ("[green]resolved[/]", "resolved")):
         for f in diff.findings[key]:
             where = escape(f" [{f['device']}]") if f["device"] else ""
