@@ -36,7 +36,8 @@ import pyarrow.compute as pc
 from neurontrace.analysis import names
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
-from neurontrace.analysis.driving import correlation_calls, device_groups, launching_pids
+from neurontrace.analysis.driving import LINKED_BY, device_groups, host_threads, launching_pids
+from neurontrace.analysis.kernel_owner import Owners, kernel_owners, outermost
 from neurontrace.analysis.opcost import FORMULAS, op_cost
 from neurontrace.analysis.peaks import DevicePeak, device_peak
 from neurontrace.columns import codes, flat, isin, keep, of_rank, row_codes, select, take
@@ -95,8 +96,15 @@ class OpRow:
 
     @property
     def pct_of_peak(self) -> float | None:
+        """Achieved over attainable, in percent; None when unknown, or impossible (above 100: ``over_peak``)."""
         eff = self._roof()[0]
-        return 100 * eff if eff is not None else None
+        return 100 * eff if eff is not None and eff <= 1.0 else None
+
+    @property
+    def over_peak(self) -> float | None:
+        """The percent of peak when it came out above 100 (a wrong FLOP count, kernel link or dtype), else None."""
+        eff = self._roof()[0]
+        return 100 * eff if eff is not None and eff > 1.0 else None
 
     @property
     def bound(self) -> str | None:
@@ -109,7 +117,7 @@ class OpRow:
                 "kernels": self.kernels, "ops": self.ops, "device_ns": self.device_ns, "flops": self.flops,
                 "bytes": self.bytes, "dtype": self.dtype, "tflops_per_s": r(self.tflops_per_s),
                 "tb_per_s": r(self.tb_per_s), "intensity": r(self.intensity, 3), "pct_of_peak": r(self.pct_of_peak, 2),
-                "bound": self.bound}
+                "over_peak": r(self.over_peak, 2), "bound": self.bound}
 
 
 @dataclass
@@ -117,6 +125,18 @@ class OpsReport:
     rows: list[OpRow]
     devices: dict[str, DevicePeak] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)  # ops with a formula whose shapes did not fit, ...
+    links: dict[str, int] = field(default_factory=dict)  # kernels per way their launching op was found
+
+    def impossible(self) -> list[OpRow]:
+        """Rows whose efficiency came out above 100% of the device's peak: a bug, never a result (not shown)."""
+        return [r for r in self.rows if r.over_peak is not None]
+
+    def warnings(self) -> list[str]:
+        """One line per impossible row, naming the op: what ``ops`` and ``diagnose`` report instead of its figure."""
+        return [f"{r.op} ({r.kernel_class} kernels on {r.device}{'' if r.rank is None else f', rank {r.rank}'}): "
+                f"{r.over_peak:,.0f}% of the {r.dtype or 'memory'} roofline bound of "
+                f"{r.peak.peak.device if r.peak and r.peak.peak else '?'} is impossible; not shown (the op's "
+                "FLOPs, its kernels or its precision are wrong)" for r in self.impossible()]
 
     def classes(self, device: str) -> list[dict[str, Any]]:
         """Per op class on one device: kernel time, its share, and the efficiency of the class."""
@@ -139,7 +159,8 @@ class OpsReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {"schema": "neurontrace.ops/1", "devices": {d: p.as_dict() for d, p in self.devices.items()},
-                "rows": [r.as_dict() for r in self.rows], "skipped": self.skipped,
+                "rows": [r.as_dict() for r in self.rows], "skipped": self.skipped, "links": self.links,
+                "warnings": self.warnings(),
                 "classes": {d: self.classes(d) for d in self.devices}}
 
 
@@ -183,29 +204,30 @@ class OpsIndex:
         if rank is not None:
             dev, host = of_rank(dev, rank), of_rank(host, rank)
         self.trace, self.host, self.dev = trace, host, dev
-        self.thread = _thread_codes(host)
-        self.top_of = _outermost(host, self.thread)
+        self.thread = host_threads(host)
+        self.top_of = outermost(host, self.thread)
+        self.formula = isin(host["name"], FORMULAS)
         self.cpu = trace.device_events.num_rows == 0 or device == CPU_DEVICE
         self.costs = _Costs.empty(host.num_rows + 1)  # one spare row: index 0 stays valid without host rows
         self._done = np.zeros(host.num_rows + 1, dtype=bool)
-        self._linked: tuple[np.ndarray, ...] | None = None  # owner, launcher: known process / not; flowed; group
+        self._linked: tuple[Owners, Owners, np.ndarray, np.ndarray] | None = None  # known process / not; flowed; group
         if many_windows and not self.cpu and dev.num_rows:
             self._linked = self._link_once()
 
-    def _link_once(self) -> tuple[np.ndarray, ...] | None:
+    def _link_once(self) -> tuple[Owners, Owners, np.ndarray, np.ndarray] | None:
         host, dev, flows = self.host, self.dev, self.trace.flows
         flowed = _own_flows(host, flows, dev)
         group = device_groups(dev)
         pid = launching_pids(host, flows, dev)[1]
         if len(np.unique(row_codes(group[flowed], pid[flowed]))) > len(np.unique(group[flowed])):
             return None  # a device launched from several processes: link window by window
-        owner, launcher = _kernel_owner(host, flows, dev, self.top_of, self.thread)
-        bare_owner, bare_launcher = owner.copy(), launcher.copy()
+        linked = kernel_owners(host, flows, dev, self.top_of, self.thread)
+        bare = Owners(linked.owner.copy(), linked.launcher.copy(), linked.by.copy())
         if not flowed.all():
             alone = np.flatnonzero(~flowed)
-            bare_owner[alone], bare_launcher[alone] = _kernel_owner(host, flows, take(dev, alone),
-                                                                    self.top_of, self.thread)
-        return owner, launcher, bare_owner, bare_launcher, flowed, group
+            got = kernel_owners(host, flows, take(dev, alone), self.top_of, self.thread)
+            bare.owner[alone], bare.launcher[alone], bare.by[alone] = got.owner, got.launcher, got.by
+        return linked, bare, flowed, group
 
     def view(self, window: tuple[int, int] | None = None) -> OpsView:
         host = self.host
@@ -223,14 +245,18 @@ class OpsIndex:
             inside = (ts >= window[0]) & (ts < window[1])
             dev = keep(dev, inside)
         if self._linked is not None:
-            owner, launcher, bare_owner, bare_launcher, flowed, group = (a[inside] for a in self._linked)
+            linked, bare, flowed, group = self._linked
+            flowed, group = flowed[inside], group[inside]
             # Where the window holds no kernel with a flow on a device, its other kernels' process is unknown.
             known = np.isin(group, group[flowed])
-            owner, launcher = np.where(known, owner, bare_owner), np.where(known, launcher, bare_launcher)
+            owners = Owners(*(np.where(known, a[inside], b[inside]) for a, b in
+                              ((linked.owner, bare.owner), (linked.launcher, bare.launcher), (linked.by, bare.by))))
         else:
-            owner, launcher = _kernel_owner(host, self.trace.flows, dev, self.top_of, self.thread)
-        skipped = self._cost(np.unique(owner[owner >= 0]))
-        report, row = _kernel_table(self.trace, host, dev, owner, launcher, self.costs, skipped)
+            owners = kernel_owners(host, self.trace.flows, dev, self.top_of, self.thread)
+        skipped = self._cost(np.unique(owners.owner[owners.owner >= 0]))
+        launchers = owners.launcher[owners.launcher >= 0]
+        self._cost(np.unique(launchers[self.formula[launchers]]))  # their dtype: their kernels' precision
+        report, row = _kernel_table(self.trace, host, dev, owners, self.costs, skipped)
         return OpsView(report, dev["event_id"].to_numpy(), row)
 
     def _cost(self, rows: np.ndarray) -> dict[str, int]:
@@ -252,28 +278,6 @@ def _own_flows(host: pa.Table, flows: pa.Table, dev: pa.Table) -> np.ndarray:
     src = launch["src_event_id"].fill_null(-1).to_numpy()
     dst = launch["dst_event_id"].fill_null(-1).to_numpy()
     return np.isin(dev["event_id"].to_numpy(), dst[np.isin(src, host["event_id"].to_numpy())])
-
-
-# -- which op owns each kernel ------------------------------------------------------------------
-
-
-def _outermost(host: pa.Table, thread: np.ndarray) -> np.ndarray:
-    """Per host row: the row of the outermost op with a formula around it on its thread when the row is
-    itself an op with a formula (itself when nothing encloses it), else -1. aten::mm in aten::linear -> linear."""
-    out = np.full(host.num_rows, -1, dtype=np.int64)
-    rows = np.flatnonzero(isin(host["category"], ["framework_op"]) & isin(host["name"], FORMULAS))
-    if not len(rows):
-        return out
-    ts = host["ts_ns"].to_numpy()
-    end = ts + host["dur_ns"].to_numpy()
-    for th in np.unique(thread[rows]).tolist():  # a few threads; within one, a sweep in start order
-        mine = rows[thread[rows] == th]
-        mine = mine[np.lexsort((-end[mine], ts[mine]))]
-        reach = np.maximum.accumulate(end[mine])
-        # Not inside an earlier op: it ends past everything before it started.
-        top = np.r_[True, end[mine][1:] > reach[:-1]]
-        out[mine] = mine[top][np.cumsum(top) - 1]
-    return out
 
 
 @dataclass
@@ -340,76 +344,6 @@ def _key_cost(key: str) -> tuple[float, float, float, float]:
             CLASS_NAMES.index(c.op_class))
 
 
-def _thread_codes(host: pa.Table) -> np.ndarray:
-    """One integer per (rank, pid, tid) of each host row, from the dictionary codes (no strings built)."""
-    rank = pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
-    pid, pids = _codes(host["pid"])
-    tid, tids = _codes(host["tid"])
-    return np.asarray((rank * (len(pids) + 1) + pid + 1) * (len(tids) + 1) + tid + 1)
-
-
-def _kernel_owner(host: pa.Table, flows: pa.Table, dev: pa.Table, top_of: np.ndarray, thread: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """(owner host row or -1, launching op host row or -1) per kernel."""
-    n = dev.num_rows
-    owner = np.full(n, -1, dtype=np.int64)
-    launcher = np.full(n, -1, dtype=np.int64)
-    if n == 0 or host.num_rows == 0:
-        return owner, launcher
-    cat = host["category"]
-    calls = np.flatnonzero(isin(cat, ["runtime", "driver"]))
-    opsr = np.flatnonzero(isin(cat, ["framework_op"]))
-    rank_h = pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    ext_h = pc.fill_null(host["external_id"], -1).to_numpy(zero_copy_only=False)
-    rank_d = pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    call = correlation_calls(host, flows, dev, calls)
-    has = call >= 0
-    # The call's External id names the op it ran in; the kernel's own External id when the call is absent.
-    ext = np.where(has, ext_h[np.maximum(call, 0)], pc.fill_null(dev["external_id"], -1).to_numpy(
-        zero_copy_only=False))
-    rank_k = np.where(has, rank_h[np.maximum(call, 0)], rank_d)
-    launch = _lookup(rank_h[opsr], ext_h[opsr], opsr, rank_k, ext)
-    launcher[:] = launch
-    # The owner: the outermost formula op around the launching op on its thread.
-    tops = np.flatnonzero(top_of == np.arange(len(top_of)))
-    if not len(tops):
-        return owner, launcher
-    ts = host["ts_ns"].to_numpy()
-    end = ts + host["dur_ns"].to_numpy()
-    ok = np.flatnonzero(launch >= 0)
-    lr = launch[ok]
-    for th in np.unique(thread[lr]).tolist():  # a few threads: tops are disjoint within each
-        mine = tops[thread[tops] == th]
-        if not len(mine):
-            continue
-        mine = mine[np.argsort(ts[mine], kind="stable")]
-        q = thread[lr] == th
-        ops_q = lr[q]
-        pos = np.searchsorted(ts[mine], ts[ops_q], side="right") - 1
-        cand = mine[np.maximum(pos, 0)]
-        inside = (pos >= 0) & (end[cand] >= end[ops_q])
-        owner[ok[q]] = np.where(inside, cand, -1)
-    return owner, launcher
-
-
-def _lookup(rank_src: np.ndarray, key_src: np.ndarray, rows: np.ndarray, rank_q: np.ndarray,
-            key_q: np.ndarray) -> np.ndarray:
-    """For each query (rank, key), the row with that (rank, key) among the sources, or -1."""
-    out = np.full(len(key_q), -1, dtype=np.int64)
-    valid = key_src >= 0
-    if not valid.any():
-        return out
-    src = rank_src[valid] * (1 << 40) + key_src[valid]
-    r = rows[valid]
-    order = np.argsort(src, kind="stable")
-    src, r = src[order], r[order]
-    q = rank_q * (1 << 40) + key_q
-    pos = np.minimum(np.searchsorted(src, q), len(src) - 1)
-    hit = (src[pos] == q) & (key_q >= 0)
-    out[hit] = r[pos[hit]]
-    return out
-
-
 # -- tables -------------------------------------------------------------------------------------
 
 
@@ -433,11 +367,12 @@ def _mode(group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray:
     return out
 
 
-def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray, launcher: np.ndarray,
-                  costs: _Costs, skipped: dict[str, int]) -> tuple[OpsReport, np.ndarray]:
+def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owners: Owners, costs: _Costs,
+                  skipped: dict[str, int]) -> tuple[OpsReport, np.ndarray]:
     """The table, and each kernel's row in it."""
     if dev.num_rows == 0:
         return OpsReport([], {}, skipped), np.zeros(0, dtype=np.int64)
+    owner, launcher = owners.owner, owners.launcher
     dur = dev["dur_ns"].to_numpy().astype(np.float64)
     # Each owner's FLOPs and bytes are split over its kernels by duration (equally when all last 0 ns).
     o = np.maximum(owner, 0)
@@ -447,7 +382,7 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray
     known = (owner >= 0) & ~np.isnan(costs.flops[o])
     flops = np.where(known, costs.flops[o] * share, 0.0)
     nbytes = np.where(known, costs.bytes[o] * share, 0.0)
-    dtype_code = np.where(known, costs.dtype[o], -1)
+    dtype_code = np.where(known, _kernel_dtypes(dev, launcher, owner, costs), -1)
     cls_code = np.where(known, costs.cls[o], -1)
     label = np.where(owner >= 0, owner, launcher)
     host_name, host_names = _codes(host["name"])
@@ -501,8 +436,22 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray
                           round(sums["flops"][i]) if has else None, round(sums["bytes"][i]) if has else None,
                           DTYPE_NAMES[dtype[i]] if dtype[i] >= 0 else None, peaks[device],
                           None if rank_values[group_rank[i]] < 0 else int(rank_values[group_rank[i]])))
-    return _sorted(rows, g, lambda r: (r.device, r.rank is not None, r.rank or 0, -r.device_ns, r.op,
-                                       r.kernel_class), peaks, skipped)
+    report, place = _sorted(rows, g, lambda r: (r.device, r.rank is not None, r.rank or 0, -r.device_ns, r.op,
+                                                r.kernel_class), peaks, skipped)
+    report.links = {name: int((owners.by == i).sum()) for i, name in enumerate(LINKED_BY)}
+    return report, place
+
+
+def _kernel_dtypes(dev: pa.Table, launcher: np.ndarray, owner: np.ndarray, costs: _Costs) -> np.ndarray:
+    """Per kernel, the DTYPE_NAMES index of the precision it computes in: as its name spells it
+    (names.KERNEL_PRECISIONS), else the launching op's (the inner ``aten::addmm(c10::Half)`` of an autocast
+    ``aten::linear(float)``), else the owner's; -1 when none is known."""
+    kname, knames = _codes(dev["name"])
+    spelled = np.array([DTYPE_NAMES.index(p) if (p := names.kernel_precision(k)) in DTYPE_NAMES else -1
+                        for k in knames] + [-1], dtype=np.int64)[kname]  # once per distinct name
+    inner = np.where(launcher >= 0, costs.dtype[np.maximum(launcher, 0)], -1)
+    outer = np.where(owner >= 0, costs.dtype[np.maximum(owner, 0)], -1)
+    return np.where(spelled >= 0, spelled, np.where(inner >= 0, inner, outer))
 
 
 def _sorted(rows: list[OpRow], group: np.ndarray, key: Any, peaks: dict[str, DevicePeak],
@@ -607,7 +556,7 @@ def _section(ctx: Context, d: DeviceAttribution) -> dict[str, Any] | None:
     return {"device_name": peak.name if peak else None,
             "peak": peak.peak.as_dict() if peak and peak.peak else None,
             "classes": rep.classes(d.device), "top": [r.as_dict() for r in rep.rows[:TOP_ROWS]],
-            "skipped": rep.skipped}
+            "skipped": rep.skipped, "links": rep.links, "warnings": rep.warnings()}
 
 
 def _text(v: dict[str, Any]) -> list[str]:
@@ -619,6 +568,10 @@ def _text(v: dict[str, Any]) -> list[str]:
              + (f" at {c['pct_of_peak']:.1f}% of peak" if c["pct_of_peak"] is not None else "")
              for c in v["classes"][:6]]
     out = [head, "; ".join(parts)]
+    unlinked, total = v.get("links", {}).get("unlinked", 0), sum(v.get("links", {}).get(k, 0) for k in LINKED_BY)
+    if unlinked:
+        out.append(f"{unlinked} of {total} kernels have no launching CPU op (no launch call, or none encloses it)")
+    out += [f"warning: {w}" for w in v.get("warnings", [])]
     if v["skipped"].get("no shapes"):
         out.append(f"{v['skipped']['no shapes']} ops have a FLOP formula but no recorded shapes: profile with "
                    "record_shapes=True to count their FLOPs")
@@ -628,7 +581,7 @@ def _text(v: dict[str, Any]) -> list[str]:
 def low_efficiency(ctx: Context) -> list[Finding]:
     out = []
     for d in ctx.devices:
-        v = d.sections.get("ops")
+        v = d.sections.get(SECTION.key)
         if not isinstance(v, dict):
             continue
         slow = [c for c in v["classes"] if c["share"] >= LOW_EFFICIENCY_SHARE and c["pct_of_peak"] is not None
@@ -645,6 +598,25 @@ def low_efficiency(ctx: Context) -> list[Finding]:
     return out
 
 
+def impossible_efficiency(ctx: Context) -> list[Finding]:
+    """A % of peak above 100 is a bug (wrong FLOPs, kernel links or precision): a warning naming the op, never a result."""
+    out = []
+    for d in ctx.devices:
+        v = d.sections.get(SECTION.key)
+        if isinstance(v, dict) and v.get("warnings"):
+            out.append(Finding(
+                "impossible_efficiency", "warning", "An op's efficiency came out above 100% of the device's peak",
+                "; ".join(v["warnings"]),
+                "Not shown as a result. Check the op's recorded shapes and dtype, the device's peak "
+                "(`neurontrace ops TRACE --json`: devices), and report the trace: the kernels credited to the op "
+                "do more work than it does, or the precision chosen is too low.", d.device))
+    return out
+
+
+def findings(ctx: Context) -> list[Finding]:
+    return low_efficiency(ctx) + impossible_efficiency(ctx)
+
+
 TOP_ROWS = 10  # rows of the op table kept in the diagnose JSON (``neurontrace ops`` prints all)
 SECTION = DeviceSection("ops", "op efficiency", _section, text=_text)
-FINDINGS = FindingFamily("low efficiency", low_efficiency)
+FINDINGS = FindingFamily("low efficiency", findings)
