@@ -80,7 +80,7 @@ def kernel_owners(host: pa.Table, flows: pa.Table, dev: pa.Table, top_of: np.nda
         inside = (pos >= 0) & (end[cand] >= end[ops_q])
         owner[ok[q]] = np.where(inside, cand, -1)
     cast_op = isin(host["name"], names.CAST_OPS)
-    cast = (owner >= 0) & (owner != launch) & cast_op[np.maximum(launch, 0)]
+    cast = (owner >= 0) & (owner != launch) & cast_op[np.maximum(launch, 0)] & ~cast_op[np.maximum(owner, 0)]
     # A cast inside a formula op is its own launcher's (aten::copy_ has a formula: its bytes), never the op's math.
     has_formula = isin(host["name"], FORMULAS)
     owner[cast] = np.where(has_formula[launch[cast]], launch[cast], -1)

@@ -236,7 +236,8 @@ class OpsIndex:
             if window is not None:
                 ts = host["ts_ns"].to_numpy()[tops]
                 tops = tops[(ts >= window[0]) & (ts < window[1])]
-            report, row = _cpu_table(host, tops, self.costs, self._cost(tops))
+            skipped = self._cost(tops)
+            report, row = _cpu_table(host, tops, self._math_ops(tops), self.costs, skipped)
             return OpsView(report, host["event_id"].to_numpy()[tops], row)
         dev = self.dev
         inside = np.ones(dev.num_rows, dtype=bool)
@@ -258,6 +259,24 @@ class OpsIndex:
         self._cost(np.unique(launchers[self.formula[launchers]]))  # their dtype: their kernels' precision
         report, row = _kernel_table(self.trace, host, dev, owners, self.costs, skipped)
         return OpsView(report, dev["event_id"].to_numpy(), row)
+
+    def _math_ops(self, tops: np.ndarray) -> np.ndarray:
+        """Per outermost op of a CPU trace, the op that does its math: itself, or the op of the same name inside
+        it at another precision (autocast: ``aten::linear(float)`` casts its inputs, then runs
+        ``aten::linear(c10::BFloat16)``; the casts are not the math, and the inner op's dtype is the precision)."""
+        math: np.ndarray = tops.copy()
+        inner = np.flatnonzero((self.top_of >= 0) & (self.top_of != np.arange(len(self.top_of))))
+        if not len(inner) or not len(tops):
+            return math
+        name = _codes(self.host["name"])[0]
+        inner = inner[name[inner] == name[self.top_of[inner]]]
+        self._cost(inner)
+        top = self.top_of[inner]
+        other = (self.costs.dtype[inner] >= 0) & (self.costs.dtype[top] >= 0) & (self.costs.dtype[inner] != self.costs.dtype[top])
+        where = np.full(len(self.top_of), -1, dtype=np.int64)
+        where[top[other][::-1]] = inner[other][::-1]  # the first such op of each outermost op
+        found = where[tops]
+        return np.asarray(np.where(found >= 0, found, tops))
 
     def _cost(self, rows: np.ndarray) -> dict[str, int]:
         """Evaluate the ops at ``rows`` not evaluated yet; the skipped counts of ``rows``."""
@@ -514,12 +533,13 @@ def _neuron_counters(dev: pa.Table) -> tuple[np.ndarray, ...] | None:
     return has, full[0], full[1], bf16, codes, np.asarray(hlo_names, dtype=object)
 
 
-def _cpu_table(host: pa.Table, tops: np.ndarray, costs: _Costs, skipped: dict[str, int]
+def _cpu_table(host: pa.Table, tops: np.ndarray, math: np.ndarray, costs: _Costs, skipped: dict[str, int]
                ) -> tuple[OpsReport, np.ndarray]:
-    """No device kernels: each outermost formula op is measured by its own duration on the host."""
+    """No device kernels: each outermost formula op is measured by the host duration of the op doing its math
+    (``math``: itself, or autocast's inner op), at that op's precision."""
     if not len(tops):
         return OpsReport([], {}, skipped), np.zeros(0, dtype=np.int64)
-    dur = host["dur_ns"].to_numpy()[tops].astype(np.float64)
+    dur = host["dur_ns"].to_numpy()[math].astype(np.float64)
     name_code, host_names = _codes(host["name"])
     rank_values, rank_code = np.unique(pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False)[tops],
                                        return_inverse=True)
@@ -532,7 +552,7 @@ def _cpu_table(host: pa.Table, tops: np.ndarray, costs: _Costs, skipped: dict[st
             (("ns", dur), ("flops", np.where(known, costs.flops[tops], 0.0)),
              ("bytes", np.where(known, costs.bytes[tops], 0.0)), ("known", known.astype(np.float64)))}
     count = np.bincount(g, minlength=ng)
-    dtype = _mode(g, np.where(known, costs.dtype[tops], -1), ng)
+    dtype = _mode(g, np.where(known, costs.dtype[math], -1), ng)
     cls = _mode(g, np.where(known, costs.cls[tops], -1), ng)
     peak = DevicePeak(CPU_DEVICE, None, None)
     rows = [OpRow(CPU_DEVICE, host_names[int(g_names[i])], CLASS_NAMES[cls[i]] if cls[i] >= 0 else "unknown",
