@@ -262,7 +262,7 @@ class OpsIndex:
 
     def _math_ops(self, tops: np.ndarray) -> np.ndarray:
         """Per outermost op of a CPU trace, the op that does its math: itself, or the op of the same name inside
-        it at another precision (autocast: ``aten::linear(float)`` casts its inputs, then runs
+        it with other input types (autocast: ``aten::linear(float)`` casts its inputs, then runs
         ``aten::linear(c10::BFloat16)``; the casts are not the math, and the inner op's dtype is the precision)."""
         math: np.ndarray = tops.copy()
         inner = np.flatnonzero((self.top_of >= 0) & (self.top_of != np.arange(len(self.top_of))))
@@ -270,11 +270,15 @@ class OpsIndex:
             return math
         name = _codes(self.host["name"])[0]
         inner = inner[name[inner] == name[self.top_of[inner]]]
-        self._cost(inner)
         top = self.top_of[inner]
-        other = (self.costs.dtype[inner] >= 0) & (self.costs.dtype[top] >= 0) & (self.costs.dtype[inner] != self.costs.dtype[top])
+        both = np.unique(np.r_[inner, top])
+        found = pc.struct_field(pc.extract_regex(pc.fill_null(take(self.host["args"], both), ""), _TYPES), "v")
+        types = np.asarray(pc.fill_null(found, "").to_numpy(zero_copy_only=False), dtype=object)
+        t_inner, t_top = types[np.searchsorted(both, inner)], types[np.searchsorted(both, top)]
+        other = (t_inner != t_top) & (t_inner != "") & (t_top != "")
         where = np.full(len(self.top_of), -1, dtype=np.int64)
         where[top[other][::-1]] = inner[other][::-1]  # the first such op of each outermost op
+        self._cost(np.unique(inner[other]))  # its dtype is the row's
         found = where[tops]
         return np.asarray(np.where(found >= 0, found, tops))
 
@@ -321,6 +325,7 @@ DTYPE_NAMES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
 CLASS_NAMES = ("gemm", "conv", "attention", "elementwise", "reduce", "norm")
 COST_CHUNK = 1 << 16  # host rows whose cost keys are built at once
 # Ids that differ between repeats of one op; the rest of its args (shapes, types, values) decide its cost.
+_TYPES = r'"Input type":\s*(?P<v>\[[^\]]*\])'
 _ID_FIELDS = r'("(?:External id|Ev Idx|Record function id|Sequence number|Fwd thread id)":\s*)-?\d+'
 
 
