@@ -181,6 +181,7 @@ def roofline_hover(r: Mapping[str, Any]) -> str:
             f"{_num(r.get('tflops_per_s'), '.4g')} TFLOP/s · {_num(r.get('tb_per_s'), '.4g')} TB/s · "
             f"{_num(r.get('intensity'), '.4g')} FLOP/byte<br>"
             + (f"{pct:.1f}% of its roofline bound · {r.get('bound')} bound" if pct is not None
+               else "above the peak: a bug, no % of peak shown (see the warning)" if r.get("over_peak") is not None
                else "no % of peak (device or dtype peak unknown)"))
 
 

@@ -20,6 +20,7 @@ import pytest
 import neurontrace
 from neurontrace.analysis.ops import OpsIndex, OpsReport, op_table
 from neurontrace.app import roofline
+from neurontrace.render.plots import roofline_hover
 from tests.conftest import corpus_files
 from tests.micro import load, x
 
@@ -164,8 +165,10 @@ def test_a_figure_above_the_peak_is_a_warning_naming_the_op_not_a_result(corpus:
     assert any(w.startswith("aten::linear (gemm kernels on cuda:0)") for w in rep.warnings())
     assert all(r["pct_of_peak"] is None or r["pct_of_peak"] <= 100 for r in rep.as_dict()["rows"])
     assert all(c["pct_of_peak"] is None or c["pct_of_peak"] <= 100 for c in rep.classes("cuda:0"))
-    assert all(r["pct_of_peak"] is None or r["pct_of_peak"] <= 100 for r in roofline.rows(
-        OpsIndex(trace, device="cuda:0").view(None)))
+    view = OpsIndex(trace, device="cuda:0").view(None)
+    assert all(r["pct_of_peak"] is None or r["pct_of_peak"] <= 100 for r in roofline.rows(view))
+    hover = roofline_hover(next(r for r in view.report.as_dict()["rows"] if r["op"] == "aten::linear"))
+    assert "above the peak" in hover and "% of its roofline bound" not in hover
     diag = diagnose(trace)
     (f,) = [f for f in diag.findings if f.id == "impossible_efficiency"]
     assert f.severity == "warning" and "aten::linear" in f.evidence and "NVIDIA L4" in f.evidence
