@@ -255,9 +255,12 @@ class OpsIndex:
         else:
             owners = kernel_owners(host, self.trace.flows, dev, self.top_of, self.thread)
         skipped = self._cost(np.unique(owners.owner[owners.owner >= 0]))
-        launchers = owners.launcher[owners.launcher >= 0]
-        self._cost(np.unique(launchers[self.formula[launchers]]))  # their dtype: their kernels' precision
-        report, row = _kernel_table(self.trace, host, dev, owners, self.costs, skipped)
+        spelled = _spelled_dtypes(dev)
+        launcher = owners.launcher
+        # The launching op's dtype is its kernels' precision where their names do not say it.
+        asked = (spelled < 0) & (launcher >= 0) & (launcher != owners.owner)
+        self._cost(np.unique(launcher[asked][self.formula[launcher[asked]]]))
+        report, row = _kernel_table(self.trace, host, dev, owners, spelled, self.costs, skipped)
         return OpsView(report, dev["event_id"].to_numpy(), row)
 
     def _math_ops(self, tops: np.ndarray) -> np.ndarray:
@@ -391,8 +394,8 @@ def _mode(group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray:
     return out
 
 
-def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owners: Owners, costs: _Costs,
-                  skipped: dict[str, int]) -> tuple[OpsReport, np.ndarray]:
+def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owners: Owners, spelled: np.ndarray,
+                  costs: _Costs, skipped: dict[str, int]) -> tuple[OpsReport, np.ndarray]:
     """The table, and each kernel's row in it."""
     if dev.num_rows == 0:
         return OpsReport([], {}, skipped), np.zeros(0, dtype=np.int64)
@@ -406,7 +409,7 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owners: Owners, c
     known = (owner >= 0) & ~np.isnan(costs.flops[o])
     flops = np.where(known, costs.flops[o] * share, 0.0)
     nbytes = np.where(known, costs.bytes[o] * share, 0.0)
-    dtype_code = np.where(known, _kernel_dtypes(dev, launcher, owner, costs), -1)
+    dtype_code = np.where(known, _kernel_dtypes(spelled, launcher, owner, costs), -1)
     cls_code = np.where(known, costs.cls[o], -1)
     label = np.where(owner >= 0, owner, launcher)
     host_name, host_names = _codes(host["name"])
@@ -466,13 +469,18 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owners: Owners, c
     return report, place
 
 
-def _kernel_dtypes(dev: pa.Table, launcher: np.ndarray, owner: np.ndarray, costs: _Costs) -> np.ndarray:
-    """Per kernel, the DTYPE_NAMES index of the precision it computes in: as its name spells it
-    (names.KERNEL_PRECISIONS), else the launching op's (the inner ``aten::addmm(c10::Half)`` of an autocast
-    ``aten::linear(float)``), else the owner's; -1 when none is known."""
+def _spelled_dtypes(dev: pa.Table) -> np.ndarray:
+    """Per kernel, the DTYPE_NAMES index of the precision its name spells (names.KERNEL_PRECISIONS), or -1."""
     kname, knames = _codes(dev["name"])
-    spelled = np.array([DTYPE_NAMES.index(p) if (p := names.kernel_precision(k)) in DTYPE_NAMES else -1
-                        for k in knames] + [-1], dtype=np.int64)[kname]  # once per distinct name
+    per_name = np.array([DTYPE_NAMES.index(p) if (p := names.kernel_precision(k)) in DTYPE_NAMES else -1
+                         for k in knames] + [-1], dtype=np.int64)  # once per distinct name (-1: a null name)
+    return np.asarray(per_name[kname])
+
+
+def _kernel_dtypes(spelled: np.ndarray, launcher: np.ndarray, owner: np.ndarray, costs: _Costs) -> np.ndarray:
+    """Per kernel, the DTYPE_NAMES index of the precision it computes in: as its name spells it (``spelled``),
+    else the launching op's (the inner ``aten::addmm(c10::Half)`` of an autocast ``aten::linear(float)``), else
+    the owner's; -1 when none is known."""
     inner = np.where(launcher >= 0, costs.dtype[np.maximum(launcher, 0)], -1)
     outer = np.where(owner >= 0, costs.dtype[np.maximum(owner, 0)], -1)
     return np.where(spelled >= 0, spelled, np.where(inner >= 0, inner, outer))
