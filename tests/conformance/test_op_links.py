@@ -169,6 +169,9 @@ def test_a_figure_above_the_peak_is_a_warning_naming_the_op_not_a_result(corpus:
     assert all(r["pct_of_peak"] is None or r["pct_of_peak"] <= 100 for r in roofline.rows(view))
     hover = roofline_hover(next(r for r in view.report.as_dict()["rows"] if r["op"] == "aten::linear"))
     assert "above the peak" in hover and "% of its roofline bound" not in hover
+    figure = roofline.figure(view, "cuda:0")  # the viewer's roofline: no point above the roofs
+    drawn = [y for d in figure["data"] if d.get("mode") == "markers" for y in d["y"]]
+    assert drawn and max(drawn) <= max(rep.devices["cuda:0"].peak.tflops.values())  # type: ignore[union-attr]
     diag = diagnose(trace)
     (f,) = [f for f in diag.findings if f.id == "impossible_efficiency"]
     assert f.severity == "warning" and "aten::linear" in f.evidence and "NVIDIA L4" in f.evidence
