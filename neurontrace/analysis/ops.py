@@ -132,11 +132,12 @@ class OpsReport:
         return [r for r in self.rows if r.over_peak is not None]
 
     def warnings(self) -> list[str]:
-        """One line per impossible row, naming the op: what ``ops`` and ``diagnose`` report instead of its figure."""
-        return [f"{r.op} ({r.kernel_class} kernels on {r.device}{'' if r.rank is None else f', rank {r.rank}'}): "
-                f"{r.over_peak:,.0f}% of the {r.dtype or 'memory'} roofline bound of "
-                f"{r.peak.peak.device if r.peak and r.peak.peak else '?'} is impossible; not shown (the op's "
-                "FLOPs, its kernels or its precision are wrong)" for r in self.impossible()]
+        """One entry per impossible row, naming the op: what ``ops`` and ``diagnose`` report instead of its figure."""
+        def bound(r: OpRow) -> str:
+            name = r.peak.peak.device if r.peak and r.peak.peak else "?"
+            return f"{name}'s {r.dtype} compute bound" if r.bound == "compute" else f"{name}'s memory bound"
+        return [f"{r.op} ({r.kernel_class} kernels on {r.device}{'' if r.rank is None else f', rank {r.rank}'}) at "
+                f"{r.over_peak:,.0f}% of {bound(r)}" for r in self.impossible()]
 
     def classes(self, device: str) -> list[dict[str, Any]]:
         """Per op class on one device: kernel time, its share, and the efficiency of the class."""
@@ -604,7 +605,9 @@ def _text(v: dict[str, Any]) -> list[str]:
     unlinked, total = v.get("links", {}).get("unlinked", 0), sum(v.get("links", {}).get(k, 0) for k in LINKED_BY)
     if unlinked:
         out.append(f"{unlinked} of {total} kernels have no launching CPU op (no launch call, or none encloses it)")
-    out += [f"warning: {w}" for w in v.get("warnings", [])]
+    if v.get("warnings"):
+        out.append(f"warning: {_listed(v['warnings'])}: above 100% of the peak is impossible (wrong FLOPs, kernel "
+                   "links, precision or peak): no % of peak shown for them")
     if v["skipped"].get("no shapes"):
         out.append(f"{v['skipped']['no shapes']} ops have a FLOP formula but no recorded shapes: profile with "
                    "record_shapes=True to count their FLOPs")
@@ -631,6 +634,10 @@ def low_efficiency(ctx: Context) -> list[Finding]:
     return out
 
 
+def _listed(items: list[str], most: int = 5) -> str:
+    return "; ".join(items[:most]) + (f"; and {len(items) - most} more" if len(items) > most else "")
+
+
 def impossible_efficiency(ctx: Context) -> list[Finding]:
     """A % of peak above 100 is a bug (wrong FLOPs, kernel links or precision): a warning naming the op, never a result."""
     out = []
@@ -639,7 +646,7 @@ def impossible_efficiency(ctx: Context) -> list[Finding]:
         if isinstance(v, dict) and v.get("warnings"):
             out.append(Finding(
                 "impossible_efficiency", "warning", "An op's efficiency came out above 100% of the device's peak",
-                "; ".join(v["warnings"]),
+                f"on {d.device}: {_listed(v['warnings'])}",
                 "Not shown as a result. Check the op's recorded shapes and dtype, the device's peak "
                 "(`neurontrace ops TRACE --json`: devices), and report the trace: the kernels credited to the op "
                 "do more work than it does, or the precision chosen is too low.", d.device))
