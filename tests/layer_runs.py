@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-BATCH, STEPS = 256, 6
+BATCH, STEPS = 64, 3
 _SCRIPT = r'''
 import sys, torch
 from torch.profiler import ProfilerActivity, profile
