@@ -2,7 +2,7 @@
 
 One subprocess (torch imported once) records three traces with ``record_shapes`` and ``with_stack``:
 
-- ``base``: fc1 (128->512), fc2 (512->512), fc3 (512->64), all called from one ``forward``;
+- ``base``: fc1 (128->1024), fc2 (1024->1024), fc3 (1024->64), all called from one ``forward``;
 - ``slow``: the same code with fc2 run three times per step (a layer recomputed: three times its time, with
   the same shapes): the one slower layer a diff must name by its shapes;
 - ``autocast``: ``base`` under ``torch.autocast("cpu", torch.bfloat16)``: each ``aten::linear(float)`` casts
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-BATCH, STEPS = 64, 3
+BATCH, STEPS, WIDTH = 512, 3, 1024  # fc2: 1 GFLOP a call, tens of ms: far above scheduling noise
 _SCRIPT = r'''
 import sys, torch
 from torch.profiler import ProfilerActivity, profile
@@ -28,7 +28,7 @@ out = sys.argv[1]
 class MLP(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.fc1, self.fc2, self.fc3 = torch.nn.Linear(128, 512), torch.nn.Linear(512, 512), torch.nn.Linear(512, 64)
+        self.fc1, self.fc2, self.fc3 = torch.nn.Linear(128, W), torch.nn.Linear(W, W), torch.nn.Linear(W, 64)
 
         self.repeat = 1
 
@@ -49,8 +49,9 @@ def run(name, model, autocast=False):
                     model(x)
     prof.export_chrome_trace(f"{out}/{name}.pt.trace.json")
 
-BATCH, STEPS = int(sys.argv[2]), int(sys.argv[3])
+BATCH, STEPS, W = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 model = MLP()
+run("warm-up", model)  # the first profiling session of a process pays the profiler's own start-up
 run("base", model)
 run("autocast", model, autocast=True)
 model.repeat = 3
@@ -63,6 +64,6 @@ def layer_runs() -> Path:
     """The folder holding base/slow/autocast ``.pt.trace.json`` (made once per test session)."""
     out = Path(tempfile.mkdtemp(prefix="neurontrace-layers-"))
     (out / "mlp_layers.py").write_text(_SCRIPT)
-    subprocess.run([sys.executable, str(out / "mlp_layers.py"), str(out), str(BATCH), str(STEPS)], check=True,
+    subprocess.run([sys.executable, str(out / "mlp_layers.py"), str(out), str(BATCH), str(STEPS), str(WIDTH)], check=True,
                    timeout=300, cwd=out)
     return out

@@ -14,11 +14,11 @@ import neurontrace
 from neurontrace.analysis.diff import diff
 from neurontrace.analysis.ops import op_table
 from neurontrace.render import diff_report
-from tests.layer_runs import BATCH, STEPS, layer_runs
+from tests.layer_runs import BATCH, STEPS, WIDTH, layer_runs
 
 pytestmark = pytest.mark.torch
-LAYERS = {"fc1": [[BATCH, 128], [512, 128], [512]], "fc2": [[BATCH, 512], [512, 512], [512]],
-          "fc3": [[BATCH, 512], [64, 512], [64]]}
+W = WIDTH
+LAYERS = {"fc1": [[BATCH, 128], [W, 128], [W]], "fc2": [[BATCH, W], [W, W], [W]], "fc3": [[BATCH, W], [64, W], [64]]}
 
 
 @pytest.fixture(scope="module")
@@ -87,5 +87,5 @@ def test_autocast_precision_and_time_come_from_the_op_doing_the_math(runs: Path)
     rows = {r.op: r for r in op_table(neurontrace.load(path)).rows}
     linear = rows["aten::linear"]
     assert linear.dtype == "bf16" and linear.ops == 3 * STEPS  # the outer op records float inputs
-    assert linear.flops == STEPS * 2 * BATCH * (128 * 512 + 512 * 512 + 512 * 64)
+    assert linear.flops == STEPS * 2 * BATCH * (128 * W + W * W + W * 64)
     assert linear.device_ns == pytest.approx(_inner_linear_ns(path), abs=len(LAYERS) * STEPS)

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis.stalls import frame_sources
-from neurontrace.columns import matches
+from neurontrace.columns import flat, matches
 from neurontrace.trace import Trace
 
 # Host categories compared op by op, and the kind each becomes. Python frames are left out (they are
@@ -93,9 +93,11 @@ def _host_ops(trace: Trace) -> pa.Table:
     keep = pc.and_(pc.is_valid(idx), pa.array(~matches(host["name"], NOT_OPS)))
     h = host.filter(keep)
     kind = pc.take(pa.array(list(HOST_KINDS.values()), pa.string()), idx.filter(keep))
-    shapes = pc.struct_field(pc.extract_regex(pc.fill_null(h["args"], ""), SHAPES), "v")
-    shapes = pc.if_else(pc.equal(kind, "op"), shapes, pa.scalar(None, pa.string()))
-    return _rows(trace, h, kind, pa.nulls(h.num_rows, pa.string()), shapes)
+    is_op = pc.fill_null(pc.equal(kind, "op"), False).combine_chunks() if isinstance(kind, pa.ChunkedArray) \
+        else pc.fill_null(pc.equal(kind, "op"), False)
+    found = pc.struct_field(pc.extract_regex(pc.fill_null(h["args"].filter(is_op), ""), SHAPES), "v")
+    shapes = pc.replace_with_mask(pa.nulls(h.num_rows, pa.string()), is_op, flat(found))  # ops only: the args
+    return _rows(trace, h, kind, pa.nulls(h.num_rows, pa.string()), shapes)  # of runtime calls are not read
 
 
 def _device_ops(trace: Trace) -> pa.Table:
