@@ -374,3 +374,29 @@ def test_each_rank_keeps_its_own_rows(tmp_path: Path) -> None:
     trace = neurontrace.Trace.concat([neurontrace.load(p) for p in paths])
     rows = op_table(trace).rows
     assert [(r.rank, r.device, r.device_ns) for r in rows] == [(0, "cuda:0", 10_000), (1, "cuda:0", 20_000)]
+
+
+@pytest.mark.parametrize(("kernel", "dtype"), [
+    # names as they occur in the corpus traces (../shared/corpus/kineto)
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+     "bf16"),
+    (("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4>(cutlass_80_tensorop_s1688gemm_256x64_16x4_"
+     "nt_align4::Params)"), "tf32"),
+    (("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4_warpsize2x2x1_g1_"
+     "tensor16x8x8_alignc4_execute_kernel"), "tf32"),
+    ("volta_sgemm_64x64_nn", "fp32"),
+    ("void cutlass::Kernel<cutlass_70_wmma_tensorop_f16_s161616gemm_f16_32x32_64x2_tn_align8>", "fp16"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>", "bf16"),
+    ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT64x32x256_MI16x16x1_SN_LDSB1", "bf16"),
+    ("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN_LDSB0", "fp32"),
+    (("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, "
+     "cutlass::bfloat16_t"), "bf16"),
+    ("igemm_fwd_gtcx2_nhwc_bf16_bx0_ex1_bt256x64x8_wt64x16x4", "bf16"),
+    ("void implicit_convolve_sgemm<float, float, 1024, 6, 7, 3, 3, 5, 1, false, true, true>", "fp32"),
+    ("void gemmSN_TN_kernel_64addr<float, 128, 16, 2, 4, 8, 9, false, cublasGemvTensorStridedBatched<float const>", None),
+    ("triton_poi_fused_add_cos_sin_0", None),
+])
+def test_kernel_names_spell_their_precision(kernel: str, dtype: str | None) -> None:
+    from neurontrace.analysis.names import kernel_precision
+
+    assert kernel_precision(kernel) == dtype
