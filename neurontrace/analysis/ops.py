@@ -24,7 +24,6 @@ bandwidth ``W``, an op of intensity ``I = FLOPs / bytes`` can reach at most ``mi
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,9 +37,11 @@ from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
 from neurontrace.analysis.driving import LINKED_BY, device_groups, host_threads, launching_pids
 from neurontrace.analysis.kernel_owner import Owners, kernel_owners, outermost
-from neurontrace.analysis.opcost import FORMULAS, op_cost
+from neurontrace.analysis.neuron_flops import neuron_counters
+from neurontrace.analysis.op_costs import CLASS_NAMES, DTYPE_NAMES, Costs, evaluate
+from neurontrace.analysis.opcost import FORMULAS
 from neurontrace.analysis.peaks import DevicePeak, device_peak
-from neurontrace.columns import codes, flat, isin, keep, of_rank, row_codes, select, take
+from neurontrace.columns import codes, isin, keep, of_rank, row_codes, select, take
 from neurontrace.trace import Trace
 
 CPU_DEVICE = "cpu"
@@ -209,7 +210,7 @@ class OpsIndex:
         self.top_of = outermost(host, self.thread)
         self.formula = isin(host["name"], FORMULAS)
         self.cpu = trace.device_events.num_rows == 0 or device == CPU_DEVICE
-        self.costs = _Costs.empty(host.num_rows + 1)  # one spare row: index 0 stays valid without host rows
+        self.costs = Costs.empty(host.num_rows + 1)  # one spare row: index 0 stays valid without host rows
         self._done = np.zeros(host.num_rows + 1, dtype=bool)
         self._linked: tuple[Owners, Owners, np.ndarray, np.ndarray] | None = None  # known process / not; flowed; group
         if many_windows and not self.cpu and dev.num_rows:
@@ -290,7 +291,7 @@ class OpsIndex:
         """Evaluate the ops at ``rows`` not evaluated yet; the skipped counts of ``rows``."""
         new = rows[~self._done[rows]]
         if len(new):
-            _evaluate(self.host, new, self.costs)
+            evaluate(self.host, new, self.costs)
             self._done[new] = True
         skipped = {"no shapes": int(self.costs.no_shapes[rows].sum()),
                    "shapes do not fit the formula": int(self.costs.misfit[rows].sum())}
@@ -307,69 +308,7 @@ def _own_flows(host: pa.Table, flows: pa.Table, dev: pa.Table) -> np.ndarray:
     return np.isin(dev["event_id"].to_numpy(), dst[np.isin(src, host["event_id"].to_numpy())])
 
 
-@dataclass
-class _Costs:
-    """FLOPs, bytes, dtype and class per host row (NaN / -1 where unknown), and why an op with a formula
-    got no cost (no shapes recorded, or shapes that do not fit it)."""
-
-    flops: np.ndarray
-    bytes: np.ndarray
-    dtype: np.ndarray  # index into DTYPE_NAMES
-    cls: np.ndarray  # index into CLASS_NAMES
-    no_shapes: np.ndarray
-    misfit: np.ndarray
-
-    @classmethod
-    def empty(cls, n: int) -> _Costs:
-        return cls(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64),
-                   np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
-
-
-DTYPE_NAMES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
-CLASS_NAMES = ("gemm", "conv", "attention", "elementwise", "reduce", "norm")
-COST_CHUNK = 1 << 16  # host rows whose cost keys are built at once
-# Ids that differ between repeats of one op; the rest of its args (shapes, types, values) decide its cost.
 _TYPES = r'"Input type":\s*(?P<v>\[[^\]]*\])'
-_ID_FIELDS = r'("(?:External id|Ev Idx|Record function id|Sequence number|Fwd thread id)":\s*)-?\d+'
-
-
-def _evaluate(host: pa.Table, rows: np.ndarray, out: _Costs) -> None:
-    """Write the cost of the ops at ``rows`` into ``out``; each distinct (name, args without ids) is evaluated once."""
-    if not len(rows):
-        return
-    seen: dict[str, tuple[float, float, float, float]] = {}
-    for lo in range(0, len(rows), COST_CHUNK):  # by chunks: the keys are copies of args, most of a rank's bytes
-        part = rows[lo:lo + COST_CHUNK]
-        sub = take(host.select(["name", "args"]), part)
-        key = pc.binary_join_element_wise(
-            sub["name"].cast(pa.string()),
-            pc.replace_substring_regex(pc.fill_null(sub["args"], ""), _ID_FIELDS, r"\1 0"), "\x00")
-        enc = flat(key).dictionary_encode()
-        per_key = np.array([seen[k] if k in seen else seen.setdefault(k, _key_cost(k))
-                            for k in enc.dictionary.to_pylist()], dtype=np.float64).reshape(-1, 4)
-        got = per_key[enc.indices.to_numpy(zero_copy_only=False)]
-        out.flops[part], out.bytes[part] = got[:, 0], got[:, 1]
-        out.dtype[part] = np.nan_to_num(got[:, 2], nan=-1).astype(np.int64)
-        out.cls[part] = np.nan_to_num(got[:, 3], nan=-1).astype(np.int64)
-        failed = np.isnan(got[:, 0])
-        if failed.any():
-            has_dims = pc.fill_null(pc.match_substring(sub["args"], "Input Dims"), False).to_numpy(zero_copy_only=False)
-            out.no_shapes[part] = failed & ~has_dims
-            out.misfit[part] = failed & has_dims
-
-
-def _key_cost(key: str) -> tuple[float, float, float, float]:
-    """(FLOPs, bytes, dtype index, class index) of one "name\\x00args without ids" key; NaNs when unknown."""
-    name, _, text = key.partition("\x00")
-    try:
-        args = json.loads(text) if text else {}
-    except ValueError:
-        args = {}
-    c = op_cost(name, args) if isinstance(args, dict) else None
-    if c is None:
-        return (np.nan, np.nan, np.nan, np.nan)
-    return (c.flops, c.bytes, DTYPE_NAMES.index(c.dtype) if c.dtype in DTYPE_NAMES else -1,
-            CLASS_NAMES.index(c.op_class))
 
 
 # -- tables -------------------------------------------------------------------------------------
@@ -396,7 +335,7 @@ def _mode(group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray:
 
 
 def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owners: Owners, spelled: np.ndarray,
-                  costs: _Costs, skipped: dict[str, int]) -> tuple[OpsReport, np.ndarray]:
+                  costs: Costs, skipped: dict[str, int]) -> tuple[OpsReport, np.ndarray]:
     """The table, and each kernel's row in it."""
     if dev.num_rows == 0:
         return OpsReport([], {}, skipped), np.zeros(0, dtype=np.int64)
@@ -420,7 +359,7 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owners: Owners, s
     dev_code, dev_names = _codes(dev["device"])
     kclass, classes = _kernel_classes(dev)
     # NeuronCore instructions count their own FLOPs: they are their own op (their HLO op's name).
-    nc = _neuron_counters(dev)
+    nc = neuron_counters(dev)
     if nc is not None:
         own, nc_flops, nc_bytes, nc_bf16, hlo, hlo_names = nc
         own &= ~known
@@ -478,7 +417,7 @@ def _spelled_dtypes(dev: pa.Table) -> np.ndarray:
     return np.asarray(per_name[kname])
 
 
-def _kernel_dtypes(spelled: np.ndarray, launcher: np.ndarray, owner: np.ndarray, costs: _Costs) -> np.ndarray:
+def _kernel_dtypes(spelled: np.ndarray, launcher: np.ndarray, owner: np.ndarray, costs: Costs) -> np.ndarray:
     """Per kernel, the DTYPE_NAMES index of the precision it computes in: as its name spells it (``spelled``),
     else the launching op's (the inner ``aten::addmm(c10::Half)`` of an autocast ``aten::linear(float)``), else
     the owner's; -1 when none is known."""
@@ -513,41 +452,7 @@ def _kernel_classes(dev: pa.Table) -> tuple[np.ndarray, list[str]]:
     return per_combo[inverse.reshape(-1)], classes
 
 
-def _arg_number(args: pa.ChunkedArray | pa.Array, key: str) -> np.ndarray:
-    """A numeric field of the args JSON per row (NaN where absent), without decoding the JSON."""
-    found = pc.extract_regex(pc.fill_null(args, ""), rf'"{key}":\s*(?P<v>-?\d+(?:\.\d+)?)')
-    return np.asarray(pc.cast(pc.struct_field(found, "v"), pa.float64()).to_numpy(zero_copy_only=False),
-                      dtype=np.float64)
-
-
-def _neuron_counters(dev: pa.Table) -> tuple[np.ndarray, ...] | None:
-    """For NeuronCore instructions: (has a FLOP counter, FLOPs, HBM bytes, FLOPs are BF16-equivalent, HLO op
-    code, HLO op names). Neuron Explorer records per instruction ``raw_flops`` (a MAC is 2) and
-    ``adjusted_flops`` (BF16-equivalent: to compare with the BF16 peak), and ``hbm_read_bytes`` /
-    ``hbm_write_bytes`` (formats/neuron.md, the instruction table). None without Neuron devices."""
-    dev_code, dev_names = _codes(dev["device"])
-    neuron = np.array([d.startswith("neuron") for d in dev_names], dtype=bool)
-    rows = np.flatnonzero(neuron[np.maximum(dev_code, 0)] & (dev_code >= 0)) if len(dev_names) else np.zeros(0, int)
-    if not len(rows):
-        return None
-    n = dev.num_rows
-    args = take(dev["args"], rows)
-    adjusted, raw = _arg_number(args, "adjusted_flops"), _arg_number(args, "raw_flops")
-    read, write = _arg_number(args, "hbm_read_bytes"), _arg_number(args, "hbm_write_bytes")
-    full = [np.full(n, np.nan) for _ in range(3)]
-    full[0][rows] = np.where(np.isnan(adjusted), raw, adjusted)
-    full[1][rows] = np.nan_to_num(read) + np.nan_to_num(write)
-    bf16 = np.zeros(n, dtype=bool)
-    bf16[rows] = ~np.isnan(adjusted)
-    hlo = pc.extract_regex(pc.fill_null(args, ""), r'"hlo_name":\s*"(?P<v>[^"]*)"')
-    hlo_code, hlo_names = _codes(pc.struct_field(hlo, "v"))
-    codes = np.full(n, -1, dtype=np.int64)
-    codes[rows] = hlo_code
-    has = ~np.isnan(full[0])
-    return has, full[0], full[1], bf16, codes, np.asarray(hlo_names, dtype=object)
-
-
-def _cpu_table(host: pa.Table, tops: np.ndarray, math: np.ndarray, costs: _Costs, skipped: dict[str, int]
+def _cpu_table(host: pa.Table, tops: np.ndarray, math: np.ndarray, costs: Costs, skipped: dict[str, int]
                ) -> tuple[OpsReport, np.ndarray]:
     """No device kernels: each outermost formula op is measured by the host duration of the op doing its math
     (``math``: itself, or autocast's inner op), at that op's precision."""
