@@ -149,6 +149,7 @@ KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.IGNORECASE)),
     ("gemm", re.compile(
         r"gemm|matmul|mm_|_mm\b|cublas|cutlass|wgmma|xmma|addmm|bmm"  # CUDA cuBLAS/CUTLASS, PyTorch
+        r"|^nvjet_"  # cuBLAS 12.8+'s own Hopper/Blackwell GEMM kernels (nvjet_tst_..., nvjet_hsh_...)
         r"|^Cijk_"  # ROCm Tensile (hipBLAS/rocBLAS)
         r"|^fc$|^fc_",  # MTIA fully-connected kernels
         re.IGNORECASE)),

@@ -179,11 +179,14 @@ def test_a_figure_above_the_peak_is_a_warning_naming_the_op_not_a_result(corpus:
     assert all(r["pct_of_peak"] is None or r["pct_of_peak"] <= 100 for r in ops["top"])
 
 
-def test_autocast_structure_credits_flops_to_the_gemm_not_the_casts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("gemm_kernel", ["ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn",
+                                         "nvjet_tst_128x128_64x4_1x2_h_bz_coopA_TNT"])  # names no type: addmm's
+def test_autocast_structure_credits_flops_to_the_gemm_not_the_casts(tmp_path: Path, gemm_kernel: str) -> None:
     """SYNTHETIC micro-trace with the op structure of a real autocast run (test_op_layers.py records it on the
     CPU: aten::linear(float) > aten::to > aten::copy_ casts, then aten::linear(c10::Half) > aten::addmm): the cast
     kernels belong to aten::copy_ (bytes, no FLOPs), all of linear's FLOPs to the fp16 GEMM (torch.autocast runs
-    linear/addmm in float16 on CUDA: the autocast op reference in PyTorch's documentation)."""
+    linear/addmm in float16 on CUDA: the autocast op reference in PyTorch's documentation). The GEMM's precision is
+    its name's, or, when the name spells none, that of the aten::addmm(c10::Half) that launched it."""
     f32, f16 = "float", "c10::Half"
     dims = [[256, 1024], [4096, 1024], [4096]]
     ev = [
@@ -198,8 +201,7 @@ def test_autocast_structure_credits_flops_to_the_gemm_not_the_casts(tmp_path: Pa
         x("cuda_runtime", "cudaLaunchKernel", 80, 5, correlation=12, **{"External id": 5}),
         x("kernel", "void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda, c10::Half, float>", 30, 40,
           pid=0, tid=7, device=0, correlation=11),
-        x("kernel", "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn", 100, 30, pid=0, tid=7, device=0,
-          correlation=12),
+        x("kernel", gemm_kernel, 100, 30, pid=0, tid=7, device=0, correlation=12),
     ]
     rep = op_table(load(tmp_path, ev, deviceProperties=H100))
     rows = {(r.op, r.kernel_class): r for r in rep.rows}
