@@ -222,7 +222,8 @@ class Diff:
         ops = None
         if doc.get("ops") is not None:
             rows = [{"status": o["status"], "kind": o["kind"], "unit": o["unit"], "name": o["name"],
-                     "source": o["source"], "change_source": o["change_source"], "matched_by": o["matched_by"],
+                     "source": o["source"], "shapes": o.get("shapes"), "change_source": o["change_source"],
+                     "matched_by": o["matched_by"],
                      "baseline_count": o["count"]["baseline"], "change_count": o["count"]["change"],
                      "baseline_ns": o["total_ns"]["baseline"], "change_ns": o["total_ns"]["change"],
                      "delta_ns": o["total_ns"]["delta"], "delta_pct": o["total_ns"]["pct"]} for o in doc["ops"]]
@@ -239,7 +240,7 @@ class Diff:
 def _op_dict(r: Mapping[str, Any]) -> dict[str, Any]:
     pct = r["delta_pct"]
     return {"status": r["status"], "kind": r["kind"], "unit": r["unit"], "name": r["name"], "source": r["source"],
-            "change_source": r["change_source"], "matched_by": r["matched_by"],
+            "shapes": r["shapes"], "change_source": r["change_source"], "matched_by": r["matched_by"],
             "count": change(r["baseline_count"], r["change_count"]),
             "total_ns": {"baseline": r["baseline_ns"], "change": r["change_ns"], "delta": r["delta_ns"],
                          "pct": None if pct is None or np.isnan(pct) else round(float(pct), 3)}}

@@ -149,6 +149,7 @@ KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.IGNORECASE)),
     ("gemm", re.compile(
         r"gemm|matmul|mm_|_mm\b|cublas|cutlass|wgmma|xmma|addmm|bmm"  # CUDA cuBLAS/CUTLASS, PyTorch
+        r"|^nvjet_"  # cuBLAS 12.8+'s own Hopper/Blackwell GEMM kernels (nvjet_tst_..., nvjet_hsh_...)
         r"|^Cijk_"  # ROCm Tensile (hipBLAS/rocBLAS)
         r"|^fc$|^fc_",  # MTIA fully-connected kernels
         re.IGNORECASE)),
@@ -158,6 +159,28 @@ KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("elementwise", re.compile(r"elementwise|vectorized|unrolled|copy|fill|add|mul|relu|gelu|silu",
                                re.IGNORECASE)),  # ATen elementwise kernels
 )
+
+# -- the precision a kernel computes in (analysis/ops.py), from its name -------------------------------------
+# cuBLAS/CUTLASS/cuDNN names spell their types (sm90_xmma_gemm_bf16bf16_bf16f32, volta_h884gemm, ampere_sgemm,
+# cutlass_80_tensorop_s1688gemm: fp32 data on the TF32 m16n8k8 MMA, sm80_xmma_fprop_implicit_gemm_tf32f32),
+# ATen and flash kernels their template types (c10::Half, cutlass::bfloat16_t), rocBLAS's Tensile kernels their
+# data type after the transposes (Cijk_Alik_Bljk_HHS_: half, _BBS_/_B_: bf16, _SB_: single, _DB_: double).
+# First match wins; a name that says nothing leaves the precision to the op that launched the kernel.
+_TENSILE = r"^Cijk_[A-Za-z]+_[A-Za-z]+_"
+KERNEL_PRECISIONS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("fp8", re.compile(r"e4m3|e5m2|fp8|f8f6f4", re.IGNORECASE)),
+    ("bf16", re.compile(r"bf16|bfloat16|" + _TENSILE + "B", re.IGNORECASE)),
+    ("fp16", re.compile(r"fp16|(?<![a-z0-9])f16|half|_h\d{3,5}gemm|hgemm|" + _TENSILE + "H", re.IGNORECASE)),
+    ("tf32", re.compile(r"tf32|xf32|tensorop_s1688(gemm|fprop|dgrad|wgrad)", re.IGNORECASE)),
+    ("fp64", re.compile(r"dgemm|fp64|_d\d{3,4}gemm|" + _TENSILE + "D")),
+    ("fp32", re.compile(r"sgemm|" + _TENSILE + "S")),
+)
+# Ops that move or convert data and do no arithmetic of their own: a kernel one of them launches inside
+# another op (autocast's casts inside aten::linear, a .contiguous() inside a matmul) is not that op's math.
+CAST_OPS = frozenset({
+    "aten::copy_", "aten::_to_copy", "aten::to", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::clone",
+    "aten::contiguous", "aten::fill_", "aten::zero_", "aten::zeros", "aten::zeros_like", "aten::empty_like",
+})
 
 # -- collectives (collectives.<op>), from the kernel name or its `Collective name` arg ---------------------
 COLLECTIVE_OPS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -206,6 +229,12 @@ def collective_op(name: str, collective_arg: str | None = None) -> str:
 
 def kernel_class(name: str) -> str:
     return classify(name, KERNEL_CLASSES, "other")
+
+
+def kernel_precision(name: str) -> str | None:
+    """The dtype a kernel computes in, as its name spells it (KERNEL_PRECISIONS); None when it does not say."""
+    label = classify(name, KERNEL_PRECISIONS, "")
+    return label or None
 
 
 def device_category(category: str, name: str) -> str:

@@ -73,6 +73,8 @@ def _ops_table(diff: Diff, top: int) -> Table | Text:
         op = Text(f"{r['kind']} ", style="dim")
         op.append(f"{r['unit']}: " if r["unit"] else "")
         op.append(r["name"] if len(r["name"]) <= 80 else r["name"][:77] + "...")
+        if r.get("shapes"):
+            op.append(f" {r['shapes'] if len(r['shapes']) <= 60 else r['shapes'][:57] + '...'}", style="dim")
         source = r["source"] or "-"
         if r["change_source"]:
             source = f"{source} → {r['change_source']}"
