@@ -1,0 +1,112 @@
+"""The line responsible for a stall: the innermost user frame active during it, and backward ops' forward source.
+
+Two facts of torch.profiler's Python tracer shape this (docs/diagnose.md, "Sources"):
+
+- a frame that was already running when profiling began is recorded at the line it was on then, which in a
+  training loop is always the ``prof.step()`` line: the loop's own frame (``main``) says nothing about a stall.
+  The frame that does is the innermost *user* frame active during the stall (a dataset's ``__getitem__``), so
+  :class:`ActiveFrames` picks, among the user frames overlapping a stall, the deepest one that covers at least
+  half as much of it as the frame covering most; a frame open since profiling began is shown without its line;
+- backward ops run on the autograd engine with no Python stack of their own: their source is the forward op's,
+  found through the forward→backward flows (:func:`backward_frames`).
+
+Never a frame of the profiler, of neurontrace's capture or of a benchmarking harness wrapping the model
+(``names.OWN_FRAME``, ``names.HARNESS_FRAME``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from neurontrace.analysis import names
+from neurontrace.columns import codes, isin, row_codes, select
+from neurontrace.trace import Trace
+
+MIN_SHARE_OF_BEST = 0.5  # a deeper frame wins when it covers at least this share of what the best frame covers
+# The tracer writes the stack already running at its start as events a few µs apart: a frame opened this soon
+# after the first Python event was running when profiling began.
+STARTUP_STACK_NS = 1_000_000
+
+
+class ActiveFrames:
+    """The user frames of a table of host events, to name the innermost one active in a time range."""
+
+    def __init__(self, trace: Trace, table: pa.Table) -> None:
+        f = trace.frames
+        ids = f["frame_id"].to_pylist()
+        parent = dict(zip(ids, f["parent_id"].to_pylist(), strict=True))
+        files = f["file"].cast(pa.string()).to_pylist()
+        functions = f["function"].cast(pa.string()).to_pylist()
+        self.text = {i: (f"{fl}:{ln} {fn}" if fl else str(fn)) for i, fl, ln, fn in zip(
+            ids, files, f["line"].to_pylist(), functions, strict=True)}
+        self.where = {i: (f"{fl} {fn}" if fl else str(fn)) for i, fl, fn in zip(ids, files, functions, strict=True)}
+        ok = {i for i, user, fl in zip(ids, f["is_user"].to_pylist(), files, strict=True)
+              if user and not (fl and (names.OWN_FRAME.search(fl) or names.HARNESS_FRAME.search(fl)))}
+        self.depth = {i: _depth(i, parent) for i in ok}
+        has_rows = table.num_rows and "frame_id" in table.column_names
+        py = select(table, "category", "python") if has_rows else table.schema.empty_table()
+        frame = py["frame_id"].fill_null(-1).to_numpy() if py.num_rows else np.zeros(0, np.int64)
+        keep = np.isin(frame, np.fromiter(ok, np.int64, len(ok))) if ok else np.zeros(len(frame), bool)
+        self.frame = frame[keep]
+        self.start = py["ts_ns"].to_numpy()[keep] if py.num_rows else np.zeros(0, np.int64)
+        self.end = self.start + (py["dur_ns"].to_numpy()[keep] if py.num_rows else 0)
+        all_starts = py["ts_ns"].to_numpy() if py.num_rows else np.zeros(0, np.int64)
+        self.first_ns: int | None = None  # when Python tracing began, if it found a stack already running
+        if len(all_starts):
+            first = int(all_starts.min())
+            if int(np.sum(all_starts < first + STARTUP_STACK_NS)) >= 2:  # the stack it found: <module>, main ...
+                self.first_ns = first
+
+    def innermost(self, lo: int, hi: int) -> str | None:
+        """``file:line function`` of the innermost user frame active in [lo, hi), or None."""
+        hit = np.flatnonzero((self.start < hi) & (self.end > lo))
+        if not len(hit):
+            return None
+        overlap = np.minimum(self.end[hit], hi) - np.maximum(self.start[hit], lo)
+        per: dict[int, int] = {}
+        opened: dict[int, int] = {}
+        for fid, ns, s in zip(self.frame[hit].tolist(), overlap.tolist(), self.start[hit].tolist(), strict=True):
+            per[fid] = per.get(fid, 0) + ns
+            opened[fid] = min(opened.get(fid, s), s)
+        best = max(per.values())
+        fid = max((f for f, ns in per.items() if ns >= MIN_SHARE_OF_BEST * best),
+                  key=lambda f: (self.depth.get(f, 0), per[f]))
+        if self.first_ns is not None and opened[fid] - self.first_ns < STARTUP_STACK_NS:  # running before profiling began
+            return f"{self.where[fid]} (running when profiling began: its recorded line is where it was then)"
+        return self.text[fid]
+
+
+def _depth(fid: int, parent: dict[int, int | None]) -> int:
+    d, node = 0, parent.get(fid)
+    while node is not None and d < 10_000:
+        d, node = d + 1, parent.get(node)
+    return d
+
+
+def backward_frames(trace: Trace) -> dict[int, int]:
+    """Per backward host event (the target of a forward→backward flow, and the events nested in it on its
+    thread): the frame id of the forward op it differentiates, where that op has one."""
+    flows = select(trace.flows, "kind", "fwdbwd") if trace.flows.num_rows else trace.flows
+    if not flows.num_rows:
+        return {}
+    host = trace.system_events
+    ids = host["event_id"].to_numpy()
+    frame = host["frame_id"].fill_null(-1).to_numpy()
+    pos = {int(e): i for i, e in enumerate(ids.tolist())}
+    out: dict[int, int] = {}
+    targets: list[tuple[int, int]] = []  # (row of the backward op, forward frame)
+    for src, dst in zip(flows["src_event_id"].to_pylist(), flows["dst_event_id"].to_pylist(), strict=True):
+        if src in pos and dst in pos and frame[pos[src]] >= 0:
+            targets.append((pos[dst], int(frame[pos[src]])))
+    if not targets:
+        return {}
+    start = host["ts_ns"].to_numpy()
+    end = start + host["dur_ns"].to_numpy()
+    thread = row_codes(codes(host["pid"])[0], codes(host["tid"])[0])
+    not_python = ~isin(host["category"], ["python"])
+    for row, fwd in targets:
+        nested = np.flatnonzero((thread == thread[row]) & (start >= start[row]) & (end <= end[row]) & not_python)
+        for r in nested.tolist():
+            out.setdefault(int(ids[r]), fwd)
+    return out
