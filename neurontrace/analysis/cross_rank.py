@@ -41,6 +41,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
+from neurontrace.analysis.comm_sizes import args_of as _args
+from neurontrace.analysis.comm_sizes import int_of as _int
+from neurontrace.analysis.comm_sizes import message_bytes as _message_bytes
+from neurontrace.analysis.comm_sizes import sizes_from_launching_ranges
 from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section
 from neurontrace.analysis.intervals import union
 from neurontrace.analysis.work import device_categories
@@ -57,14 +61,6 @@ BUS_FACTOR: dict[str, Callable[[int], float]] = {
     "broadcast": lambda n: 1.0,
     "reduce": lambda n: 1.0,
     "send_recv": lambda n: 1.0,
-}
-# Bytes per element of the dtype names Kineto writes (``dtype`` arg of NCCL records, ``Input type``).
-DTYPE_BYTES: dict[str, int] = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "c10::half": 2, "float16": 2,
-    "bfloat16": 2, "c10::bfloat16": 2, "long": 8, "long int": 8, "int64": 8, "int": 4, "int32": 4,
-    "short": 2, "int16": 2, "byte": 1, "unsigned char": 1, "uint8": 1, "char": 1, "signed char": 1,
-    "int8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "c10::float8_e4m3fn": 1,
-    "c10::float8_e5m2": 1,
 }
 TOP_WORK = 3  # names kept per collective of what the rank did before it
 # A collective's per-rank lists are kept up to this many ranks (8 nodes of 8 GPUs); above it they are null, so
@@ -155,6 +151,18 @@ def _one_rank(trace: Trace, rank: int | None, only: bool = False) -> pa.Table:
         counts[ordinal_key] += 1
         rows["bytes"].append(nbytes)
         rows["group_size"].append(size)
+    if device_col and device_col[0] != "cpu" and any(b is None for b in rows["bytes"]):
+        # Older traces carry no size on the kernels: take it from the host range that launched each one.
+        missing = np.flatnonzero([b is None for b in rows["bytes"]])
+        found = sizes_from_launching_ranges(host, trace.flows, coll, missing, rows["op"], rows["group_size"])
+        for i, nbytes in found.items():
+            rows["bytes"][i] = nbytes
+        if found:  # the ordinals count (group, op, bytes): recount with the sizes found
+            counts = defaultdict(int)
+            for i in range(len(rows["op"])):
+                key = (rows["group"][i], rows["op"][i], rows["bytes"][i])
+                rows["ordinal"][i] = counts[key]
+                counts[key] += 1
     first_ts = _first_ts(host, dev)
     # What the rank did since its previous collective ended (collectives may overlap: never < 0).
     prev_end = np.r_[first_ts, np.maximum.accumulate(ends)[:-1]] if len(ends) else ends
@@ -204,45 +212,6 @@ def _distributed_info(trace: Trace, rank: int | None) -> _Info:
                 if isinstance(p, dict) and "id" in p and "name" in p:
                     out.device_names.setdefault(f"cuda:{p['id']}", str(p["name"]))
     return out
-
-
-def _args(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
-    return None
-
-
-def _message_bytes(op: str, args: dict[str, Any], group_size: int | None) -> int | None:
-    """The collective's data size S of NCCL's bandwidth formulas: the larger of input and output."""
-    dtype = args.get("dtype")
-    if dtype is None and isinstance(args.get("Input type"), list) and args["Input type"]:
-        dtype = args["Input type"][0]
-    width = DTYPE_BYTES.get(str(dtype).lower()) if dtype is not None else None
-    if width is None:
-        return None
-    n_in, n_out = _int(args.get("In msg nelems")), _int(args.get("Out msg nelems"))
-    if n_in is None and n_out is None:  # a host range: only its input tensor's shape is recorded
-        dims = args.get("Input Dims")
-        if not (isinstance(dims, list) and dims and isinstance(dims[0], list)):
-            return None
-        n_in = int(np.prod([d for d in dims[0] if isinstance(d, int)], dtype=np.int64)) if dims[0] else 1
-        if op == "all_gather" and group_size:  # the output is every rank's input
-            n_out = n_in * group_size
-    return max(n_in or 0, n_out or 0) * width
 
 
 def _first_ts(*tables: pa.Table) -> int:
