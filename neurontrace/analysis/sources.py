@@ -24,9 +24,6 @@ from neurontrace.columns import codes, isin, row_codes, select
 from neurontrace.trace import Trace
 
 MIN_SHARE_OF_BEST = 0.5  # a deeper frame wins when it covers at least this share of what the best frame covers
-# The tracer writes the stack already running at its start as events a few µs apart: a frame opened this soon
-# after the first Python event was running when profiling began.
-STARTUP_STACK_NS = 1_000_000
 
 
 class ActiveFrames:
@@ -51,12 +48,13 @@ class ActiveFrames:
         self.frame = frame[keep]
         self.start = py["ts_ns"].to_numpy()[keep] if py.num_rows else np.zeros(0, np.int64)
         self.end = self.start + (py["dur_ns"].to_numpy()[keep] if py.num_rows else 0)
-        all_starts = py["ts_ns"].to_numpy() if py.num_rows else np.zeros(0, np.int64)
-        self.first_ns: int | None = None  # when Python tracing began, if it found a stack already running
-        if len(all_starts):
-            first = int(all_starts.min())
-            if int(np.sum(all_starts < first + STARTUP_STACK_NS)) >= 2:  # the stack it found: <module>, main ...
-                self.first_ns = first
+        # The stack already running when tracing began is written first, before any call returns: the frames that
+        # start before the first Python event to end (those are the calls made since).
+        self.cutoff_ns: int | None = None
+        if py.num_rows > 1:
+            all_starts = py["ts_ns"].to_numpy()
+            all_ends = all_starts + py["dur_ns"].to_numpy()
+            self.cutoff_ns = int(all_starts[int(np.argmin(all_ends))])
 
     def innermost(self, lo: int, hi: int) -> str | None:
         """``file:line function`` of the innermost user frame active in [lo, hi), or None."""
@@ -72,7 +70,7 @@ class ActiveFrames:
         best = max(per.values())
         fid = max((f for f, ns in per.items() if ns >= MIN_SHARE_OF_BEST * best),
                   key=lambda f: (self.depth.get(f, 0), per[f]))
-        if self.first_ns is not None and opened[fid] - self.first_ns < STARTUP_STACK_NS:  # running before profiling began
+        if self.cutoff_ns is not None and opened[fid] < self.cutoff_ns:  # running before profiling began
             return f"{self.where[fid]} (running when profiling began: its recorded line is where it was then)"
         return self.text[fid]
 

@@ -70,7 +70,8 @@ def top_stalls(trace: Trace, win: tuple[int, int], labels: list[Label],
     for length, start, k, cause in runs:
         lb = labels[k] if k != NONE else None
         evidence, source, from_backward = _evidence(lb, start, start + length, frames, backward)
-        if lb is not None and lb.cause in HOST_CAUSES and not from_backward:
+        own = bool(evidence) and bool(names.OWN_FRAME.search(evidence[0]))  # the profiler's own step(): no line
+        if lb is not None and lb.cause in HOST_CAUSES and not from_backward and not own:
             table = active.setdefault(id(lb.table), ActiveFrames(trace, lb.table))
             source = table.innermost(start, start + length) or source
         out.append(Stall(cause, lb.detail if lb else "unexplained", start, length, evidence, source))
