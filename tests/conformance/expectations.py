@@ -136,3 +136,29 @@ EXPECTATIONS: tuple[Expect, ...] = (
            (), ("unexplained_idle", "exposed_collectives"),
            "The real CPU training loop make_samples.py records: aten ops are the CPU device's compute."),
 )
+
+
+@dataclass(frozen=True)
+class RunExpect:
+    """A verdict for a real run the tests make (tests/verdict_runs.py): one injected cause, timed by the run."""
+
+    run: str  # "train.pt.trace.json.gz" or "ddp" under the verdict_runs fixture's folder
+    must: tuple[str, ...]
+    must_not: tuple[str, ...]
+    source: str | None  # the function every stall of ``detail`` must name (None: not checked)
+    detail: str
+    why: str
+
+
+RUN_EXPECTATIONS: tuple[RunExpect, ...] = (
+    RunExpect("train.pt.trace.json.gz", ("input_bound",), ("host_bound", "host_wait", "unexplained_idle"),
+              "__getitem__", "input_pipeline",
+              "The data loader's __getitem__ sleeps 4 ms per sample and num_workers=0 loads on the training thread "
+              "(torch.utils.data docs, 'Single- and Multi-process Data Loading'): the device (the CPU) waits for "
+              "input, and the line is __getitem__, not the loop frame torch recorded at its prof.step() line."),
+    RunExpect("ddp", ("straggler", "host_wait"), ("host_bound",), None, "wait",
+              "Rank 1 sleeps 150 ms before every forward pass. DDP all-reduces each gradient bucket as it becomes "
+              "ready (torch DDP notes, bucket_cap_mb), so rank 0's two bucket all-reduces wait for rank 1 together: "
+              "rank 1 is late by the sleep once, its time is a host wait (not launch-bound), and the straggler "
+              "advice names host-side work, not load imbalance."),
+)
