@@ -24,6 +24,7 @@ from rich.console import Console
 import neurontrace
 from neurontrace.analysis import cross_rank as xr
 from neurontrace.analysis import dominant, names
+from neurontrace.analysis.attribution import attribute
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
 from neurontrace.analysis.phase_split import PHASES
 from neurontrace.analysis.sources import backward_frames
@@ -151,11 +152,13 @@ def test_a_data_loader_stall_points_at_getitem_not_the_profiler_step_line(verdic
 def test_backward_ops_map_to_their_forward_source(verdict_runs: Path) -> None:
     trace = neurontrace.load(verdict_runs / "train.pt.trace.json.gz")
     fwd = _facts(verdict_runs)["train"]["forward"]
-    mapped = backward_frames(trace)
     ops = trace.to_pandas("system_events").set_index("event_id")
     frames = trace.to_pandas("frames").set_index("frame_id")
     addmm = list(ops.index[ops["name"] == "AddmmBackward0"])
-    assert addmm and all(e in mapped for e in addmm)
+    # The ops nested in a backward op (its aten::mm) map to the same forward source; Python frames do not.
+    nested = list(ops.index[(ops["name"] == "aten::mm")])
+    mapped = backward_frames(trace, addmm + nested)
+    assert addmm and all(e in mapped for e in addmm) and nested and all(e in mapped for e in nested)
     for e in addmm:  # their own frame is the training loop; the forward op's is Net.forward
         frame = frames.loc[mapped[e]]
         assert (frame["file"], frame["line"], frame["function"]) == (fwd["file"], fwd["line"], "forward")
@@ -255,6 +258,8 @@ def test_kernels_inside_a_dispatch_range_are_collectives_but_gemms_stay_compute(
     cats = dict(zip(keys, device_categories(dev), strict=True))
     by_start = {ts // 1000: c for (name, ts), c in cats.items() if name != "dispatch"}
     assert by_start == {10: "collective", 50: "compute", 150: "compute"}
+    (dev_attr,) = attribute(trace)  # the range's name says which collective: an all-to-all
+    assert dev_attr.detail_ns.get("collectives.all_to_all") == 30_000
 
 
 # -- item 5: start-up is a first use far above the median launch ----------------------------------------------

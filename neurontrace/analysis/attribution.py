@@ -32,7 +32,7 @@ from neurontrace.analysis.intervals import NONE, layered, sweep
 from neurontrace.analysis.labels import Label, labels_of, spans
 from neurontrace.analysis.stalls import TOP_STALLS, Stall, top_stalls
 from neurontrace.analysis.startup import startup_calls
-from neurontrace.analysis.work import DEVICE_WORK, HOST_WORK, device_categories
+from neurontrace.analysis.work import DEVICE_WORK, HOST_WORK, communication_context, device_categories
 from neurontrace.causes import CAUSES
 from neurontrace.columns import flat, isin, keep, matches, of_rank, select, take
 from neurontrace.trace import Trace
@@ -257,7 +257,7 @@ def cause_intervals(trace: Trace, device: str, rank: int | None, window: tuple[i
 def _device_labels(dev: pa.Table) -> list[Label]:
     effective = device_categories(dev)
     work = np.isin(effective, list(DEVICE_WORK))
-    coll = _collective_names(dev, effective == "collective")
+    coll = _collective_names(dev, effective == "collective", communication_context(dev, effective))
     direction = _directions(dev, effective == "dma")
     category = pa.array(effective.astype(str)).dictionary_encode()  # the category each event counts as
     columns = [category, dev["name"], direction, dev["track"], coll]
@@ -327,14 +327,17 @@ def _host_detail(category: str | None, name: str | None, long_call: bool = False
     return "startup" if long_call and detail in ("launch", "runtime") else detail
 
 
-def _collective_names(dev: pa.Table, collective: np.ndarray) -> pa.Array:
+def _collective_names(dev: pa.Table, collective: np.ndarray, context: list[str | None] | None = None) -> pa.Array:
     """The ``Collective name`` arg Kineto copies onto collective kernels (null elsewhere), vectorized
-    over the collective rows only, and dictionary encoded as every string column of the Trace is."""
+    over the collective rows only, and dictionary encoded as every string column of the Trace is; for a
+    kernel that is a collective by the range it ran in (work.communication_context), that range's name."""
     rows = np.flatnonzero(collective)
     if not len(rows):
         return pa.nulls(dev.num_rows, pa.string())
     args = pc.fill_null(take(dev["args"], rows), "")
     found = pc.struct_field(pc.extract_regex(args, r'"Collective name":\s*"(?P<name>[^"]*)"'), "name")
+    if context is not None:  # the range's name where the kernel records none
+        found = pc.coalesce(found, pa.array([context[r] for r in rows.tolist()], pa.string()))
     names = flat(found).dictionary_encode()
     # Spread to all rows through the indices alone: -1 (null) outside the collective rows.
     index = np.full(dev.num_rows, -1, dtype=np.int32)

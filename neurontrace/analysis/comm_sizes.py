@@ -86,13 +86,17 @@ def sizes_from_launching_ranges(host: pa.Table, flows: pa.Table, coll: pa.Table,
     start, end = spans(host)
     thread = row_codes(codes(host["pid"])[0], codes(host["tid"])[0])
     args = host["args"].take(pa.array(sized)).to_pylist() if "args" in host.column_names else [None] * len(sized)
+    by_thread: dict[int, list[int]] = {}  # positions in ``sized`` per launching thread
+    for j, th in enumerate(thread[sized].tolist()):
+        by_thread.setdefault(int(th), []).append(j)
     out: dict[int, int] = {}
     for i in want.tolist():
         call = int(link[i])
-        if call < 0:
+        if call < 0 or int(thread[call]) not in by_thread:
             continue
         t = start[call]
-        around = np.flatnonzero((thread[sized] == thread[call]) & (start[sized] <= t) & (end[sized] >= t))
+        mine = np.asarray(by_thread[int(thread[call])], dtype=np.int64)
+        around = mine[(start[sized][mine] <= t) & (end[sized][mine] >= t)]
         for j in around[np.argsort(-start[sized][around], kind="stable")].tolist():  # innermost first
             nbytes = message_bytes(ops[i], args_of(args[j]), group_sizes[i])
             if nbytes is not None:

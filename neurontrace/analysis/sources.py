@@ -8,7 +8,7 @@ Two facts of torch.profiler's Python tracer shape this (docs/diagnose.md, "Sourc
   :class:`ActiveFrames` picks, among the user frames overlapping a stall, the deepest one that covers at least
   half as much of it as the frame covering most; a frame open since profiling began is shown without its line;
 - backward ops run on the autograd engine with no Python stack of their own: their source is the forward op's,
-  found through the forward→backward flows (:func:`backward_frames`).
+  found through the forward→backward flows (:class:`BackwardSources`).
 
 Never a frame of the profiler, of neurontrace's capture or of a benchmarking harness wrapping the model
 (``names.OWN_FRAME``, ``names.HARNESS_FRAME``).
@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from neurontrace.analysis import names
+from neurontrace.analysis.labels import spans
 from neurontrace.columns import codes, isin, row_codes, select
 from neurontrace.trace import Trace
 
@@ -82,29 +83,53 @@ def _depth(fid: int, parent: dict[int, int | None]) -> int:
     return d
 
 
-def backward_frames(trace: Trace) -> dict[int, int]:
-    """Per backward host event (the target of a forward→backward flow, and the events nested in it on its
-    thread): the frame id of the forward op it differentiates, where that op has one."""
-    flows = select(trace.flows, "kind", "fwdbwd") if trace.flows.num_rows else trace.flows
-    if not flows.num_rows:
-        return {}
-    host = trace.system_events
-    ids = host["event_id"].to_numpy()
-    frame = host["frame_id"].fill_null(-1).to_numpy()
-    pos = {int(e): i for i, e in enumerate(ids.tolist())}
-    out: dict[int, int] = {}
-    targets: list[tuple[int, int]] = []  # (row of the backward op, forward frame)
-    for src, dst in zip(flows["src_event_id"].to_pylist(), flows["dst_event_id"].to_pylist(), strict=True):
-        if src in pos and dst in pos and frame[pos[src]] >= 0:
-            targets.append((pos[dst], int(frame[pos[src]])))
-    if not targets:
-        return {}
-    start = host["ts_ns"].to_numpy()
-    end = start + host["dur_ns"].to_numpy()
-    thread = row_codes(codes(host["pid"])[0], codes(host["tid"])[0])
-    not_python = ~isin(host["category"], ["python"])
-    for row, fwd in targets:
-        nested = np.flatnonzero((thread == thread[row]) & (start >= start[row]) & (end <= end[row]) & not_python)
-        for r in nested.tolist():
-            out.setdefault(int(ids[r]), fwd)
-    return out
+class BackwardSources:
+    """The forward op's frame for backward host events: the targets of forward→backward flows and the events
+    nested in them on their thread. Built in a few vectorized passes; each query looks at the flow targets only."""
+
+    def __init__(self, trace: Trace) -> None:
+        host = trace.system_events
+        self.ids = host["event_id"].to_numpy()
+        self.order = np.argsort(self.ids, kind="stable")
+        flows = select(trace.flows, "kind", "fwdbwd") if trace.flows.num_rows else trace.flows
+        self.rows = np.zeros(0, dtype=np.int64)  # host rows of the backward ops (flow targets) ...
+        self.fwd = np.zeros(0, dtype=np.int64)  # ... and the frame of their forward op
+        if not flows.num_rows or not host.num_rows:
+            return
+        frame = host["frame_id"].fill_null(-1).to_numpy()
+        src, dst = self._rows(flows["src_event_id"]), self._rows(flows["dst_event_id"])
+        ok = (src >= 0) & (dst >= 0)
+        ok[ok] &= frame[src[ok]] >= 0
+        self.rows, self.fwd = dst[ok], frame[src[ok]]
+        self.start, self.end = spans(host)
+        self.thread = row_codes(codes(host["pid"])[0], codes(host["tid"])[0])
+        self.python = isin(host["category"], ["python"])
+
+    def _rows(self, col: pa.ChunkedArray) -> np.ndarray:
+        want = col.fill_null(-1).to_numpy()
+        if not len(self.ids):
+            return np.full(len(want), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.ids[self.order], want), len(self.ids) - 1)
+        found = self.ids[self.order][pos] == want
+        return np.where(found, self.order[pos], -1).astype(np.int64)
+
+    def frame_of(self, event_ids: list[int]) -> list[int | None]:
+        """Per event id: its forward op's frame id when it is (inside) a backward op, else None."""
+        if not len(self.rows):
+            return [None] * len(event_ids)
+        out: list[int | None] = []
+        for r in self._rows(pa.chunked_array([pa.array(event_ids, pa.int64())])).tolist():
+            if r < 0 or self.python[r]:
+                out.append(None)
+                continue
+            b = self.rows
+            around = np.flatnonzero((self.thread[b] == self.thread[r]) & (self.start[b] <= self.start[r])
+                                    & (self.end[b] >= self.end[r]))
+            out.append(int(self.fwd[around[np.argmax(self.start[b][around])]]) if len(around) else None)
+        return out
+
+
+def backward_frames(trace: Trace, event_ids: list[int]) -> dict[int, int]:
+    """The forward op's frame id of each of ``event_ids`` that is (inside) a backward op."""
+    found = BackwardSources(trace).frame_of(event_ids)
+    return {e: f for e, f in zip(event_ids, found, strict=True) if f is not None}

@@ -14,7 +14,7 @@ from neurontrace import units
 from neurontrace.analysis import names
 from neurontrace.analysis.intervals import NONE, gaps, sweep, union, within
 from neurontrace.analysis.labels import Label
-from neurontrace.analysis.sources import ActiveFrames, backward_frames
+from neurontrace.analysis.sources import ActiveFrames, BackwardSources
 from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
 
@@ -65,7 +65,7 @@ def top_stalls(trace: Trace, win: tuple[int, int], labels: list[Label],
         del runs[top:]
     frames = frame_sources(trace)
     active: dict[int, ActiveFrames] = {}  # per host table (one per device): its user frames
-    backward = backward_frames(trace) if runs else {}
+    backward = BackwardSources(trace) if runs else None
     out = []
     for length, start, k, cause in runs:
         lb = labels[k] if k != NONE else None
@@ -138,7 +138,7 @@ def _runs_in(lo: np.ndarray, hi: np.ndarray, labels: list[Label],
 
 
 def _evidence(lb: Label | None, lo: int, hi: int, frames: dict[int, str],
-              backward: dict[int, int]) -> tuple[list[str], str | None, bool]:
+              backward: BackwardSources | None) -> tuple[list[str], str | None, bool]:
     """(the events explaining [lo, hi), the source of the best of them, whether that source is a backward op's
     forward source)."""
     if lb is None:
@@ -157,7 +157,8 @@ def _evidence(lb: Label | None, lo: int, hi: int, frames: dict[int, str],
     if names.OWN_FRAME.search(evidence[0]):  # inside capture.step() / torch.profiler: not the user's line
         return evidence, None, False
     # A backward op's line is its forward op's (forward→backward flows): the autograd engine has no stack.
-    forward = [backward[e] for e in picked["event_id"].to_pylist() if e in backward]
+    ids = picked["event_id"].to_pylist()
+    forward = [f for f in (backward.frame_of(ids) if backward and lb.cause in HOST_CAUSES else []) if f is not None]
     if forward and forward[0] in frames:
         return evidence, frames[forward[0]], True
     source = next((frames[f] for f in picked["frame_id"].to_pylist() if f is not None and f in frames), None)

@@ -28,21 +28,37 @@ _MATH_CLASSES = ("gemm", "attention", "conv")
 
 
 def _in_communication_ranges(dev: pa.Table, effective: np.ndarray) -> np.ndarray:
-    """Compute kernels that ran inside a device annotation naming expert-parallel communication
-    (names.COMMUNICATION_CONTEXT: ``dispatch``, ``combine``, ``all_to_all``) on their own stream are
-    collectives, whatever their (generic) names say; GEMM, attention and convolution kernels stay compute."""
+    """Compute kernels that ran inside a device annotation naming expert-parallel communication are collectives
+    (:func:`communication_context`)."""
+    context = communication_context(dev, effective)
+    out: np.ndarray = effective.copy()
+    if context is None:
+        return out
+    out[np.flatnonzero([c is not None for c in context])] = "collective"
+    return out
+
+
+def communication_context(dev: pa.Table, effective: np.ndarray | None = None) -> list[str | None] | None:
+    """Per device event, the name of the device annotation naming expert-parallel communication
+    (names.COMMUNICATION_CONTEXT: ``dispatch``, ``combine``, ``all_to_all``) it ran inside on its own stream, for
+    compute kernels with generic names (GEMM, attention and convolution kernels stay compute); None for the others,
+    or None overall when the device has no such range."""
     ann = isin(dev["category"], ["annotation"])
     if not ann.any():
-        return effective
+        return None
     ann &= matches(dev["name"], names.COMMUNICATION_CONTEXT)
     if not ann.any():
-        return effective
+        return None
+    if effective is None:
+        code, keys = per_distinct([dev["category"], dev["name"]], lambda c, n: names.device_category(c or "", n or ""))
+        effective = np.asarray(keys, dtype=object)[code]
     name_code, distinct = codes(dev["name"])
     math = np.isin(name_code, [i for i, n in enumerate(distinct) if names.kernel_class(str(n)) in _MATH_CLASSES])
-    kernel = (effective == "compute") & ~math
+    # "collective" too: called again on the categories this marked (attribution asks for the ranges' names)
+    kernel = np.isin(effective, ["compute", "collective"]) & ~math
     where = row_codes(codes(dev["device"])[0].astype(np.int64), codes(dev["track"])[0].astype(np.int64))
     start, end = spans(dev)
-    out = effective.copy()
+    out: list[str | None] = [None] * dev.num_rows
     for w in np.unique(where[ann]).tolist():  # one pass per stream that has such ranges
         a = np.flatnonzero(ann & (where == w))
         a = a[np.argsort(start[a], kind="stable")]
@@ -50,6 +66,6 @@ def _in_communication_ranges(dev: pa.Table, effective: np.ndarray) -> np.ndarray
         k = np.flatnonzero(kernel & (where == w))
         i = np.searchsorted(start[a], start[k], side="right") - 1
         inside = (i >= 0) & (reach[np.maximum(i, 0)] >= end[k])
-        out[k[inside]] = "collective"
-    result: np.ndarray = out
-    return result
+        for row, j in zip(k[inside].tolist(), i[inside].tolist(), strict=True):
+            out[row] = str(distinct[name_code[a[j]]])
+    return out
