@@ -32,7 +32,7 @@ from neurontrace.analysis.intervals import NONE, layered, sweep
 from neurontrace.analysis.labels import Label, labels_of, spans
 from neurontrace.analysis.stalls import TOP_STALLS, Stall, top_stalls
 from neurontrace.analysis.startup import startup_calls
-from neurontrace.analysis.work import DEVICE_WORK, HOST_WORK, communication_context, device_categories
+from neurontrace.analysis.work import DEVICE_WORK, HOST_WORK, communication_context, device_category_codes
 from neurontrace.causes import CAUSES
 from neurontrace.columns import flat, isin, keep, matches, of_rank, select, take
 from neurontrace.trace import Trace
@@ -255,11 +255,17 @@ def cause_intervals(trace: Trace, device: str, rank: int | None, window: tuple[i
 
 
 def _device_labels(dev: pa.Table) -> list[Label]:
-    effective = device_categories(dev)
-    work = np.isin(effective, list(DEVICE_WORK))
-    coll = _collective_names(dev, effective == "collective", communication_context(dev, effective))
-    direction = _directions(dev, effective == "dma")
-    category = pa.array(effective.astype(str)).dictionary_encode()  # the category each event counts as
+    code, keys = device_category_codes(dev)
+
+    def of(*wanted: str) -> np.ndarray:
+        return np.isin(code, [i for i, k in enumerate(keys) if k in wanted])
+
+    work = of(*DEVICE_WORK)
+    effective = np.asarray(keys, dtype=object)[code] if keys and (of("collective").any()) else None
+    context = communication_context(dev, effective) if effective is not None else None
+    coll = _collective_names(dev, of("collective"), context)
+    direction = _directions(dev, of("dma"))
+    category = pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int32)), pa.array(keys, pa.string()))
     columns = [category, dev["name"], direction, dev["track"], coll]
     return labels_of(dev, columns, _device_cause, work)
 

@@ -17,25 +17,28 @@ HOST_WORK = ("framework_op", "runtime", "driver", "compile", "load", "python", "
 def device_categories(dev: pa.Table) -> np.ndarray:
     """Per device event, the category it counts as (:func:`names.device_category`: the parser's, unless
     its name says it is a collective, a copy or a wait), computed once per distinct (category, name)."""
+    code, keys = device_category_codes(dev)
+    return np.asarray(keys, dtype=object)[code] if len(keys) else np.zeros(dev.num_rows, dtype=object)
+
+
+def device_category_codes(dev: pa.Table) -> tuple[np.ndarray, list[str]]:
+    """:func:`device_categories` as (a code per row, the categories the codes index): no per-row strings."""
     code, keys = per_distinct([dev["category"], dev["name"]],
-                               lambda c, n: names.device_category(c or "", n or ""))
-    effective = np.asarray(keys, dtype=object)[code] if len(keys) else np.zeros(dev.num_rows, dtype=object)
-    return _in_communication_ranges(dev, effective)
+                              lambda c, n: names.device_category(c or "", n or ""))
+    keys = [str(k) for k in keys]
+    if not keys:
+        return np.zeros(dev.num_rows, dtype=np.int64), keys
+    context = communication_context(dev, np.asarray(keys, dtype=object)[code])
+    if context is not None:
+        if "collective" not in keys:
+            keys.append("collective")
+        code = code.copy()
+        code[np.flatnonzero([c is not None for c in context])] = keys.index("collective")
+    return code, keys
 
 
 # Kernels that do the math keep their class inside a dispatch/combine range (an expert GEMM is compute).
 _MATH_CLASSES = ("gemm", "attention", "conv")
-
-
-def _in_communication_ranges(dev: pa.Table, effective: np.ndarray) -> np.ndarray:
-    """Compute kernels that ran inside a device annotation naming expert-parallel communication are collectives
-    (:func:`communication_context`)."""
-    context = communication_context(dev, effective)
-    out: np.ndarray = effective.copy()
-    if context is None:
-        return out
-    out[np.flatnonzero([c is not None for c in context])] = "collective"
-    return out
 
 
 def communication_context(dev: pa.Table, effective: np.ndarray | None = None) -> list[str | None] | None:
