@@ -31,9 +31,36 @@ COLLECTIVE_KERNEL_ENTRIES: Entries = (
      "PyTorch symmetric memory (torch.distributed._symmetric_memory kernels, CUDA and Triton)"),
     (r"cross_device_reduce_|custom_?all_?reduce|CustomAllReduce", "vLLM / SGLang custom all-reduce"),
     (r"(oneShot|twoShot)AllReduce|allReduceKernel|lamport", "TensorRT-LLM custom all-reduce"),
-    (r"^nvshmem|nvshmemi_", "NVSHMEM device-initiated communication"),
-    (r"^mscclpp|mscclKernel", "MSCCL / MSCCL++ kernels"),
+    (r"\bnvshmemi?_", "NVSHMEM device-initiated communication (nvshmem_*/nvshmemi_* kernels)"),
+    (r"\bmscclpp::|^mscclpp|mscclKernel", ("MSCCL / MSCCL++ kernels (microsoft/mscclpp src/ext/collectives: "
+     "mscclpp::collective::allreduceNvls, allgatherFullmesh ...; mscclpp::executionKernel)")),
+    # DeepEP (deepseek-ai/DeepEP csrc/kernels/intranode.cu, internode.cu, internode_ll.cu: namespace
+    # deep_ep::{intranode,internode,internode_ll} kernels notify_dispatch, cached_notify_dispatch, dispatch,
+    # cached_notify_combine, combine, barrier; newer releases add deep_ep::legacy:: and the JIT kernels
+    # deep_ep::elastic::dispatch_impl / combine_impl / hybrid_*_impl / barrier_impl / pp_send_impl ...). Not
+    # deep_ep::layout::get_dispatch_layout, which computes the routing layout locally.
+    (r"\bdeep_ep::(?!layout::)", "DeepEP expert-parallel dispatch/combine kernels"),
+    (r"\bmori::moe::|\bEp(Dispatch|Combine)\w*Kernel", ("AMD MORI expert-parallel kernels (ROCm/mori "
+     "src/ops/dispatch_combine: mori::moe::EpDispatchInterNodeNormalKernel, EpCombine...Kernel)")),
+    (r"\b(allreduce|reduce_scatter|allgatherv)_kernel_(vec32|scalar32|scalar64)\b", ("UCC CUDA NVLS kernels "
+     "(openucx/ucc src/components/tl/cuda/kernels: allreduce_kernel_vec32, reduce_scatter_kernel_scalar64 ...)")),
+    (r"^(allreduce|alltoallv)_kernel_|_monolithic_kernel_", ("oneCCL Level Zero kernels (uxlfoundation/oneCCL "
+     "src/kernels/kernels.cl: allreduce_kernel_<dtype>_<op>, alltoallv_kernel_<n>_<dtype>_custom, "
+     "reduce_monolithic_kernel_<n>_ ...)")),
+    ((r"^Hccl(AllReduce|Broadcast|AllGather|ReduceScatter|Reduce|AlltoAllV?C?|Barrier|Scatter|Send|Recv"
+      r"|BatchSendRecv)\b"), ("Huawei Ascend HCCL collectives (CANN hccl.h: HcclAllReduce, HcclAlltoAll ...; the "
+                            "names Ascend's msprof/mspti hooks in libhccl)")),
 )
+# Device annotations (gpu_user_annotation: the GPU projection of record_function ranges) whose kernels are
+# expert-parallel communication whatever their names say: MoE dispatchers wrap their all-to-all in ranges
+# named for the phase (DeepEP's Buffer.dispatch / Buffer.combine, Megatron-LM's and SGLang's token
+# dispatchers "dispatch" / "combine", torch.distributed "all_to_all").
+COMMUNICATION_CONTEXT_ENTRIES: Entries = (
+    (r"^(moe_|ep_|deepep_|deep_ep\.)?(dispatch|combine)(_(a2a|all2all|alltoall|tokens|preprocess))?$",
+     "MoE token dispatcher ranges (dispatch / combine)"),
+    (r"all_?to_?all|\ba2a\b", "all-to-all ranges"),
+)
+COMMUNICATION_CONTEXT = _any(COMMUNICATION_CONTEXT_ENTRIES, re.IGNORECASE)
 COLLECTIVE_KERNEL = _any(COLLECTIVE_KERNEL_ENTRIES)
 
 # Host-side collectives that are the communication itself (no device kernel runs them): the CPU device's
@@ -121,6 +148,14 @@ LAUNCH_ENTRIES: Entries = (
     (r"^(cuda|hip)StreamWaitEvent$", "cross-stream waits: enqueued, the host does not block"),
 )
 LAUNCH = _any(LAUNCH_ENTRIES)
+# Host calls that put work on a device's queue (a kernel, a graph, an asynchronous copy or memset): a trace
+# holding these but no device event did not record the device (analysis/device_activity.py).
+DEVICE_LAUNCH_ENTRIES: Entries = (
+    (r"^(cuda|cu|hip)\w*(Launch|MemcpyAsync|MemcpyHtoDAsync|MemcpyDtoHAsync|Memset\w*Async)",
+     ("CUDA runtime/driver and HIP launches and asynchronous copies (cudaLaunchKernel, cuLaunchKernel, "
+      "hipExtModuleLaunchKernel, cudaGraphLaunch, cudaMemcpyAsync ...)")),
+)
+DEVICE_LAUNCH = _any(DEVICE_LAUNCH_ENTRIES)
 GRAPH_LAUNCH_ENTRIES: Entries = (
     (r"^(cuda|hip)GraphLaunch|^cuGraphLaunch", "CUDA / HIP graph replay"),
 )
@@ -134,12 +169,47 @@ INPUT_PIPELINE_ENTRIES: Entries = (
 )
 INPUT_PIPELINE = _any(INPUT_PIPELINE_ENTRIES)
 
+# -- training phases (phases.split: analysis/phase_split.py) ------------------------------------------------
+OPTIMIZER_ENTRIES: Entries = (
+    (r"^Optimizer\.(step|zero_grad)#", ("torch.optim's record_function ranges (Optimizer.step#Adam.step, "
+                                         "Optimizer.zero_grad#Adam.zero_grad; torch/optim/optimizer.py)")),
+)
+OPTIMIZER = _any(OPTIMIZER_ENTRIES)
+BACKWARD_ENTRIES: Entries = (
+    (r"^autograd::engine::evaluate_function: ", "the autograd engine's per-node ranges (torch/csrc/autograd/engine.cpp)"),
+    (r"^torch/_tensor\.py\(\d+\): backward$|^torch/autograd/__init__\.py\(\d+\): backward$",
+     "Tensor.backward / torch.autograd.backward Python frames"),
+    (r"^## backward ##$", "backward ranges as the corpus's V100 DDP trace names them"),
+)
+BACKWARD = _any(BACKWARD_ENTRIES)
+FORWARD_ENTRIES: Entries = (
+    (r"^## forward ##$|^DistributedDataParallel\.forward$", "forward ranges (the corpus's V100 DDP trace)"),
+)
+FORWARD = _any(FORWARD_ENTRIES)
+
 # -- neurontrace's own capture frames: never the user's line (docs/capture.md) ------------------------------
 OWN_FRAME_ENTRIES: Entries = (
     (r"(^|/)neurontrace/", "neurontrace's capture code (capture.step(), the schedule)"),
     (r"torch/profiler/", "torch.profiler's own step() and trace-handling frames"),
 )
 OWN_FRAME = _any(OWN_FRAME_ENTRIES)
+# Benchmarking harnesses that wrap the model: the frame that called the model, never the line responsible.
+HARNESS_FRAME_ENTRIES: Entries = (
+    (r"(^|/)pytest_benchmark/", "pytest-benchmark's fixture and timers"),
+    (r"torch/utils/benchmark/", "torch.utils.benchmark.Timer"),
+    (r"triton/testing\.py", "triton.testing.do_bench"),
+    (r"(^|/)timeit\.py$", "the standard library's timeit"),
+)
+HARNESS_FRAME = _any(HARNESS_FRAME_ENTRIES)
+# Python frames in which the host sleeps or blocks (host_overhead.wait): not work the device waits for.
+HOST_WAIT_ENTRIES: Entries = (
+    (r"^<built-in function sleep>$|^time\.sleep$", "time.sleep as torch's Python tracer records it"),
+    ((r"^threading\.py\(\d+\): wait$|^<method 'acquire' of '_thread\.(lock|RLock)' objects>$"
+      r"|^<built-in method acquire of _thread\.lock"),
+     "threading waits (Event.wait, Condition.wait, Lock.acquire)"),
+    (r"^<built-in function (select|poll|epoll)>$|^selectors\.py\(\d+\): select$", "select / poll waits"),
+)
+HOST_WAIT = _any(HOST_WAIT_ENTRIES)
 
 # -- device work classes (compute.<class>), first match wins ------------------------------------------------
 KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -184,12 +254,15 @@ CAST_OPS = frozenset({
 
 # -- collectives (collectives.<op>), from the kernel name or its `Collective name` arg ---------------------
 COLLECTIVE_OPS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # Expert-parallel kernels first: DeepEP's combine_reduce_epilogue_impl is part of the all-to-all combine.
+    ("all_to_all", re.compile(r"deep_ep::\S*(dispatch|combine)|Ep(Dispatch|Combine)")),
     ("all_reduce", re.compile(r"all_?reduce|cross_device_reduce", re.IGNORECASE)),
     ("all_gather", re.compile(r"all_?gather", re.IGNORECASE)),
     ("reduce_scatter", re.compile(r"reduce_?scatter", re.IGNORECASE)),
     # NCCL/RCCL ncclDevKernel_Reduce_*, Kineto `Collective name` "reduce", gloo:reduce (after the two above).
     ("reduce", re.compile(r"(^|[_:])reduce($|_)", re.IGNORECASE)),
-    ("all_to_all", re.compile(r"all_?to_?all", re.IGNORECASE)),
+    # all_to_all / alltoallv ops, and MoE dispatch / combine (kernels, or the range they ran in).
+    ("all_to_all", re.compile(r"all_?to_?all|dispatch|combine", re.IGNORECASE)),
     ("broadcast", re.compile(r"broadcast", re.IGNORECASE)),
     ("send_recv", re.compile(r"send|recv|sendrecv|permute|put_signal|wait_signal", re.IGNORECASE)),
     ("barrier", re.compile(r"barrier", re.IGNORECASE)),
@@ -267,6 +340,8 @@ def host_detail(name: str, category: str) -> str:
         return "input_pipeline"
     if category == "python" and OWN_FRAME.search(name):
         return "profiler"
+    if category == "python" and HOST_WAIT.search(name):
+        return "wait"
     if category in ("runtime", "driver"):
         return "launch" if LAUNCH.search(name) or category == "driver" else "runtime"
     if category == "transfer":  # host-side copies to/from a device (Neuron tensor reads/writes, aten::to to it)

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis import names
+from neurontrace.analysis import names, phase_split
 from neurontrace.analysis.contract import Context, Section
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import union
@@ -33,6 +33,7 @@ class Phases:
     compile_ns: int
     load_ns: int
     steps: list[dict[str, int]] = field(default_factory=list)  # {"step", "start_ns", "dur_ns"}
+    split: phase_split.Split | None = None  # forward / backward / optimizer / other per step (phase_split.py)
 
     @property
     def execution_ns(self) -> int:
@@ -65,12 +66,14 @@ class Phases:
             "compile_ns": self.compile_ns, "load_ns": self.load_ns, "execution_ns": self.execution_ns,
             "steps": self.steps, "first_step_ns": self.first_step_ns, "steady_median_ns": self.steady_median_ns,
             "steady_p90_ns": self.steady_p90_ns, "time_to_first_step_ns": self.time_to_first_step_ns,
+            "split": None if self.split is None else self.split.as_dict(),
         }
 
     @classmethod
     def from_dict(cls, p: dict[str, Any]) -> Phases:
         return cls(int(p["trace_start_ns"]), int(p["trace_end_ns"]), int(p["compile_ns"]), int(p["load_ns"]),
-                   [dict(s) for s in p.get("steps") or []])
+                   [dict(s) for s in p.get("steps") or []],
+                   phase_split.Split.from_dict(p["split"]) if p.get("split") else None)
 
 
 def phases(trace: Trace) -> Phases:
@@ -114,13 +117,16 @@ def _merge_steps(rows: list[dict[str, int]]) -> list[dict[str, int]]:
 def _text(p: Phases) -> list[str]:
     if p.trace_end_ns <= p.trace_start_ns:  # no events (a Neuron summary): no phases to speak of
         return []
+    split = [p.split.text()] if p.split is not None and p.split.text() else []
     return [(f"compile {duration(p.compile_ns)}, load {duration(p.load_ns)}, execution {duration(p.execution_ns)}; first step "
             f"{duration(p.first_step_ns)}, steady median {duration(p.steady_median_ns)} (p90 {duration(p.steady_p90_ns)}), "
-            f"time to first step {duration(p.time_to_first_step_ns)}")]
+            f"time to first step {duration(p.time_to_first_step_ns)}"), *split]
 
 
 def _compute(ctx: Context) -> Phases:
-    return phases(ctx.trace)
+    out = phases(ctx.trace)
+    out.split = phase_split.split(ctx.trace)
+    return out
 
 
 def combine(parts: list[Phases]) -> Phases:
@@ -129,9 +135,11 @@ def combine(parts: list[Phases]) -> Phases:
     latest end on any rank."""
     if len(parts) == 1:
         return parts[0]
+    splits = [p.split for p in parts if p.split is not None]
     return Phases(min(p.trace_start_ns for p in parts), max(p.trace_end_ns for p in parts),
                   max(p.compile_ns for p in parts), max(p.load_ns for p in parts),
-                  _merge_steps([dict(s) for p in parts for s in p.steps]))
+                  _merge_steps([dict(s) for p in parts for s in p.steps]),
+                  phase_split.combine(splits) if splits else None)
 
 
 SECTION = Section("phases", "phases", _compute, to_json=lambda v: v.as_dict(), from_json=Phases.from_dict, text=_text,

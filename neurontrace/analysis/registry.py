@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from neurontrace.analysis import (
     cross_rank,
+    dominant,
     engine_waits,
     findings,
     graph_replay,
@@ -24,6 +25,7 @@ from neurontrace.analysis import (
 from neurontrace.analysis.contract import DeviceSection, FindingFamily, Section
 
 DEVICE_SECTIONS: tuple[DeviceSection, ...] = (
+    dominant.SECTION,  # the ops, annotations and kernels that cover most of the window
     engine_waits.SECTION,  # Neuron: what engine waits were waiting for
     ops.SECTION,  # per-op FLOPs, bytes and % of the device's peak
     overlap.SECTION,  # how much communication and copying runs under compute

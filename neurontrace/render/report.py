@@ -9,9 +9,10 @@ from rich.table import Table
 from rich.text import Text
 
 from neurontrace import units
-from neurontrace.analysis import registry
+from neurontrace.analysis import dominant, registry
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.diagnose import Diagnosis
+from neurontrace.analysis.dominant import headline
 from neurontrace.causes import CAUSES, COLORS
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
@@ -54,8 +55,9 @@ def _device_panel(d: DeviceAttribution, origin: int) -> Panel:
         stalls.append(f"  {_ms(s.dur_ns):>12}  {s.cause}.{s.detail}", style=COLORS[s.cause])
         stalls.append(f" at {_offset(s.start_ns - origin)}: {s.evidence[0] if s.evidence else '-'}")
         stalls.append(f"\n{'':16}source: {s.source or '-'}\n")
-    head = Text(f"window {_ms(d.window_ns)} ({d.window_source}), {_offset(d.window[0] - origin)} to "
-                f"{_offset(d.window[1] - origin)}")
+    head = Text(headline(d, d.sections.get(dominant.SECTION.key)) + "\n", style="bold")
+    head.append(f"window {_ms(d.window_ns)} ({d.window_source}), {_offset(d.window[0] - origin)} to "
+                f"{_offset(d.window[1] - origin)}", style="")
     if d.device_lag_ns is not None and d.device_lag_ns[1] > 0:  # the device lagged the host (docs/diagnose.md)
         head.append(f"; the device lagged the host: its work for these steps started {_ms(d.device_lag_ns[0])} "
                     f"after the first step began and ended {_ms(d.device_lag_ns[1])} after the last step ended")
