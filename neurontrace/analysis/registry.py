@@ -7,6 +7,7 @@ sections may read the sections listed before them; findings run after every sect
 from __future__ import annotations
 
 from neurontrace.analysis import (
+    critical_path,
     cross_rank,
     engine_waits,
     findings,
@@ -34,6 +35,7 @@ SECTIONS: tuple[Section, ...] = (
     load_warnings.SECTION,  # what loading warned about (undecoded profiles, skipped events, malformed), first
     phases.SECTION,  # compile/load vs execution, steps
     cross_rank.SECTION,  # collectives matched across ranks: arrival skew, waits, bandwidth; step skew
+    critical_path.SECTION,  # the chain of dependent work that sets the step time (reads cross_rank's records)
     neuron_summary.SECTION,  # Neuron: per-NeuronCore summary metrics, derived figures
 )
 
@@ -46,4 +48,5 @@ FINDINGS: tuple[FindingFamily, ...] = (
     neuron_summary.FINDINGS,  # Neuron Explorer's summary rules, throttling
     ops.FINDINGS,  # low_efficiency
     launch.FINDINGS,  # launch_bound
+    critical_path.FINDINGS,  # path_small_kernels, path_sync, job_waits_on
 )

@@ -1,0 +1,351 @@
+"""The dependency graph of a trace: what had to finish before each piece of recorded work could run.
+
+Arrays, not objects: every kept event ``i`` has two nodes, ``2i`` (its start) and ``2i + 1`` (its end), at the
+times the trace recorded; an edge ``u -> v`` says *v could not happen before u*. The edges (docs/critical_path.md
+draws each):
+
+- ``chain``: the points of one host thread, or of one device track (stream, engine, queue), in time order, nesting
+  included (a parent's time between its children is its own); an edge is attributed to the innermost event open
+  over it, or to none (idle);
+- ``launch``: the runtime call that launched a device op (launch flows, else correlation ids:
+  :func:`driving.correlation_calls`), from the call's start to the op's start; a CUDA-graph launch links to
+  every kernel of its graph (they share its correlation id);
+- ``sync``: a blocking call (``names.SYNC``: device/stream/event synchronize, a blocking copy) ends after the
+  last device op of its rank that ended inside it;
+- ``wake``: a host thread idle (nothing but annotations open) until just after work on another thread of its
+  process ended (within :data:`WAKE_NS`, or :data:`WAKE_SHARE` of the gap) resumed because of it (gloo's caller after the worker thread's
+  collective, a thread join);
+- ``enqueue``: a host collective range (``names.HOST_COLLECTIVE``) on a backend thread starts after the c10d op
+  that queued it (``names.C10D_OP``, another thread of the process, within :data:`ENQUEUE_NS`);
+- ``flow``: a recorded dependency flow (``flows.kind == "dependency"``: Neuron's Flow table), src end -> dst start;
+- ``collective``: across ranks (:func:`add_collectives`), every rank's arrival at a matched collective -> one
+  release node -> every rank's end: the last arrival releases everyone.
+
+The *binding* in-edge of a node is the one whose source happened last (the dependency that actually released
+it); the critical path follows binding edges back (analysis/critical_path.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neurontrace.analysis import names
+from neurontrace.analysis.driving import correlation_calls
+from neurontrace.analysis.work import HOST_WORK, device_categories
+from neurontrace.columns import codes, isin, matches, row_codes
+from neurontrace.trace import Trace
+
+# What a piece of the path is (the breakdown's keys).
+KINDS = ("cpu_op", "launch", "kernel", "copy", "collective", "collective_wait", "sync", "idle")
+K = {k: i for i, k in enumerate(KINDS)}
+EDGE_TYPES = ("chain", "launch", "sync", "wake", "enqueue", "flow", "collective")
+E = {k: i for i, k in enumerate(EDGE_TYPES)}
+WAKE_NS = 1_000_000  # a thread resuming within 1 ms of another thread's work ending was woken by it ...
+WAKE_SHARE = 0.05  # ... or within 5% of its idle gap (a loaded host wakes a thread late after a long wait)
+ENQUEUE_NS = 5_000_000  # a host collective starting within 5 ms of a c10d op starting was queued by it
+HOST_KEEP = (*HOST_WORK, "collective", "annotation", "step")  # work, and the marks it nests in (not the
+# profiler's own span, allocator records or profiler overhead)
+DEVICE_SKIP = ("throttle", "sync_wait")  # a clock window; a wait record (Kineto cuda_sync): the wait, not work
+_HOST_KIND = {"framework_op": "cpu_op", "python": "cpu_op", "compile": "cpu_op", "load": "cpu_op",
+              "transfer": "copy", "collective": "collective", "annotation": "idle", "step": "idle",
+              "overhead": "cpu_op", "other": "cpu_op"}
+_DEVICE_KIND = {"compute": "kernel", "execution": "kernel", "memcpy": "copy", "memset": "copy", "dma": "copy",
+                "collective": "collective", "sync_wait": "sync"}
+
+
+@dataclass
+class DepGraph:
+    """Events (host rows, then device rows, then release nodes), their nodes and the edges between them."""
+
+    host: pa.Table  # the host events kept (no args)
+    dev: pa.Table  # the device events kept (no args)
+    ev_ts: np.ndarray
+    ev_end: np.ndarray
+    ev_kind: np.ndarray  # int8 index into KINDS: what the event's own time is
+    ev_rank: np.ndarray  # -1 when unknown
+    ev_chain: np.ndarray  # the thread / track the event is on (-1: a release node)
+    src: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # edge source node
+    dst: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    etype: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # index into EDGE_TYPES
+    event: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the event the edge's time is, -1
+    kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # index into KINDS
+    dropped: dict[str, int] = field(default_factory=dict)  # edges refused (going back in time), by type
+    binding: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per node: its binding edge, -1
+
+    @property
+    def n_host(self) -> int:
+        return int(self.host.num_rows)
+
+    @property
+    def n_events(self) -> int:
+        return len(self.ev_ts)
+
+    def node_t(self) -> np.ndarray:
+        t = np.empty(2 * self.n_events, dtype=np.int64)
+        t[0::2], t[1::2] = self.ev_ts, self.ev_end
+        return t
+
+    def add(self, src: np.ndarray, dst: np.ndarray, etype: str, event: np.ndarray | int,
+            kind: np.ndarray | int) -> None:
+        n = len(src)
+        if not n:
+            return
+        self.src = np.r_[self.src, src.astype(np.int64)]
+        self.dst = np.r_[self.dst, dst.astype(np.int64)]
+        self.etype = np.r_[self.etype, np.full(n, E[etype], np.int8)]
+        self.event = np.r_[self.event, np.broadcast_to(np.asarray(event, np.int64), n)]
+        self.kind = np.r_[self.kind, np.broadcast_to(np.asarray(kind, np.int8), n)]
+
+    def name(self, i: int) -> str:
+        if i < self.n_host:
+            return str(self.host["name"][i].as_py())
+        if i < self.n_host + self.dev.num_rows:
+            return str(self.dev["name"][i - self.n_host].as_py())
+        return "collective release"
+
+    def device(self, i: int) -> str | None:
+        if i < self.n_host:
+            return "cpu"
+        if i < self.n_host + self.dev.num_rows:
+            return str(self.dev["device"][i - self.n_host].as_py())
+        return None
+
+    def solve(self) -> None:
+        """Drop edges that go back in time (clock disagreements), then pick every node's binding in-edge."""
+        t = self.node_t()
+        back = (t[self.src] > t[self.dst]) & (self.etype != E["chain"])
+        for ty in np.unique(self.etype[back]).tolist():
+            self.dropped[EDGE_TYPES[ty]] = int((self.etype[back] == ty).sum())
+        keep = ~back
+        for name in ("src", "dst", "etype", "event", "kind"):
+            setattr(self, name, getattr(self, name)[keep])
+        # latest source first; on a tie the chain edge (lowest type) wins
+        order = np.lexsort((self.etype, -t[self.src], self.dst))
+        first = np.r_[True, self.dst[order][1:] != self.dst[order][:-1]] if len(order) else np.zeros(0, bool)
+        self.binding = np.full(len(t), -1, dtype=np.int64)
+        self.binding[self.dst[order][first]] = order[first]
+
+
+def build(trace: Trace) -> DepGraph:
+    """The dependency graph of ``trace`` (one rank or several; across ranks see :func:`add_collectives`)."""
+    host = trace.system_events.drop_columns(["args"])
+    dev = trace.device_events.drop_columns(["args"])
+    host = host.filter(pa.array((host["dur_ns"].to_numpy() > 0) & (
+        isin(host["category"], HOST_KEEP) | matches(host["name"], names.HOST_COLLECTIVE))))
+    dev = dev.filter(pa.array((dev["dur_ns"].to_numpy() > 0) & ~isin(dev["category"], DEVICE_SKIP)))
+    if host.num_rows:  # a thread with marks only (the profiler's own "Trace" span) holds no dependency
+        chain = row_codes(_ints(host, "rank"), codes(host["pid"])[0], codes(host["tid"])[0])
+        has_work = np.zeros(int(chain.max()) + 1, bool)
+        has_work[chain[_host_kinds(host) != K["idle"]]] = True
+        host = host.filter(pa.array(has_work[chain]))
+    nh, nd = host.num_rows, dev.num_rows
+    ts = np.r_[host["ts_ns"].to_numpy(), dev["ts_ns"].to_numpy()].astype(np.int64)
+    end = ts + np.r_[host["dur_ns"].to_numpy(), dev["dur_ns"].to_numpy()].astype(np.int64)
+    rank = np.r_[_ints(host, "rank"), _ints(dev, "rank")]
+    g = DepGraph(host, dev, ts, end, np.r_[_host_kinds(host), _device_kinds(dev)].astype(np.int8), rank,
+                 np.zeros(nh + nd, np.int64))
+    h_chain = row_codes(rank[:nh], codes(host["pid"])[0], codes(host["tid"])[0]) if nh else np.zeros(0, np.int64)
+    d_chain = row_codes(rank[nh:], codes(dev["device"])[0], codes(dev["track"])[0]) if nd else np.zeros(0, np.int64)
+    g.ev_chain = np.r_[h_chain, d_chain + (int(h_chain.max()) + 1 if nh else 0)].astype(np.int64)
+    _chains(g)
+    _launches(trace, g)
+    _syncs(g)
+    _wakes(g, codes(host["pid"])[0] if nh else np.zeros(0, np.int64))
+    _enqueues(g, codes(host["pid"])[0] if nh else np.zeros(0, np.int64))
+    _flows(trace, g)
+    return g
+
+
+def _ints(t: pa.Table, col: str) -> np.ndarray:
+    return np.asarray(pc.fill_null(t[col], -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _host_kinds(host: pa.Table) -> np.ndarray:
+    cat_codes, cats = codes(host["category"])
+    by_cat = np.array([K[_HOST_KIND.get(str(c), "cpu_op")] for c in cats] + [K["cpu_op"]], np.int8)
+    out = by_cat[cat_codes]
+    runtime = isin(host["category"], ["runtime", "driver"])
+    out[runtime & matches(host["name"], names.SYNC)] = K["sync"]
+    out[runtime & (matches(host["name"], names.LAUNCH) | matches(host["name"], names.GRAPH_LAUNCH))] = K["launch"]
+    out[matches(host["name"], names.HOST_COLLECTIVE)] = K["collective"]
+    return np.asarray(out, np.int8)
+
+
+def _device_kinds(dev: pa.Table) -> np.ndarray:
+    cats = device_categories(dev)
+    return np.array([K[_DEVICE_KIND.get(str(c), "kernel")] for c in cats], np.int8) if len(cats) else \
+        np.zeros(0, np.int8)
+
+
+def _chains(g: DepGraph) -> None:
+    """Each thread's / track's points in time order, each gap attributed to the innermost open event."""
+    n = g.n_events
+    if not n:
+        return
+    ev = np.r_[np.arange(n), np.arange(n)]
+    is_start = np.r_[np.ones(n, np.int8), np.zeros(n, np.int8)]
+    t = np.r_[g.ev_ts, g.ev_end]
+    # at one time: ends before starts; ends inner first (later start), starts outer first (later end)
+    tie = np.where(is_start == 1, -g.ev_end[ev], -g.ev_ts[ev])
+    order = np.lexsort((ev, tie, is_start, t, g.ev_chain[ev]))
+    pe, ps, pc_ = ev[order], is_start[order], g.ev_chain[ev][order]
+    depth = np.cumsum(np.where(ps == 1, 1, -1))
+    npt = len(order)
+    end_pos = np.empty(n, np.int64)
+    end_pos[pe[ps == 0]] = np.flatnonzero(ps == 0)
+    starts = np.flatnonzero(ps == 1)
+    key = depth[starts] * (npt + 1) + starts  # sorted: depth major, position minor
+    korder = np.argsort(key, kind="stable")
+    skey, spos = key[korder], starts[korder]
+    q = depth * (npt + 1) + np.arange(npt)
+    j = np.searchsorted(skey, q, side="right") - 1
+    cand = spos[np.maximum(j, 0)]
+    ok = (j >= 0) & (depth > 0) & (depth[cand] == depth) & (pc_[cand] == pc_) & (end_pos[pe[cand]] > np.arange(npt))
+    inner = np.where(ok, pe[cand], -1)
+    same = pc_[1:] == pc_[:-1]
+    a = np.flatnonzero(same)
+    src = 2 * pe[a] + (1 - ps[a])
+    dst = 2 * pe[a + 1] + (1 - ps[a + 1])
+    event = inner[a]
+    kind = np.where(event >= 0, g.ev_kind[np.maximum(event, 0)], K["idle"]).astype(np.int8)
+    g.add(src, dst, "chain", event, kind)
+
+
+def _launches(trace: Trace, g: DepGraph) -> None:
+    host, dev = g.host, g.dev
+    if not g.n_host or not dev.num_rows:
+        return
+    calls = np.flatnonzero(isin(host["category"], ["runtime", "driver"]) & ~pc.is_null(host["correlation"])
+                           .to_numpy(zero_copy_only=False))
+    call = correlation_calls(host, trace.flows, dev, calls)
+    d = np.flatnonzero(call >= 0)
+    c = call[d]
+    g.add(2 * c, 2 * (g.n_host + d), "launch", c, K["launch"])
+    blocking = matches(host["name"], names.SYNC)[c]  # a blocking copy returns when its copy is done
+    g.add(2 * (g.n_host + d[blocking]) + 1, 2 * c[blocking] + 1, "sync", c[blocking], K["sync"])
+
+
+def _syncs(g: DepGraph) -> None:
+    """A synchronize call ends after the last device op of its rank that ended inside it."""
+    host = g.host
+    if not g.n_host or not g.dev.num_rows:
+        return
+    sync = np.flatnonzero(isin(host["category"], ["runtime", "driver"]) & matches(host["name"], names.DEVICE_SYNC))
+    if not len(sync):
+        return
+    nh = g.n_host
+    d_rank, d_end = g.ev_rank[nh:nh + g.dev.num_rows], g.ev_end[nh:nh + g.dev.num_rows]
+    work = g.ev_kind[nh:nh + g.dev.num_rows] != K["sync"]  # Kineto's cuda_sync records are the wait, not work
+    for r in np.unique(g.ev_rank[sync]).tolist():
+        mine = sync[g.ev_rank[sync] == r]
+        rows = np.flatnonzero((d_rank == r) & work)
+        if not len(rows):
+            continue
+        order = rows[np.argsort(d_end[rows], kind="stable")]
+        j = np.searchsorted(d_end[order], g.ev_end[mine], side="right") - 1
+        hit = (j >= 0) & (d_end[order][np.maximum(j, 0)] >= g.ev_ts[mine])
+        g.add(2 * (nh + order[j[hit]]) + 1, 2 * mine[hit] + 1, "sync", mine[hit], K["sync"])
+
+
+def _wakes(g: DepGraph, pid: np.ndarray) -> None:
+    """Idle host gaps ended just after work on another thread of the process ended."""
+    nh = g.n_host
+    if not nh:
+        return
+    gap = (g.etype == E["chain"]) & (g.kind == K["idle"]) & (g.src < 2 * nh) & (g.dst < 2 * nh)
+    gi = np.flatnonzero(gap)
+    t = g.node_t()
+    a, b = t[g.src[gi]], t[g.dst[gi]]
+    work = np.flatnonzero(g.ev_kind[:nh] != K["idle"])
+    if not len(gi) or not len(work):
+        return
+    gpid = row_codes(g.ev_rank[:nh], pid)
+    gap_pid = gpid[g.src[gi] // 2]
+    for p in np.unique(gap_pid).tolist():
+        w = work[gpid[work] == p]
+        q = np.flatnonzero(gap_pid == p)
+        if not len(w):
+            continue
+        order = w[np.argsort(g.ev_end[w], kind="stable")]
+        ends = g.ev_end[order]
+        j = np.searchsorted(ends, b[q], side="right") - 1
+        jj = np.maximum(j, 0)
+        other = g.ev_chain[order[jj]] != g.ev_chain[g.src[gi[q]] // 2]
+        hit = (j >= 0) & (ends[jj] > a[q]) & (b[q] - ends[jj] <= np.maximum(WAKE_NS, WAKE_SHARE * (b[q] - a[q]))) & other
+        g.add(2 * order[jj[hit]] + 1, g.dst[gi[q[hit]]], "wake", -1, K["sync"])
+
+
+def _enqueues(g: DepGraph, pid: np.ndarray) -> None:
+    """A host collective range on a backend thread starts after the c10d op that queued it."""
+    host = g.host
+    nh = g.n_host
+    if not nh:
+        return
+    coll = np.flatnonzero(matches(host["name"], names.HOST_COLLECTIVE))
+    c10d = np.flatnonzero(matches(host["name"], names.C10D_OP))
+    if not len(coll) or not len(c10d):
+        return
+    gpid = row_codes(g.ev_rank[:nh], pid)
+    for p in np.unique(gpid[coll]).tolist():
+        cs = coll[gpid[coll] == p]
+        ops = c10d[gpid[c10d] == p]
+        if not len(ops):
+            continue
+        order = ops[np.argsort(g.ev_ts[ops], kind="stable")]
+        j = np.searchsorted(g.ev_ts[order], g.ev_ts[cs], side="right") - 1
+        jj = np.maximum(j, 0)
+        hit = (j >= 0) & (g.ev_ts[cs] - g.ev_ts[order[jj]] <= ENQUEUE_NS) & \
+            (g.ev_chain[order[jj]] != g.ev_chain[cs])
+        g.add(2 * order[jj[hit]], 2 * cs[hit], "enqueue", order[jj[hit]], K["launch"])
+
+
+def _flows(trace: Trace, g: DepGraph) -> None:
+    flows = trace.flows
+    if not flows.num_rows:
+        return
+    dep = flows.filter(pa.array(isin(flows["kind"], ["dependency"])))
+    if not dep.num_rows:
+        return
+    ids = np.r_[g.host["event_id"].to_numpy(), g.dev["event_id"].to_numpy()].astype(np.int64)
+    order = np.argsort(ids, kind="stable")
+
+    def find(col: str) -> np.ndarray:
+        v = np.asarray(pc.fill_null(dep[col], -1).to_numpy(zero_copy_only=False), np.int64)
+        j = np.minimum(np.searchsorted(ids[order], v), len(order) - 1)
+        return np.where(ids[order][j] == v, order[j], -1)
+
+    s, d = find("src_event_id"), find("dst_event_id")
+    ok = (s >= 0) & (d >= 0)
+    g.add(2 * s[ok] + 1, 2 * d[ok], "flow", -1, K["sync"])
+
+
+def add_collectives(g: DepGraph, keys: np.ndarray, events: np.ndarray) -> None:
+    """Matched collectives across ranks: ``events`` (graph event per record) grouped by ``keys`` (one code per
+    collective instance). Each group gets a release node at its last arrival: arrivals -> release -> ends."""
+    ok = events >= 0
+    keys, events = keys[ok], events[ok]
+    if not len(keys):
+        return
+    uniq, inv, count = np.unique(keys, return_inverse=True, return_counts=True)
+    multi = count[inv] >= 2
+    keys, events, inv = keys[multi], events[multi], inv[multi]
+    if not len(keys):
+        return
+    last = np.full(len(uniq), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(last, inv, g.ev_ts[events])
+    used = np.unique(inv)
+    rel = np.full(len(uniq), -1, np.int64)
+    rel[used] = g.n_events + np.arange(len(used))
+    g.ev_ts = np.r_[g.ev_ts, last[used]]
+    g.ev_end = np.r_[g.ev_end, last[used]]
+    g.ev_kind = np.r_[g.ev_kind, np.full(len(used), K["collective_wait"], np.int8)]
+    g.ev_rank = np.r_[g.ev_rank, np.full(len(used), -1, np.int64)]
+    g.ev_chain = np.r_[g.ev_chain, np.full(len(used), -1, np.int64)]
+    r = rel[inv]
+    g.add(2 * events, 2 * r, "collective", -1, K["collective_wait"])
+    g.add(2 * rel[used], 2 * rel[used] + 1, "chain", -1, K["collective_wait"])
+    g.add(2 * r + 1, 2 * events + 1, "collective", events, K["collective"])
