@@ -27,7 +27,7 @@ WORLD = 4
 SLOW_RANK = 2
 SLEEP_S = 0.2
 STEPS = 4  # wait 1, warmup 1, active 2
-OVERLAP_S = 0.05  # longer than a transfer here (a few ms), shorter than the others' wait for SLOW_RANK
+OVERLAP_S = 0.08  # longer than a transfer here (a few ms), shorter than the others' wait for SLOW_RANK
 
 
 def _gloo_worker(rank: int, world: int, port: int, out: str) -> None:

@@ -21,11 +21,11 @@ import pyarrow.compute as pc
 from neurontrace.analysis import cross_rank
 from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section
 from neurontrace.analysis.depgraph import KINDS, DepGraph, build
+from neurontrace.columns import codes
 from neurontrace.trace import Trace
 from neurontrace.units import duration, share
 
 TOP_EVENTS = 50  # events kept per path in the JSON (the longest on the path); the counts keep the rest
-PSEUDO = {"idle": "(idle)", "sync": "(wake-up)", "collective_wait": "(collective release)"}
 Label = tuple[str, int | None, str | None, int, int, str | None]  # name, rank, device, start, dur, source
 
 
@@ -63,7 +63,7 @@ class Segment:
     """What one rank did before an anchor (a collective's arrival, or its window end), back to the previous
     collective end on its path (``stop``) or the window start: the pieces a job's path is stitched from."""
 
-    pieces: dict[Label, list[int]]  # label -> [ns on the path, kind index]
+    pieces: Pieces
     stop: str | None  # the collective key the segment stopped at (its end), None at the window start
     begin_ns: int
 
@@ -114,63 +114,120 @@ class CriticalPath:
 SMALL_KERNEL_NS = 10_000  # a kernel shorter than this is launch-latency sized
 
 
+class Pieces:
+    """What a walk ran through: the time by kind, how many events, and the TOP_EVENTS longest of them."""
+
+    def __init__(self, breakdown: list[int] | None = None, count: int = 0,
+                 top: dict[Label, list[int]] | None = None) -> None:
+        self.breakdown = breakdown or [0] * len(KINDS)
+        self.count = count
+        self.top = top or {}
+
+    def add(self, label: Label, ns: int, kind: int) -> None:
+        self.breakdown[kind] += ns
+        self.count += 1
+        self.top[label] = [self.top.get(label, [0, kind])[0] + ns, kind]
+
+    def merge(self, other: Pieces) -> None:
+        self.breakdown = [a + b for a, b in zip(self.breakdown, other.breakdown, strict=True)]
+        self.count += other.count
+        for lab, (n, kd) in other.top.items():
+            self.top[lab] = [self.top.get(lab, [0, kd])[0] + n, kd]
+        if len(self.top) > 4 * TOP_EVENTS:
+            self.top = dict(sorted(self.top.items(), key=lambda kv: -kv[1][0])[:TOP_EVENTS])
+
+
 class Walker:
-    """Backtracks binding edges of a solved graph (lists, not numpy scalars: the walk is one Python loop)."""
+    """Backtracks binding edges of a solved graph (one Python loop over the path, reading memoryviews)."""
 
     def __init__(self, g: DepGraph, frames: dict[int, str] | None = None) -> None:
         self.g = g
-        self.t = g.node_t().tolist()
+        t = self.t_np = g.node_t()
         b = g.binding
         ok = b >= 0
         src = np.full(len(b), -1, np.int64)
         src[ok] = g.src[b[ok]]
-        self.bsrc = src.tolist()
-        self.bedge = b.tolist()
+        self.t, self.bsrc, self.bedge = memoryview(t), memoryview(src), memoryview(b)
+        # A run: consecutive chain edges each binding its end, so a walk crosses it in one step. It breaks where
+        # the next edge back does not bind, where the chain changes, and at every collective's end (a stop).
+        m = g.n_chain
+        e = np.arange(m)
+        binds = b[g.dst[:m]] == e
+        coll_end = np.zeros(len(t), bool)
+        coll_end[2 * np.flatnonzero(g.ev_kind == KINDS.index("collective")) + 1] = True
+        joined = np.zeros(m, bool)
+        if m > 1:
+            joined[1:] = (g.dst[:m - 1] == g.src[1:m]) & binds[:-1] & ~coll_end[g.src[1:m]]
+        self.run_start = memoryview(np.maximum.accumulate(np.where(joined, 0, e)) if m else np.zeros(0, np.int64))
+        self.m = m
+        self.src_np = g.src
         self.frames = frames or {}
-        fid = np.r_[_ints(g.host, "frame_id"), _ints(g.dev, "frame_id")]
-        self.fid = fid
+        self.fid = np.r_[_ints(g.host, "frame_id"), _ints(g.dev, "frame_id")]
+        self._names: tuple[np.ndarray, list[Any], np.ndarray, list[Any], np.ndarray, list[Any]] | None = None
 
-    def walk(self, node: int, lo: int, stop: set[int] | None = None) -> tuple[list[tuple[int, int]], int, int]:
-        """[(edge, ns)] from ``node`` back to time ``lo`` (or a ``stop`` node, or a node nothing released), the
-        node it ended at and the time it reached."""
-        out: list[tuple[int, int]] = []
-        t, bsrc, bedge = self.t, self.bsrc, self.bedge
+    def walk(self, node: int, lo: int, stop: set[int] | None = None) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """(edges, ns on the path of each) from ``node`` back to time ``lo`` (or a ``stop`` node, or a node nothing
+        released), the node it ended at and the time it reached."""
+        runs: list[tuple[int, int]] = []
+        t, bsrc, bedge, run_start, m, srcs = self.t, self.bsrc, self.bedge, self.run_start, self.m, self.src_np
         while True:
             e = bedge[node]
             if e < 0 or t[node] <= lo:
-                return out, node, max(t[node], lo)
-            u = bsrc[node]
-            if t[u] <= lo:
-                out.append((e, t[node] - lo))
-                return out, u, lo
-            out.append((e, t[node] - t[u]))
-            node = u
-            if stop is not None and node in stop:
-                return out, node, t[node]
+                break
+            first = run_start[e] if e < m else e
+            runs.append((first, e))
+            node = int(srcs[first])
+            if t[node] <= lo or (stop is not None and node in stop):
+                break
+        edges = np.concatenate([np.arange(a, b_ + 1)[::-1] for a, b_ in runs]) if runs else np.zeros(0, np.int64)
+        g = self.g
+        tn = self.t_np
+        if len(edges):
+            ts, td = tn[g.src[edges]], tn[g.dst[edges]]
+            past = np.flatnonzero(ts < lo)
+            if len(past):  # the walk went past lo inside the last run: cut it there
+                cut = int(past[0])
+                edges, ts, td = edges[:cut + 1], ts[:cut + 1], td[:cut + 1]
+                node = int(g.src[edges[-1]])
+            ns = td - np.maximum(ts, lo)
+        else:
+            ns = np.zeros(0, np.int64)
+        return edges, ns, node, max(int(tn[node]), lo)
 
     def label(self, i: int) -> Label:
         g = self.g
+        if self._names is None:
+            self._names = (*codes(g.host["name"]), *codes(g.dev["name"]), *codes(g.dev["device"]))
+        hn, hv, dn, dv, dd, ddv = self._names
+        nh, nd = g.n_host, g.dev.num_rows
+        if i < nh:
+            name, device = str(hv[hn[i]]), "cpu"
+        elif i < nh + nd:
+            name, device = str(dv[dn[i - nh]]), str(ddv[dd[i - nh]])
+        else:
+            name, device = "collective release", None
         fid = int(self.fid[i]) if i < len(self.fid) else -1
         rank = int(g.ev_rank[i])
-        return (g.name(i), None if rank < 0 else rank, g.device(i), int(g.ev_ts[i]),
-                int(g.ev_end[i] - g.ev_ts[i]), self.frames.get(fid) if fid >= 0 else None)
+        return (name, None if rank < 0 else rank, device, int(g.ev_ts[i]), int(g.ev_end[i] - g.ev_ts[i]),
+                self.frames.get(fid) if fid >= 0 else None)
 
-    def pieces(self, walked: list[tuple[int, int]]) -> dict[Label, list[int]]:
-        out: dict[Label, list[int]] = {}
-        if not walked:
+    def pieces(self, edges: np.ndarray, ns: np.ndarray) -> Pieces:
+        out = Pieces()
+        if not len(edges):
             return out
-        edges = np.array([e for e, _ in walked], np.int64)
-        ns = np.array([n for _, n in walked], np.int64)
-        ev, kind = self.g.event[edges], self.g.kind[edges]
-        keys = np.where(ev >= 0, ev, -1 - kind.astype(np.int64))
-        uniq, inv = np.unique(keys, return_inverse=True)
+        ev, kind = self.g.event[edges], self.g.kind[edges].astype(np.int64)
+        by_kind = np.zeros(len(KINDS), np.int64)
+        np.add.at(by_kind, kind, ns)
+        out.breakdown = by_kind.tolist()
+        real = ev >= 0
+        uniq, inv = np.unique(ev[real], return_inverse=True)
         tot = np.zeros(len(uniq), np.int64)
-        np.add.at(tot, inv, ns)
+        np.add.at(tot, inv, ns[real])
         kinds = np.zeros(len(uniq), np.int64)
-        kinds[inv] = kind
-        for k, n, kd in zip(uniq.tolist(), tot.tolist(), kinds.tolist(), strict=True):
-            lab = self.label(k) if k >= 0 else (PSEUDO.get(KINDS[kd], f"({KINDS[kd]})"), None, None, 0, 0, None)
-            out[lab] = [n, kd]
+        kinds[inv] = kind[real]
+        out.count = len(uniq)
+        keep = np.argsort(-tot, kind="stable")[:TOP_EVENTS]
+        out.top = {self.label(int(uniq[j])): [int(tot[j]), int(kinds[j])] for j in keep.tolist()}
         return out
 
 
@@ -178,28 +235,15 @@ def _ints(t: pa.Table, col: str) -> np.ndarray:
     return np.asarray(pc.fill_null(t[col], -1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _path(pieces: dict[Label, list[int]], lo: int, hi: int) -> Path:
+def _path(pieces: Pieces, lo: int, hi: int) -> Path:
     """A Path over [lo, hi] from its pieces; what they do not cover (before the first event) is idle."""
-    breakdown = dict.fromkeys(KINDS, 0)
-    for n, kd in pieces.values():
-        breakdown[KINDS[kd]] += n
-    covered = sum(breakdown.values())
-    breakdown["idle"] += (hi - lo) - covered
-    real = [(lab, n, kd) for lab, (n, kd) in pieces.items() if lab[0] not in PSEUDO.values() and n > 0]
-    top = sorted(real, key=lambda x: -x[1])[:TOP_EVENTS]
+    breakdown = dict(zip(KINDS, pieces.breakdown, strict=True))
+    breakdown["idle"] += (hi - lo) - sum(pieces.breakdown)
+    top = sorted(((lab, n, kd) for lab, (n, kd) in pieces.top.items() if n > 0), key=lambda x: -x[1])[:TOP_EVENTS]
     top.sort(key=lambda x: (x[0][3], x[0][1] or 0))
     events = [{"name": lab[0], "rank": lab[1], "device": lab[2], "start_ns": lab[3], "dur_ns": lab[4],
                "on_path_ns": n, "source": lab[5], "kind": KINDS[kd]} for lab, n, kd in top]
-    return Path(hi - lo, breakdown, events, len(real), lo, hi)
-
-
-def _merge(into: dict[Label, list[int]], more: dict[Label, list[int]]) -> None:
-    for lab, (n, kd) in more.items():
-        cur = into.get(lab)
-        if cur is None:
-            into[lab] = [n, kd]
-        else:
-            cur[0] += n
+    return Path(hi - lo, breakdown, events, pieces.count, lo, hi)
 
 
 def last_node(g: DepGraph, hi: int) -> int:
@@ -212,13 +256,9 @@ def last_node(g: DepGraph, hi: int) -> int:
 def window_path(w: Walker, lo: int, hi: int) -> Path:
     node = last_node(w.g, hi)
     if node < 0:
-        return _path({}, lo, hi)
-    walked, _, _ = w.walk(node, lo)
-    pieces = w.pieces(walked)
-    tail = hi - w.t[node]  # after the last recorded point: nothing ran
-    if tail > 0:
-        _merge(pieces, {(PSEUDO["idle"], None, None, 0, 0, None): [tail, KINDS.index("idle")]})
-    return _path(pieces, lo, hi)
+        return _path(Pieces(), lo, hi)
+    edges, ns, _, _ = w.walk(node, lo)
+    return _path(w.pieces(edges, ns), lo, hi)  # after the last recorded point nothing ran: idle
 
 
 # -- the section -----------------------------------------------------------------------------------------
@@ -236,13 +276,14 @@ def analyse(trace: Trace, window: tuple[int, int] | None = None, frames: dict[in
     ranks = sorted({int(r) for r in np.unique(g.ev_rank) if r >= 0})
     steps = []
     host = g.host
-    is_step = np.flatnonzero(np.asarray(host["category"].cast(pa.string()).to_pylist(), dtype=object) == "step")
+    cat, cats = codes(host["category"])
+    is_step = np.flatnonzero(cat == cats.index("step")) if "step" in cats else np.zeros(0, np.int64)
     for i in is_step.tolist():
         s, e = int(g.ev_ts[i]), int(g.ev_end[i])
         if e <= lo or s >= hi:
             continue
-        walked, _, _ = w.walk(2 * i + 1, s)
-        p = _path(w.pieces(walked), s, e)
+        edges, ns, _, _ = w.walk(2 * i + 1, s)
+        p = _path(w.pieces(edges, ns), s, e)
         steps.append({"step": g.name(i), "rank": int(g.ev_rank[i]) if g.ev_rank[i] >= 0 else None, **p.as_dict()})
     cp = CriticalPath(path, steps, ranks, False, dropped_edges=dict(g.dropped),
                       small_kernels=_small_kernels(path), rank=ranks[0] if ranks else None)
@@ -268,7 +309,7 @@ def collective_keys(records: pa.Table) -> list[str]:
 
 def record_events(g: DepGraph, records: pa.Table) -> np.ndarray:
     """The graph event of each cross_rank record (same rank, start and end), -1 when not in the graph."""
-    coll = np.flatnonzero(g.ev_kind == KINDS.index("collective"))
+    coll = np.flatnonzero((g.ev_kind == KINDS.index("collective")) & g.live)
     at = {(int(g.ev_rank[i]), int(g.ev_ts[i]), int(g.ev_end[i])): int(i) for i in coll.tolist()}
     return np.array([at.get((-1 if r is None else int(r), int(s), int(e)), -1) for r, s, e in zip(
         records["rank"].to_pylist(), records["start_ns"].to_pylist(), records["end_ns"].to_pylist(),
@@ -284,14 +325,13 @@ def _segments(cp: CriticalPath, w: Walker, records: pa.Table, lo: int, hi: int) 
         if i < 0:
             continue
         cp.collectives[k] = Collective(k, int(w.g.ev_ts[i]), int(w.g.ev_end[i]), w.label(i))
-        walked, node, reached = w.walk(2 * i, lo, stop)
-        cp.segments[k] = Segment(w.pieces(walked), ends.get(node), reached)
+        edges, ns, node, reached = w.walk(2 * i, lo, stop)
+        cp.segments[k] = Segment(w.pieces(edges, ns), ends.get(node), reached)
     node = last_node(w.g, hi)
     if node >= 0:
-        walked, end_node, reached = w.walk(node, lo, stop)
-        pieces = w.pieces(walked)
-        if hi > w.t[node]:
-            _merge(pieces, {(PSEUDO["idle"], None, None, 0, 0, None): [hi - w.t[node], KINDS.index("idle")]})
+        edges, ns, end_node, reached = w.walk(node, lo, stop)
+        pieces = w.pieces(edges, ns)
+        pieces.breakdown[KINDS.index("idle")] += hi - w.t[node]  # after the last recorded point
         cp.segments[""] = Segment(pieces, ends.get(end_node), reached)
 
 
@@ -308,11 +348,11 @@ def job_path(parts: list[CriticalPath]) -> Path | None:
     for p in parts:
         for k, c in p.collectives.items():
             arrivals[k].append((c.start_ns, p))
-    pieces: dict[Label, list[int]] = {}
+    pieces = Pieces()
     seg = cur.segments[""]
     seen: set[tuple[int | None, str]] = set()
     while True:
-        _merge(pieces, seg.pieces)
+        pieces.merge(seg.pieces)
         stop = seg.stop
         if stop is None or (cur.rank, stop) in seen:
             break
@@ -322,7 +362,7 @@ def job_path(parts: list[CriticalPath]) -> Path | None:
         last_t, last = max(arrivals[k], key=lambda x: (x[0], -(x[1].rank or 0)))
         if last is cur or last_t >= mine.end_ns:  # this rank arrived last: its whole collective is on the path
             last, last_t = cur, mine.start_ns
-        _merge(pieces, {mine.label: [mine.end_ns - last_t, KINDS.index("collective")]})
+        pieces.add(mine.label, mine.end_ns - last_t, KINDS.index("collective"))
         cur = by_rank[last.rank]
         seg = cur.segments[k]
     return _path(pieces, lo, hi)  # before where the walk began (window starts differ by rank): idle

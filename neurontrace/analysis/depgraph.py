@@ -13,7 +13,9 @@ draws each):
 - ``sync``: a blocking call (``names.SYNC``: device/stream/event synchronize, a blocking copy) ends after the
   last device op of its rank that ended inside it;
 - ``wake``: a host thread idle (nothing but annotations open) until just after work on another thread of its
-  process ended (within :data:`WAKE_NS`, or :data:`WAKE_SHARE` of the gap) resumed because of it (gloo's caller after the worker thread's
+  process ended (within :data:`WAKE_NS` or :data:`WAKE_SHARE` of the gap, or with nothing of the process starting
+  in between: a loaded host wakes threads late; and idle longer before that end than after it) resumed because of
+  it (gloo's caller after the worker thread's
   collective, a thread join);
 - ``enqueue``: a host collective range (``names.HOST_COLLECTIVE``) on a backend thread starts after the c10d op
   that queued it (``names.C10D_OP``, another thread of the process, within :data:`ENQUEUE_NS`);
@@ -50,6 +52,9 @@ ENQUEUE_NS = 5_000_000  # a host collective starting within 5 ms of a c10d op st
 HOST_KEEP = (*HOST_WORK, "collective", "annotation", "step")  # work, and the marks it nests in (not the
 # profiler's own span, allocator records or profiler overhead)
 DEVICE_SKIP = ("throttle", "sync_wait")  # a clock window; a wait record (Kineto cuda_sync): the wait, not work
+# The columns the graph reads (the rows kept are copied: only these)
+HOST_COLUMNS = ("event_id", "ts_ns", "dur_ns", "name", "category", "rank", "pid", "tid", "correlation", "frame_id")
+DEVICE_COLUMNS = (*HOST_COLUMNS, "device", "track")
 _HOST_KIND = {"framework_op": "cpu_op", "python": "cpu_op", "compile": "cpu_op", "load": "cpu_op",
               "transfer": "copy", "collective": "collective", "annotation": "idle", "step": "idle",
               "overhead": "cpu_op", "other": "cpu_op"}
@@ -75,6 +80,8 @@ class DepGraph:
     kind: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))  # index into KINDS
     dropped: dict[str, int] = field(default_factory=dict)  # edges refused (going back in time), by type
     binding: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per node: its binding edge, -1
+    n_chain: int = 0  # edges [0, n_chain) are the thread/track chains, in chain order (consecutive points)
+    live: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # per event: on a chain, in edges
 
     @property
     def n_host(self) -> int:
@@ -123,34 +130,43 @@ class DepGraph:
         keep = ~back
         for name in ("src", "dst", "etype", "event", "kind"):
             setattr(self, name, getattr(self, name)[keep])
-        # latest source first; on a tie the chain edge (lowest type) wins
-        order = np.lexsort((self.etype, -t[self.src], self.dst))
-        first = np.r_[True, self.dst[order][1:] != self.dst[order][:-1]] if len(order) else np.zeros(0, bool)
         self.binding = np.full(len(t), -1, dtype=np.int64)
+        indeg = np.bincount(self.dst, minlength=len(t))
+        one = indeg[self.dst] == 1  # most nodes have one in-edge: it binds
+        self.binding[self.dst[one]] = np.flatnonzero(one)
+        many = np.flatnonzero(~one)
+        # several: the latest source first; on a tie the chain edge (lowest type) wins
+        order = many[np.lexsort((self.etype[many], -t[self.src[many]], self.dst[many]))]
+        first = np.r_[True, self.dst[order][1:] != self.dst[order][:-1]] if len(order) else np.zeros(0, bool)
         self.binding[self.dst[order][first]] = order[first]
 
 
 def build(trace: Trace) -> DepGraph:
-    """The dependency graph of ``trace`` (one rank or several; across ranks see :func:`add_collectives`)."""
-    host = trace.system_events.drop_columns(["args"])
-    dev = trace.device_events.drop_columns(["args"])
-    host = host.filter(pa.array((host["dur_ns"].to_numpy() > 0) & (
-        isin(host["category"], HOST_KEEP) | matches(host["name"], names.HOST_COLLECTIVE))))
-    dev = dev.filter(pa.array((dev["dur_ns"].to_numpy() > 0) & ~isin(dev["category"], DEVICE_SKIP)))
-    if host.num_rows:  # a thread with marks only (the profiler's own "Trace" span) holds no dependency
-        chain = row_codes(_ints(host, "rank"), codes(host["pid"])[0], codes(host["tid"])[0])
-        has_work = np.zeros(int(chain.max()) + 1, bool)
-        has_work[chain[_host_kinds(host) != K["idle"]]] = True
-        host = host.filter(pa.array(has_work[chain]))
+    """The dependency graph of ``trace`` (one rank or several; across ranks see :func:`add_collectives`).
+
+    Every row of both event tables is an event of the graph (no copy of the tables); rows that are not work or
+    marks (zero durations, allocator records, throttle windows, Kineto's cuda_sync wait records, threads holding
+    marks only) are ``live == False``: on no chain and in no edge."""
+    host = trace.system_events.select([c for c in HOST_COLUMNS if c in trace.system_events.column_names])
+    dev = trace.device_events.select([c for c in DEVICE_COLUMNS if c in trace.device_events.column_names])
     nh, nd = host.num_rows, dev.num_rows
     ts = np.r_[host["ts_ns"].to_numpy(), dev["ts_ns"].to_numpy()].astype(np.int64)
-    end = ts + np.r_[host["dur_ns"].to_numpy(), dev["dur_ns"].to_numpy()].astype(np.int64)
+    dur = np.r_[host["dur_ns"].to_numpy(), dev["dur_ns"].to_numpy()].astype(np.int64)
     rank = np.r_[_ints(host, "rank"), _ints(dev, "rank")]
-    g = DepGraph(host, dev, ts, end, np.r_[_host_kinds(host), _device_kinds(dev)].astype(np.int8), rank,
-                 np.zeros(nh + nd, np.int64))
+    kinds = np.r_[_host_kinds(host), _device_kinds(dev)].astype(np.int8)
+    g = DepGraph(host, dev, ts, ts + dur, kinds, rank, np.zeros(nh + nd, np.int64))
     h_chain = row_codes(rank[:nh], codes(host["pid"])[0], codes(host["tid"])[0]) if nh else np.zeros(0, np.int64)
     d_chain = row_codes(rank[nh:], codes(dev["device"])[0], codes(dev["track"])[0]) if nd else np.zeros(0, np.int64)
-    g.ev_chain = np.r_[h_chain, d_chain + (int(h_chain.max()) + 1 if nh else 0)].astype(np.int64)
+    live = dur > 0
+    if nh:
+        live[:nh] &= isin(host["category"], HOST_KEEP) | matches(host["name"], names.HOST_COLLECTIVE)
+        has_work = np.zeros(int(h_chain.max()) + 1, bool)  # the profiler's own "Trace" span: a thread of marks
+        has_work[h_chain[live[:nh] & (kinds[:nh] != K["idle"])]] = True
+        live[:nh] &= has_work[h_chain]
+    if nd:
+        live[nh:] &= ~isin(dev["category"], DEVICE_SKIP)
+    g.live = live
+    g.ev_chain = np.where(live, np.r_[h_chain, d_chain + (int(h_chain.max()) + 1 if nh else 0)], -1).astype(np.int64)
     _chains(g)
     _launches(trace, g)
     _syncs(g)
@@ -183,36 +199,53 @@ def _device_kinds(dev: pa.Table) -> np.ndarray:
 
 def _chains(g: DepGraph) -> None:
     """Each thread's / track's points in time order, each gap attributed to the innermost open event."""
-    n = g.n_events
+    lv = np.flatnonzero(g.ev_chain >= 0)
+    n = len(lv)
     if not n:
         return
-    ev = np.r_[np.arange(n), np.arange(n)]
+    ev = np.r_[lv, lv]
     is_start = np.r_[np.ones(n, np.int8), np.zeros(n, np.int8)]
-    t = np.r_[g.ev_ts, g.ev_end]
+    t = np.r_[g.ev_ts[lv], g.ev_end[lv]]
+    chain = g.ev_chain[ev]
     # at one time: ends before starts; ends inner first (later start), starts outer first (later end)
-    tie = np.where(is_start == 1, -g.ev_end[ev], -g.ev_ts[ev])
-    order = np.lexsort((ev, tie, is_start, t, g.ev_chain[ev]))
-    pe, ps, pc_ = ev[order], is_start[order], g.ev_chain[ev][order]
+    order = _point_order(chain, t, is_start, np.r_[g.ev_end[lv], g.ev_ts[lv]])
+    del t
+    pe, ps, pc_ = ev[order], is_start[order], chain[order]
+    del ev, chain, is_start, order
     depth = np.cumsum(np.where(ps == 1, 1, -1))
-    npt = len(order)
-    end_pos = np.empty(n, np.int64)
-    end_pos[pe[ps == 0]] = np.flatnonzero(ps == 0)
+    npt = len(pe)
+    a = np.flatnonzero(pc_[1:] == pc_[:-1])  # an edge from point a to point a + 1
+    event = np.where(ps[a] == 1, pe[a], -1)  # after a start: that event is the innermost open
+    ends = a[ps[a] == 0]  # after an end: the latest start at the depth left open, if it is still open
     starts = np.flatnonzero(ps == 1)
-    key = depth[starts] * (npt + 1) + starts  # sorted: depth major, position minor
+    key = depth[starts] * (npt + 1) + starts
     korder = np.argsort(key, kind="stable")
     skey, spos = key[korder], starts[korder]
-    q = depth * (npt + 1) + np.arange(npt)
-    j = np.searchsorted(skey, q, side="right") - 1
+    del key, korder
+    j = np.searchsorted(skey, depth[ends] * (npt + 1) + ends, side="right") - 1
     cand = spos[np.maximum(j, 0)]
-    ok = (j >= 0) & (depth > 0) & (depth[cand] == depth) & (pc_[cand] == pc_) & (end_pos[pe[cand]] > np.arange(npt))
-    inner = np.where(ok, pe[cand], -1)
-    same = pc_[1:] == pc_[:-1]
-    a = np.flatnonzero(same)
+    end_pos = np.empty(len(g.ev_ts), np.int64)
+    end_pos[pe[ps == 0]] = np.flatnonzero(ps == 0)
+    ok = (j >= 0) & (depth[ends] > 0) & (depth[cand] == depth[ends]) & (pc_[cand] == pc_[ends]) & \
+        (end_pos[pe[cand]] > ends)
+    event[ps[a] == 0] = np.where(ok, pe[cand], -1)
     src = 2 * pe[a] + (1 - ps[a])
     dst = 2 * pe[a + 1] + (1 - ps[a + 1])
-    event = inner[a]
     kind = np.where(event >= 0, g.ev_kind[np.maximum(event, 0)], K["idle"]).astype(np.int8)
     g.add(src, dst, "chain", event, kind)
+    g.n_chain = len(src)
+
+
+def _point_order(chain: np.ndarray, t: np.ndarray, is_start: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Points sorted by (chain, time, ends first, later ``other`` first): two packed int64 keys when the times
+    span under 2^44 ns (4.9 hours) and chains number under 2^19, else four keys (same order, slower)."""
+    t0 = int(min(t.min(), other.min()))
+    span = int(max(t.max(), other.max())) - t0
+    if span < (1 << 44) and int(chain.max()) < (1 << 19):
+        major = (chain << 44) | (t - t0)
+        minor = (is_start.astype(np.int64) << 45) | ((1 << 44) - 1 - (other - t0))
+        return np.lexsort((minor, major))
+    return np.lexsort((-other, is_start, t, chain))
 
 
 def _launches(trace: Trace, g: DepGraph) -> None:
@@ -220,9 +253,9 @@ def _launches(trace: Trace, g: DepGraph) -> None:
     if not g.n_host or not dev.num_rows:
         return
     calls = np.flatnonzero(isin(host["category"], ["runtime", "driver"]) & ~pc.is_null(host["correlation"])
-                           .to_numpy(zero_copy_only=False))
+                           .to_numpy(zero_copy_only=False) & g.live[:g.n_host])
     call = correlation_calls(host, trace.flows, dev, calls)
-    d = np.flatnonzero(call >= 0)
+    d = np.flatnonzero((call >= 0) & g.live[g.n_host:g.n_host + dev.num_rows])
     c = call[d]
     g.add(2 * c, 2 * (g.n_host + d), "launch", c, K["launch"])
     blocking = matches(host["name"], names.SYNC)[c]  # a blocking copy returns when its copy is done
@@ -234,12 +267,13 @@ def _syncs(g: DepGraph) -> None:
     host = g.host
     if not g.n_host or not g.dev.num_rows:
         return
-    sync = np.flatnonzero(isin(host["category"], ["runtime", "driver"]) & matches(host["name"], names.DEVICE_SYNC))
+    sync = np.flatnonzero(isin(host["category"], ["runtime", "driver"]) & matches(host["name"], names.DEVICE_SYNC)
+                          & g.live[:g.n_host])
     if not len(sync):
         return
     nh = g.n_host
     d_rank, d_end = g.ev_rank[nh:nh + g.dev.num_rows], g.ev_end[nh:nh + g.dev.num_rows]
-    work = g.ev_kind[nh:nh + g.dev.num_rows] != K["sync"]  # Kineto's cuda_sync records are the wait, not work
+    work = g.live[nh:nh + g.dev.num_rows]
     for r in np.unique(g.ev_rank[sync]).tolist():
         mine = sync[g.ev_rank[sync] == r]
         rows = np.flatnonzero((d_rank == r) & work)
@@ -260,7 +294,7 @@ def _wakes(g: DepGraph, pid: np.ndarray) -> None:
     gi = np.flatnonzero(gap)
     t = g.node_t()
     a, b = t[g.src[gi]], t[g.dst[gi]]
-    work = np.flatnonzero(g.ev_kind[:nh] != K["idle"])
+    work = np.flatnonzero((g.ev_kind[:nh] != K["idle"]) & g.live[:nh])
     if not len(gi) or not len(work):
         return
     gpid = row_codes(g.ev_rank[:nh], pid)
@@ -275,7 +309,11 @@ def _wakes(g: DepGraph, pid: np.ndarray) -> None:
         j = np.searchsorted(ends, b[q], side="right") - 1
         jj = np.maximum(j, 0)
         other = g.ev_chain[order[jj]] != g.ev_chain[g.src[gi[q]] // 2]
-        hit = (j >= 0) & (ends[jj] > a[q]) & (b[q] - ends[jj] <= np.maximum(WAKE_NS, WAKE_SHARE * (b[q] - a[q]))) & other
+        soon = b[q] - ends[jj] <= np.maximum(WAKE_NS, WAKE_SHARE * (b[q] - a[q]))
+        starts = np.sort(g.ev_ts[w])  # ... or nothing of the process started between that end and the resumption
+        quiet = np.searchsorted(starts, b[q], side="left") - np.searchsorted(starts, ends[jj], side="right") == 0
+        waited = ends[jj] - a[q] >= b[q] - ends[jj]  # idle longer before the release than after it
+        hit = (j >= 0) & (ends[jj] > a[q]) & (soon | quiet) & waited & other
         g.add(2 * order[jj[hit]] + 1, g.dst[gi[q[hit]]], "wake", -1, K["sync"])
 
 
@@ -285,8 +323,8 @@ def _enqueues(g: DepGraph, pid: np.ndarray) -> None:
     nh = g.n_host
     if not nh:
         return
-    coll = np.flatnonzero(matches(host["name"], names.HOST_COLLECTIVE))
-    c10d = np.flatnonzero(matches(host["name"], names.C10D_OP))
+    coll = np.flatnonzero(matches(host["name"], names.HOST_COLLECTIVE) & g.live[:nh])
+    c10d = np.flatnonzero(matches(host["name"], names.C10D_OP) & g.live[:nh])
     if not len(coll) or not len(c10d):
         return
     gpid = row_codes(g.ev_rank[:nh], pid)
@@ -320,6 +358,7 @@ def _flows(trace: Trace, g: DepGraph) -> None:
 
     s, d = find("src_event_id"), find("dst_event_id")
     ok = (s >= 0) & (d >= 0)
+    ok[ok] = g.live[s[ok]] & g.live[d[ok]]
     g.add(2 * s[ok] + 1, 2 * d[ok], "flow", -1, K["sync"])
 
 
@@ -345,6 +384,7 @@ def add_collectives(g: DepGraph, keys: np.ndarray, events: np.ndarray) -> None:
     g.ev_kind = np.r_[g.ev_kind, np.full(len(used), K["collective_wait"], np.int8)]
     g.ev_rank = np.r_[g.ev_rank, np.full(len(used), -1, np.int64)]
     g.ev_chain = np.r_[g.ev_chain, np.full(len(used), -1, np.int64)]
+    g.live = np.r_[g.live, np.ones(len(used), bool)]
     r = rel[inv]
     g.add(2 * events, 2 * r, "collective", -1, K["collective_wait"])
     g.add(2 * rel[used], 2 * rel[used] + 1, "chain", -1, K["collective_wait"])
