@@ -65,29 +65,34 @@ def tile(trace: Trace, n: int) -> Trace:
 
 
 def _rss() -> int:
-    with open(f"/proc/{os.getpid()}/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return int(Path(f"/proc/{os.getpid()}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class _Sampler(threading.Thread):
+    """The peak RSS while it runs, sampled every 5 ms."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.peak, self.done = 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            self.peak = max(self.peak, _rss())
+            time.sleep(0.005)
 
 
 def measure(trace: Trace, repeat: int) -> tuple[float, int]:
     best, peak_extra = float("inf"), 0
     for _ in range(repeat):
         gc.collect()
-        base, peak, done = _rss(), [0], threading.Event()
-
-        def sample() -> None:
-            while not done.is_set():
-                peak[0] = max(peak[0], _rss())
-                time.sleep(0.005)
-
-        sampler = threading.Thread(target=sample)
+        base, sampler = _rss(), _Sampler()
         sampler.start()
         t0 = time.perf_counter()
         result = analyse(trace)
         best = min(best, time.perf_counter() - t0)
-        done.set()
+        sampler.done.set()
         sampler.join()
-        peak_extra = max(peak_extra, peak[0] - base)
+        peak_extra = max(peak_extra, sampler.peak - base)
         assert result is not None
         result.check()
         del result
