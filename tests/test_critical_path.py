@@ -257,3 +257,28 @@ def test_cpu_sample_and_synthetic_neuron(recwarn: Any) -> None:
 
 def test_empty_trace_has_no_section() -> None:
     assert cp.analyse(Trace()) is None
+
+
+# -- the viewer -----------------------------------------------------------------------------------------------
+
+def test_viewer_toggle_outlines_the_path_and_shows_the_breakdown(job: Path) -> None:
+    pytest.importorskip("dash")
+    from neurontrace.app import callbacks
+    from neurontrace.app import critical_path as app_cp
+    from neurontrace.app.model import ViewModel
+
+    model = ViewModel.build(neurontrace.load(job))
+    model.analyse()
+    highlight, text = app_cp.on_toggle(model, ["on"], None)
+    assert app_cp.is_pick(highlight) and "idle" in text and "events:" in text
+    marked = callbacks.marked(model, highlight)
+    ix = model.index
+    names_on_path = {str(ix.names[ix.name[p]]) for p in marked}
+    assert "sleep_before_backward" in names_on_path  # the straggler's sleep is outlined
+    value: CriticalPath = model.analysis.diagnosis.sections[cp.SECTION.key]
+    assert len(marked) >= len(value.path.events)  # every event on the path, not only the 50 in the document
+    fig, _view, _status = callbacks.on_timeline(model, "nt-highlight", None, None, {"t0": 0, "t1": ix.span_ns,
+                                                                                   "auto": False}, highlight=highlight)
+    assert [t for t in fig["data"] if t["name"] == "marked"]
+    cleared, text = app_cp.on_toggle(model, [], highlight)
+    assert cleared is None and text == "" and callbacks.marked(model, cleared) == ()

@@ -464,3 +464,18 @@ def findings(ctx: Context) -> list[Finding]:
 SECTION = Section("critical_path", "critical path", _compute, to_json=lambda v: v.as_dict(),
                   from_json=CriticalPath.from_dict, text=_text, combine=combine)
 FINDINGS = FindingFamily("critical path", findings)
+
+
+def path_event_ids(g: DepGraph, window: tuple[int, int]) -> tuple[np.ndarray, dict[str, int]]:
+    """Every event on the window's path (its ``event_id``, not only the TOP_EVENTS longest: what a viewer
+    highlights) and the path's breakdown, of a solved graph (one rank, or ranks joined: ``whatif.job_graph``)."""
+    lo, hi = window
+    w = Walker(g)
+    node = last_node(g, hi)
+    if node < 0:
+        return np.zeros(0, np.int64), dict.fromkeys(KINDS, 0) | {"idle": hi - lo}
+    edges, ns, _, _ = w.walk(node, lo)
+    ev = np.unique(g.event[edges][(g.event[edges] >= 0) & (ns > 0)])
+    ev = ev[ev < g.n_host + g.dev.num_rows]
+    ids = np.r_[g.host["event_id"].to_numpy(), g.dev["event_id"].to_numpy()].astype(np.int64)
+    return ids[ev], _path(w.pieces(edges, ns), lo, hi).breakdown_ns
