@@ -9,7 +9,7 @@ The path is the one of the analysis window (the job's across ranks), computed on
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import dash
 import numpy as np
@@ -19,8 +19,12 @@ from neurontrace.analysis import critical_path
 from neurontrace.app.model import ViewModel
 from neurontrace.units import duration, share
 
-if TYPE_CHECKING:
-    from neurontrace.app.callbacks import PageState
+
+class PageState(Protocol):
+    """What the toggle reads of the server's state (``callbacks.PageState`` has more; not imported: no cycle)."""
+
+    def require(self) -> ViewModel: ...
+
 
 PICK = {"critical_path": True}
 _CACHE: dict[int, tuple[np.ndarray, dict[str, int]]] = {}  # id(model) -> (index positions, breakdown)
