@@ -8,7 +8,6 @@ import json
 import numpy as np
 
 from neurontrace import errors
-from neurontrace.analysis.window import resolve
 from neurontrace.cli import _common as common
 from neurontrace.units import duration, share
 
@@ -28,7 +27,7 @@ class WhatifCommand(common.Command):
                             help="the op name, kernel class or annotation to speed up and by how much "
                                  "(aten::mm=2x, gemm=1.5x, sleep_before_backward=2x)")
         parser.add_argument("--window", metavar="START:END", type=common.window,
-                            help="offsets from the trace start (120ms:340ms) or abs:START_NS:END_NS; "
+                            help="offsets from the report's time 0 (120ms:340ms) or abs:START_NS:END_NS; "
                                  "default: the profiled steps")
         parser.add_argument("--json", action="store_true", help="print the neurontrace.whatif/1 JSON document")
 
@@ -42,7 +41,7 @@ class WhatifCommand(common.Command):
         g = job_graph(trace)
         if not g.n_events:
             raise errors.SpeedupError("the trace holds no events to re-time")
-        window = resolve(args.window, trace) if args.window is not None else default_window(g)
+        window = common.resolve_window(args.window, trace)[0] or default_window(g)
         result = what_if(g, op, factor, window)
         if args.json:
             common.out(json.dumps({"schema": "neurontrace.whatif/1", **result.as_dict(),
