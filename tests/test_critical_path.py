@@ -282,3 +282,15 @@ def test_viewer_toggle_outlines_the_path_and_shows_the_breakdown(job: Path) -> N
     assert [t for t in fig["data"] if t["name"] == "marked"]
     cleared, text = app_cp.on_toggle(model, [], highlight)
     assert cleared is None and text == "" and callbacks.marked(model, cleared) == ()
+
+
+def test_stream_wait_event_holds_the_waiting_streams_next_op(corpus: Path) -> None:
+    """HTA's multi-stream trace: cudaEventRecord on stream 20 then cudaStreamWaitEvent on stream 24 (Kineto's
+    cuda_sync record names both): the first op on stream 24 after the wait depends on stream 20's last kernel."""
+    g = build(neurontrace.load(corpus / "HolisticTraceAnalysis/tests/data/critical_path/"
+                                        "cuda_event_sync_multi_stream/event_sync_trace.json.gz"))
+    nh = g.n_host
+    tid = g.dev["tid"].cast("string").to_pylist()
+    cross = [(tid[g.src[e] // 2 - nh], tid[g.dst[e] // 2 - nh]) for e in np.flatnonzero(g.etype == E["sync"])
+             if g.src[e] // 2 >= nh and g.dst[e] // 2 >= nh]
+    assert cross == [("20", "24")]

@@ -11,7 +11,8 @@ draws each):
   :func:`driving.correlation_calls`), from the call's start to the op's start; a CUDA-graph launch links to
   every kernel of its graph (they share its correlation id);
 - ``sync``: a blocking call (``names.SYNC``: device/stream/event synchronize, a blocking copy) ends after the
-  last device op of its rank that ended inside it;
+  last device op of its rank that ended inside it; across streams, CUDA events (``cudaEventRecord`` ->
+  ``cudaStreamWaitEvent`` / ``cudaEventSynchronize``, from Kineto's cuda_sync records): :func:`_stream_waits`;
 - ``wake``: a host thread idle (nothing but annotations open) until just after work on another thread of its
   process ended (within :data:`WAKE_NS` or :data:`WAKE_SHARE` of the gap, or with nothing of the process starting
   in between: a loaded host wakes threads late; and idle longer before that end than after it) resumed because of
@@ -29,6 +30,7 @@ it); the critical path follows binding edges back (analysis/critical_path.py).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -170,6 +172,7 @@ def build(trace: Trace) -> DepGraph:
     _chains(g)
     _launches(trace, g)
     _syncs(g)
+    _stream_waits(trace, g)
     _wakes(g, codes(host["pid"])[0] if nh else np.zeros(0, np.int64))
     _enqueues(g, codes(host["pid"])[0] if nh else np.zeros(0, np.int64))
     _flows(trace, g)
@@ -283,6 +286,56 @@ def _syncs(g: DepGraph) -> None:
         j = np.searchsorted(d_end[order], g.ev_end[mine], side="right") - 1
         hit = (j >= 0) & (d_end[order][np.maximum(j, 0)] >= g.ev_ts[mine])
         g.add(2 * (nh + order[j[hit]]) + 1, 2 * mine[hit] + 1, "sync", mine[hit], K["sync"])
+
+
+def _stream_waits(trace: Trace, g: DepGraph) -> None:
+    """CUDA events between streams, from Kineto's cuda_sync records (``wait_on_stream``,
+    ``wait_on_cuda_event_record_corr_id``): the work awaited is the last op launched on ``wait_on_stream`` before
+    the ``cudaEventRecord`` of that correlation; a ``Stream Wait Event`` holds the next op on the waiting stream
+    until it ends, an ``Event Sync`` holds the host's ``cudaEventSynchronize`` call."""
+    nh, nd = g.n_host, g.dev.num_rows
+    rows = np.flatnonzero(isin(g.dev["category"], ["sync_wait"])) if nd else np.zeros(0, np.int64)
+    if not len(rows) or not nh:
+        return
+    from neurontrace.columns import take
+
+    args = take(trace.device_events["args"], rows).to_pylist()
+    launch = g.etype == E["launch"]
+    call_ts = np.full(nd, np.iinfo(np.int64).max, np.int64)  # when each device op's launch call started
+    call_ts[g.dst[launch] // 2 - nh] = g.ev_ts[g.src[launch] // 2]
+    hcorr, drank = _ints(g.host, "correlation"), g.ev_rank[nh:nh + nd]
+    calls = {(int(r), int(c)): i for i, (r, c) in enumerate(zip(g.ev_rank[:nh].tolist(), hcorr.tolist(),
+                                                               strict=True)) if c >= 0}
+    dcorr = _ints(g.dev, "correlation")
+    stream = row_codes(drank, codes(g.dev["device"])[0], codes(g.dev["tid"])[0])
+    tids = np.asarray(g.dev["tid"].cast(pa.string()).to_pylist(), dtype=object)
+    work = g.live[nh:nh + nd]
+    blocking = matches(g.host["name"], names.DEVICE_SYNC)
+    src, dst = [], []
+    for row, text in zip(rows.tolist(), args, strict=True):
+        try:
+            a = json.loads(text or "{}")
+            ws, rc = int(a.get("wait_on_stream", -1)), int(a.get("wait_on_cuda_event_record_corr_id", -1))
+        except (ValueError, TypeError):
+            continue
+        record = calls.get((int(drank[row]), rc))
+        if ws < 0 or record is None:
+            continue
+        same = (drank == drank[row]) & (tids == str(ws)) & work & (call_ts <= g.ev_ts[record])
+        if not same.any():
+            continue
+        awaited = int(np.flatnonzero(same)[np.argmax(np.where(same, call_ts, -1)[same])])
+        if a.get("cuda_sync_kind") == "Stream Wait Event":
+            nxt = np.flatnonzero((stream == stream[row]) & work & (g.ev_ts[nh:nh + nd] >= g.ev_ts[nh + row]))
+            if len(nxt):
+                src.append(2 * (nh + awaited) + 1)
+                dst.append(2 * (nh + int(nxt[np.argmin(g.ev_ts[nh + nxt])])))
+        else:
+            host_call = calls.get((int(drank[row]), int(dcorr[row])))
+            if host_call is not None and blocking[host_call]:  # cudaEventSynchronize, not a query
+                src.append(2 * (nh + awaited) + 1)
+                dst.append(2 * host_call + 1)
+    g.add(np.asarray(src, np.int64), np.asarray(dst, np.int64), "sync", -1, K["sync"])
 
 
 def _wakes(g: DepGraph, pid: np.ndarray) -> None:
