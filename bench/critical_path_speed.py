@@ -9,7 +9,9 @@ parser's time and memory stay out of the figures. For each N it times ``critical
 pick binding edges, walk the window and every step: best of --repeat) and samples the process's RSS while it
 runs: the peak above the RSS before, against the Trace's own size (the sum of its tables' Arrow buffers).
 Targets: <= 5 s and <= 2x the Trace's memory at 2M events, linear in events (time per event at 2M against
-the smallest N). Prints one line per N and PASS/NOT MET per target.
+the smallest N). Beside it, as a baseline run on the same trace in the same process, stall attribution
+(``attribute``): the ratio says what the machine's load does not. Prints one line per N and PASS/NOT MET per
+target.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import pyarrow.compute as pc
 
 import neurontrace
 from neurontrace import Trace
+from neurontrace.analysis.attribution import attribute
 from neurontrace.analysis.critical_path import analyse
 
 TARGET_S = 5.0
@@ -113,9 +116,13 @@ def main() -> None:
         events = trace.system_events.num_rows + trace.device_events.num_rows
         size = sum(t.nbytes for t in trace.tables.values())
         secs, extra = measure(trace, args.repeat)
+        t0 = time.perf_counter()
+        attribute(trace)  # the baseline, side by side: stall attribution of the same trace
+        base_s = time.perf_counter() - t0
         rows.append((events, secs, extra, size))
         print(f"{events:>9} events  {secs:6.2f} s  {events / secs / 1e6:5.2f} M events/s  peak +{extra / 2**20:7.1f} MiB"
-              f"  trace {size / 2**20:7.1f} MiB  ratio {extra / size:4.2f}x", flush=True)
+              f"  trace {size / 2**20:7.1f} MiB  ratio {extra / size:4.2f}x  attribution {base_s:5.2f} s "
+              f"(path / attribution {secs / base_s:4.2f})", flush=True)
         del trace
     big = max(rows)
     small = min(rows)

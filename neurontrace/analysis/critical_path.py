@@ -212,17 +212,16 @@ class Walker:
         if not len(edges):
             return out
         ev, kind = self.g.event[edges], self.g.kind[edges].astype(np.int64)
-        by_kind = np.zeros(len(KINDS), np.int64)
-        np.add.at(by_kind, kind, ns)
-        out.breakdown = by_kind.tolist()
+        # float64 sums of integers stay exact below 2^53 ns (104 days)
+        out.breakdown = np.rint(np.bincount(kind, weights=ns, minlength=len(KINDS))).astype(np.int64).tolist()
         real = ev >= 0
-        uniq, inv = np.unique(ev[real], return_inverse=True)
-        tot = np.zeros(len(uniq), np.int64)
-        np.add.at(tot, inv, ns[real])
-        kinds = np.zeros(len(uniq), np.int64)
-        kinds[inv] = kind[real]
+        per = np.bincount(ev[real], weights=ns[real])
+        uniq = np.flatnonzero(per > 0)
+        tot = np.rint(per[uniq]).astype(np.int64)
+        kinds = self.g.ev_kind[uniq].astype(np.int64)
         out.count = len(uniq)
-        keep = np.argsort(-tot, kind="stable")[:TOP_EVENTS]
+        keep = np.argsort(-tot, kind="stable")[:TOP_EVENTS] if len(tot) <= 4 * TOP_EVENTS else \
+            np.argpartition(-tot, TOP_EVENTS)[:TOP_EVENTS]
         out.top = {self.label(int(uniq[j])): [int(tot[j]), int(kinds[j])] for j in keep.tolist()}
         return out
 

@@ -53,6 +53,7 @@ WAKE_SHARE = 0.05  # ... or within 5% of its idle gap (a loaded host wakes a thr
 ENQUEUE_NS = 5_000_000  # a host collective starting within 5 ms of a c10d op starting was queued by it
 HOST_KEEP = (*HOST_WORK, "collective", "annotation", "step")  # work, and the marks it nests in (not the
 # profiler's own span, allocator records or profiler overhead)
+CUDA_EVENT_WAITS = ("Stream Wait Event", "Event Sync")  # Kineto cuda_sync records that name a cudaEventRecord
 DEVICE_SKIP = ("throttle", "sync_wait")  # a clock window; a wait record (Kineto cuda_sync): the wait, not work
 # The columns the graph reads (the rows kept are copied: only these)
 HOST_COLUMNS = ("event_id", "ts_ns", "dur_ns", "name", "category", "rank", "pid", "tid", "correlation", "frame_id")
@@ -294,42 +295,62 @@ def _stream_waits(trace: Trace, g: DepGraph) -> None:
     the ``cudaEventRecord`` of that correlation; a ``Stream Wait Event`` holds the next op on the waiting stream
     until it ends, an ``Event Sync`` holds the host's ``cudaEventSynchronize`` call."""
     nh, nd = g.n_host, g.dev.num_rows
-    rows = np.flatnonzero(isin(g.dev["category"], ["sync_wait"])) if nd else np.zeros(0, np.int64)
-    if not len(rows) or not nh:
+    if not nh or not nd:
+        return
+    rows = np.flatnonzero(isin(g.dev["name"], CUDA_EVENT_WAITS))
+    if not len(rows):
         return
     from neurontrace.columns import take
 
-    args = take(trace.device_events["args"], rows).to_pylist()
-    launch = g.etype == E["launch"]
-    call_ts = np.full(nd, np.iinfo(np.int64).max, np.int64)  # when each device op's launch call started
-    call_ts[g.dst[launch] // 2 - nh] = g.ev_ts[g.src[launch] // 2]
-    hcorr, drank = _ints(g.host, "correlation"), g.ev_rank[nh:nh + nd]
-    calls = {(int(r), int(c)): i for i, (r, c) in enumerate(zip(g.ev_rank[:nh].tolist(), hcorr.tolist(),
-                                                               strict=True)) if c >= 0}
-    dcorr = _ints(g.dev, "correlation")
-    stream = row_codes(drank, codes(g.dev["device"])[0], codes(g.dev["tid"])[0])
-    tids = np.asarray(g.dev["tid"].cast(pa.string()).to_pylist(), dtype=object)
-    work = g.live[nh:nh + nd]
-    blocking = matches(g.host["name"], names.DEVICE_SYNC)
-    src, dst = [], []
-    for row, text in zip(rows.tolist(), args, strict=True):
+    waits = []  # (row, wait_on_stream, record correlation, is a stream wait)
+    for row, name, text in zip(rows.tolist(), take(g.dev["name"], rows).to_pylist(),
+                               take(trace.device_events["args"], rows).to_pylist(), strict=True):
         try:
             a = json.loads(text or "{}")
             ws, rc = int(a.get("wait_on_stream", -1)), int(a.get("wait_on_cuda_event_record_corr_id", -1))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, AttributeError):
             continue
+        if ws >= 0 and rc >= 0:
+            waits.append((row, ws, rc, name == CUDA_EVENT_WAITS[0]))
+    if not waits:
+        return
+    launch = g.etype == E["launch"]
+    call_ts = np.full(nd, np.iinfo(np.int64).max, np.int64)  # when each device op's launch call started
+    call_ts[g.dst[launch] // 2 - nh] = g.ev_ts[g.src[launch] // 2]
+    hcorr, drank, dcorr = _ints(g.host, "correlation"), g.ev_rank[nh:nh + nd], _ints(g.dev, "correlation")
+    wanted = {rc for _, _, rc, _ in waits} | {int(dcorr[r]) for r, _, _, _ in waits}
+    hit = np.flatnonzero(np.isin(hcorr, np.fromiter(wanted, np.int64)))
+    calls = {(int(g.ev_rank[i]), int(hcorr[i])): int(i) for i in hit.tolist()}
+    dev_code, tid_code = codes(g.dev["device"])[0], codes(g.dev["tid"])
+    tid_of = {str(v): i for i, v in enumerate(tid_code[1])}
+    work = g.live[nh:nh + nd]
+    stream = row_codes(drank, dev_code, tid_code[0])
+    by_stream: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # stream -> its rows by launch, by start
+    first = np.unique(stream, return_index=True)[1]
+    key_of = {(int(drank[i]), int(dev_code[i]), int(tid_code[0][i])): int(stream[i]) for i in first.tolist()}
+    blocking = matches(g.host["name"], names.DEVICE_SYNC)
+    src, dst = [], []
+    for row, ws, rc, stream_wait in waits:
         record = calls.get((int(drank[row]), rc))
-        if ws < 0 or record is None:
+        other = key_of.get((int(drank[row]), int(dev_code[row]), tid_of.get(str(ws), -1)))
+        if record is None or other is None:
             continue
-        same = (drank == drank[row]) & (tids == str(ws)) & work & (call_ts <= g.ev_ts[record])
-        if not same.any():
+        for c in (other, int(stream[row])):
+            if c not in by_stream:
+                mine = np.flatnonzero((stream == c) & work)
+                by_stream[c] = (mine[np.argsort(call_ts[mine], kind="stable")],
+                                mine[np.argsort(g.ev_ts[nh + mine], kind="stable")])
+        launched, _ = by_stream[other]
+        j = int(np.searchsorted(call_ts[launched], g.ev_ts[record], side="right")) - 1
+        if j < 0:
             continue
-        awaited = int(np.flatnonzero(same)[np.argmax(np.where(same, call_ts, -1)[same])])
-        if a.get("cuda_sync_kind") == "Stream Wait Event":
-            nxt = np.flatnonzero((stream == stream[row]) & work & (g.ev_ts[nh:nh + nd] >= g.ev_ts[nh + row]))
-            if len(nxt):
+        awaited = int(launched[j])
+        if stream_wait:
+            _, started = by_stream[int(stream[row])]
+            k = int(np.searchsorted(g.ev_ts[nh + started], g.ev_ts[nh + row], side="left"))
+            if k < len(started):
                 src.append(2 * (nh + awaited) + 1)
-                dst.append(2 * (nh + int(nxt[np.argmin(g.ev_ts[nh + nxt])])))
+                dst.append(2 * (nh + int(started[k])))
         else:
             host_call = calls.get((int(drank[row]), int(dcorr[row])))
             if host_call is not None and blocking[host_call]:  # cudaEventSynchronize, not a query
