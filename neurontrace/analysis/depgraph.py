@@ -30,7 +30,7 @@ it); the critical path follows binding edges back (analysis/critical_path.py).
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +53,8 @@ WAKE_SHARE = 0.05  # ... or within 5% of its idle gap (a loaded host wakes a thr
 ENQUEUE_NS = 5_000_000  # a host collective starting within 5 ms of a c10d op starting was queued by it
 HOST_KEEP = (*HOST_WORK, "collective", "annotation", "step")  # work, and the marks it nests in (not the
 # profiler's own span, allocator records or profiler overhead)
+_WAIT_ON_STREAM = re.compile(r'"wait_on_stream"\s*:\s*(-?\d+)')
+_WAIT_ON_RECORD = re.compile(r'"wait_on_cuda_event_record_corr_id"\s*:\s*(-?\d+)')
 CUDA_EVENT_WAITS = ("Stream Wait Event", "Event Sync")  # Kineto cuda_sync records that name a cudaEventRecord
 DEVICE_SKIP = ("throttle", "sync_wait")  # a clock window; a wait record (Kineto cuda_sync): the wait, not work
 # The columns the graph reads (the rows kept are copied: only these)
@@ -85,6 +87,7 @@ class DepGraph:
     binding: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # per node: its binding edge, -1
     n_chain: int = 0  # edges [0, n_chain) are the thread/track chains, in chain order (consecutive points)
     live: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # per event: on a chain, in edges
+    _pending: list[tuple[np.ndarray, ...]] = field(default_factory=list, repr=False)
 
     @property
     def n_host(self) -> int:
@@ -101,14 +104,20 @@ class DepGraph:
 
     def add(self, src: np.ndarray, dst: np.ndarray, etype: str, event: np.ndarray | int,
             kind: np.ndarray | int) -> None:
+        """Queue edges (joined to the arrays once, by :meth:`flush`: not one copy of every edge per call)."""
         n = len(src)
-        if not n:
+        if n:
+            self._pending.append((src.astype(np.int64), dst.astype(np.int64), np.full(n, E[etype], np.int8),
+                                  np.broadcast_to(np.asarray(event, np.int64), n),
+                                  np.broadcast_to(np.asarray(kind, np.int8), n)))
+
+    def flush(self) -> None:
+        if not self._pending:
             return
-        self.src = np.r_[self.src, src.astype(np.int64)]
-        self.dst = np.r_[self.dst, dst.astype(np.int64)]
-        self.etype = np.r_[self.etype, np.full(n, E[etype], np.int8)]
-        self.event = np.r_[self.event, np.broadcast_to(np.asarray(event, np.int64), n)]
-        self.kind = np.r_[self.kind, np.broadcast_to(np.asarray(kind, np.int8), n)]
+        parts = [(self.src, self.dst, self.etype, self.event, self.kind), *self._pending]
+        self.src, self.dst, self.etype, self.event, self.kind = (np.concatenate(col) for col in zip(*parts,
+                                                                                                     strict=True))
+        self._pending = []
 
     def name(self, i: int) -> str:
         if i < self.n_host:
@@ -126,6 +135,7 @@ class DepGraph:
 
     def solve(self) -> None:
         """Drop edges that go back in time (clock disagreements), then pick every node's binding in-edge."""
+        self.flush()
         t = self.node_t()
         back = (t[self.src] > t[self.dst]) & (self.etype != E["chain"])
         for ty in np.unique(self.etype[back]).tolist():
@@ -177,6 +187,7 @@ def build(trace: Trace) -> DepGraph:
     _wakes(g, codes(host["pid"])[0] if nh else np.zeros(0, np.int64))
     _enqueues(g, codes(host["pid"])[0] if nh else np.zeros(0, np.int64))
     _flows(trace, g)
+    g.flush()
     return g
 
 
@@ -237,6 +248,7 @@ def _chains(g: DepGraph) -> None:
     dst = 2 * pe[a + 1] + (1 - ps[a + 1])
     kind = np.where(event >= 0, g.ev_kind[np.maximum(event, 0)], K["idle"]).astype(np.int8)
     g.add(src, dst, "chain", event, kind)
+    g.flush()
     g.n_chain = len(src)
 
 
@@ -305,15 +317,12 @@ def _stream_waits(trace: Trace, g: DepGraph) -> None:
     waits = []  # (row, wait_on_stream, record correlation, is a stream wait)
     for row, name, text in zip(rows.tolist(), take(g.dev["name"], rows).to_pylist(),
                                take(trace.device_events["args"], rows).to_pylist(), strict=True):
-        try:
-            a = json.loads(text or "{}")
-            ws, rc = int(a.get("wait_on_stream", -1)), int(a.get("wait_on_cuda_event_record_corr_id", -1))
-        except (ValueError, TypeError, AttributeError):
-            continue
-        if ws >= 0 and rc >= 0:
-            waits.append((row, ws, rc, name == CUDA_EVENT_WAITS[0]))
+        on_stream, on_record = _WAIT_ON_STREAM.search(text or ""), _WAIT_ON_RECORD.search(text or "")
+        if on_stream and on_record and int(on_stream.group(1)) >= 0 and int(on_record.group(1)) >= 0:
+            waits.append((row, int(on_stream.group(1)), int(on_record.group(1)), name == CUDA_EVENT_WAITS[0]))
     if not waits:
         return
+    g.flush()
     launch = g.etype == E["launch"]
     call_ts = np.full(nd, np.iinfo(np.int64).max, np.int64)  # when each device op's launch call started
     call_ts[g.dst[launch] // 2 - nh] = g.ev_ts[g.src[launch] // 2]
@@ -364,6 +373,7 @@ def _wakes(g: DepGraph, pid: np.ndarray) -> None:
     nh = g.n_host
     if not nh:
         return
+    g.flush()
     gap = (g.etype == E["chain"]) & (g.kind == K["idle"]) & (g.src < 2 * nh) & (g.dst < 2 * nh)
     gi = np.flatnonzero(gap)
     t = g.node_t()
