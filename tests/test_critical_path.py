@@ -253,6 +253,11 @@ def test_cpu_sample_and_synthetic_neuron(recwarn: Any) -> None:
     value = neuron.sections[cp.SECTION.key]
     value.check()
     assert value.path.breakdown_ns["kernel"] > 0
+    # every Flow-table dependency (DMA -> semaphore wait -> instruction) is an edge, the waits on their engines
+    trace = neurontrace.load(SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet")
+    g = build(trace)
+    kinds = trace.flows["kind"].cast("string").to_pylist()
+    assert int((g.etype == E["flow"]).sum()) == kinds.count("dependency") > 0
 
 
 def test_empty_trace_has_no_section() -> None:

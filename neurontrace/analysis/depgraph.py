@@ -56,10 +56,11 @@ HOST_KEEP = (*HOST_WORK, "collective", "annotation", "step")  # work, and the ma
 _WAIT_ON_STREAM = re.compile(r'"wait_on_stream"\s*:\s*(-?\d+)')
 _WAIT_ON_RECORD = re.compile(r'"wait_on_cuda_event_record_corr_id"\s*:\s*(-?\d+)')
 CUDA_EVENT_WAITS = ("Stream Wait Event", "Event Sync")  # Kineto cuda_sync records that name a cudaEventRecord
-DEVICE_SKIP = ("throttle", "sync_wait")  # a clock window; a wait record (Kineto cuda_sync): the wait, not work
+DEVICE_SKIP = ("throttle",)  # a clock window, not work on a track
+CUDA_SYNC = "cuda_sync"  # Kineto's records of a sync (raw category): the wait itself, not work on the stream
 # The columns the graph reads (the rows kept are copied: only these)
 HOST_COLUMNS = ("event_id", "ts_ns", "dur_ns", "name", "category", "rank", "pid", "tid", "correlation", "frame_id")
-DEVICE_COLUMNS = (*HOST_COLUMNS, "device", "track")
+DEVICE_COLUMNS = (*HOST_COLUMNS, "device", "track", "raw_category")
 _HOST_KIND = {"framework_op": "cpu_op", "python": "cpu_op", "compile": "cpu_op", "load": "cpu_op",
               "transfer": "copy", "collective": "collective", "annotation": "idle", "step": "idle",
               "overhead": "cpu_op", "other": "cpu_op"}
@@ -177,7 +178,7 @@ def build(trace: Trace) -> DepGraph:
         has_work[h_chain[live[:nh] & (kinds[:nh] != K["idle"])]] = True
         live[:nh] &= has_work[h_chain]
     if nd:
-        live[nh:] &= ~isin(dev["category"], DEVICE_SKIP)
+        live[nh:] &= ~isin(dev["category"], DEVICE_SKIP) & ~isin(dev["raw_category"], [CUDA_SYNC])
     g.live = live
     g.ev_chain = np.where(live, np.r_[h_chain, d_chain + (int(h_chain.max()) + 1 if nh else 0)], -1).astype(np.int64)
     _chains(g)
