@@ -140,6 +140,18 @@ SYNC_ENTRIES: Entries = (
     (r"^aten::_local_scalar_dense$|^aten::item$", "PyTorch ops that read a device value on the host"),
 )
 SYNC = _any(SYNC_ENTRIES)
+# The calls that block the host until device work is done (the critical path's sync edges, analysis/depgraph.py).
+DEVICE_SYNC_ENTRIES: Entries = (
+    (r"(cuda|hip|cu|mtia)?(Device|Stream|Event|Ctx)Synchronize", "CUDA/ROCm/driver synchronize calls"),
+    (r"^synchronize(Stream)?$", "MTIA runtime synchronize / synchronizeStream"),
+    (r"nrt_wait|nrt_sync", "Neuron runtime waits"),
+)
+DEVICE_SYNC = _any(DEVICE_SYNC_ENTRIES)
+# PyTorch c10d ops: on the caller's thread they queue a collective that the backend runs on its own thread.
+C10D_OP_ENTRIES: Entries = (
+    (r"^c10d::", "PyTorch c10d ops (c10d::allreduce_, c10d::allgather_ ...; gloo runs them on a worker thread)"),
+)
+C10D_OP = _any(C10D_OP_ENTRIES)
 LAUNCH_ENTRIES: Entries = (
     (r"Launch|^cuLaunch|^hipModuleLaunch|^hipExtModuleLaunch", "kernel launches (CUDA runtime/driver, ROCm)"),
     (r"nrt_execute", "Neuron runtime execution"),

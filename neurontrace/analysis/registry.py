@@ -7,6 +7,7 @@ sections may read the sections listed before them; findings run after every sect
 from __future__ import annotations
 
 from neurontrace.analysis import (
+    critical_path,
     cross_rank,
     dominant,
     engine_waits,
@@ -38,6 +39,7 @@ SECTIONS: tuple[Section, ...] = (
     load_warnings.SECTION,  # what loading warned about (undecoded profiles, skipped events, malformed), first
     phases.SECTION,  # compile/load vs execution, steps
     cross_rank.SECTION,  # collectives matched across ranks: arrival skew, waits, bandwidth; step skew
+    critical_path.SECTION,  # the chain of dependent work that sets the step time (reads cross_rank's records)
     neuron_summary.SECTION,  # Neuron: per-NeuronCore summary metrics, derived figures
     memory.SECTION,  # allocator peaks, live at the peak, growth per step, OOMs (docs/memory.md)
 )
@@ -52,4 +54,5 @@ FINDINGS: tuple[FindingFamily, ...] = (
     ops.FINDINGS,  # low_efficiency
     launch.FINDINGS,  # launch_bound
     memory_findings.FINDINGS,  # memory_growth, large_temporary, memory_near_capacity, _fragmentation, out_of_memory
+    critical_path.FINDINGS,  # path_small_kernels, path_sync, job_waits_on
 )

@@ -20,9 +20,11 @@ from neurontrace.cli.ops import OpsCommand
 from neurontrace.cli.record import RecordCommand
 from neurontrace.cli.runs import RunsCommand
 from neurontrace.cli.view import ViewCommand
+from neurontrace.cli.whatif import WhatifCommand
 
 COMMANDS: tuple[type[Command], ...] = (
-    DiagnoseCommand, OpsCommand, MemoryCommand, ConvertCommand, InfoCommand, RecordCommand, ViewCommand, DiffCommand, RunsCommand,
+    DiagnoseCommand, OpsCommand, MemoryCommand, WhatifCommand, ConvertCommand, InfoCommand, RecordCommand,
+    ViewCommand, DiffCommand, RunsCommand,
 )
 
 
