@@ -47,7 +47,7 @@ def _gloo_worker(rank: int, world: int, port: int, out: str) -> None:
             if rank == SLOW_RANK:
                 with record_function("sleep_before_backward"):
                     time.sleep(SLEEP_S)
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]  # torch's Tensor.backward has no annotations
             flat = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
             work = dist.all_reduce(flat, async_op=True)
             with record_function("overlap_compute"):
@@ -66,7 +66,8 @@ def gloo(out: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.start_processes(_gloo_worker, args=(WORLD, port, str(out)), nprocs=WORLD, start_method="fork")
+    mp.start_processes(  # type: ignore[attr-defined,no-untyped-call]  # untyped in torch's stubs
+        _gloo_worker, args=(WORLD, port, str(out)), nprocs=WORLD, start_method="fork")
 
 
 if __name__ == "__main__":

@@ -30,11 +30,9 @@ from neurontrace.analysis.whatif import default_window, job_graph, what_if
 from neurontrace.cli import main
 from neurontrace.columns import matches
 from neurontrace.trace import Trace
+from tests import critpath_runs as runs
 
 from .conftest import ROOT, SAMPLES
-
-sys.path.insert(0, str(Path(__file__).parent))
-import critpath_runs as runs
 
 HTA_INPUT = "HolisticTraceAnalysis/tests/data/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz"
 HTA_OUTPUT = Path(__file__).parent / "data" / "hta_critical_path" / "overlaid_critical_path_trace.json.gz"
@@ -277,6 +275,7 @@ def test_viewer_toggle_outlines_the_path_and_shows_the_breakdown(job: Path) -> N
     ix = model.index
     names_on_path = {str(ix.names[ix.name[p]]) for p in marked}
     assert "sleep_before_backward" in names_on_path  # the straggler's sleep is outlined
+    assert model.analysis is not None
     value: CriticalPath = model.analysis.diagnosis.sections[cp.SECTION.key]
     assert len(marked) >= len(value.path.events)  # every event on the path, not only the 50 in the document
     fig, _view, _status = callbacks.on_timeline(model, "nt-highlight", None, None, {"t0": 0, "t1": ix.span_ns,
