@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
+from neurontrace.analysis.compile_spans import compile_spans, inside
 from neurontrace.analysis.default_window import Window, choose_window
 from neurontrace.analysis.driving import driving_host_events
 from neurontrace.analysis.intervals import NONE, layered, sweep
@@ -118,9 +119,13 @@ def device_rows(trace: Trace, device: str, rank: int | None) -> pa.Table:
 
 def _attribute_cpu(trace: Trace, rank: int | None, window: tuple[int, int] | None, fallback: np.ndarray,
                    top: int) -> DeviceAttribution:
-    """No accelerator in the trace: each rank's CPU is the device, framework ops are its compute."""
+    """No accelerator in the trace: each rank's CPU is the device, framework ops are its compute -- except the
+    compile ranges and the ops they run (fake-tensor tracing, codegen): those are host_overhead.compile."""
     host = of_rank(trace.system_events, rank)
     ops = select(host, "category", "framework_op")
+    compiling = compile_spans(host)
+    if len(compiling[0]):
+        ops = keep(ops, ~inside(ops["ts_ns"].to_numpy(), compiling))
     win = Window(window, "option", "--window") if window else choose_window(trace, host, ops)
     return _finish(trace, CPU_DEVICE, rank, win, _cpu_labels(host, ops, fallback), top)
 

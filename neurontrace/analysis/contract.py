@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.trace import Trace
@@ -65,6 +67,8 @@ class Options:
     window: tuple[int, int] | None = None
     fallback_ops: tuple[str, ...] = ()
     top: int = 10
+    compiles: pa.Table | None = None  # compile-log rows (schema.COMPILES) for this rank: --compile-log, capture
+    compile_warnings: tuple[str, ...] = ()  # what reading those logs skipped
 
 
 @dataclass

@@ -10,13 +10,15 @@ trace's own clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from neurontrace.analysis import registry
 from neurontrace.analysis.attribution import DeviceAttribution, attribute
+from neurontrace.analysis.compile import check_same_run
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
 from neurontrace.analysis.fallback import FallbackOp, find_fallback, recorded_ops
 from neurontrace.analysis.findings import worst
@@ -107,17 +109,34 @@ def diagnose(
     window: tuple[int, int] | None = None,
     fallback_ops: Iterable[str] = (),
     top: int = TOP_STALLS,
+    compiles: pa.Table | None = None,
+    compile_warnings: Sequence[str] = (),
 ) -> Diagnosis:
-    """Everything ``neurontrace diagnose`` reports, computed from the Trace tables alone.
+    """Everything ``neurontrace diagnose`` reports, computed from the Trace tables alone (and the compile-log
+    rows in ``compiles``, schema.COMPILES, when given: refused when they are of another run).
 
     A trace holding several ranks is analysed rank by rank (:func:`diagnose_rank`) and the ranks are
     combined once (:func:`combine`), exactly as ``neurontrace.distributed`` does on a cluster, so both
     give the same document.
     """
     check_one_run(trace)  # unrelated runs are refused, never stitched (analysis/runs_check.py)
-    options = Options(window, tuple(sorted(set(fallback_ops))), top)
-    parts = [diagnose_rank(t, options) for t in trace.split_ranks()]
+    if compiles is not None:
+        check_same_run(trace, compiles)
+    options = Options(window, tuple(sorted(set(fallback_ops))), top, compile_warnings=tuple(compile_warnings))
+    ranks = trace.split_ranks()
+    parts = [diagnose_rank(t, replace(options, compiles=_of_rank(compiles, t, len(ranks)))) for t in ranks]
     return combine(parts, options, inputs=inputs)
+
+
+def _of_rank(compiles: pa.Table | None, trace: Trace, n_ranks: int) -> pa.Table | None:
+    """The compile rows of one rank's trace (all of them for a single rank; rank-less rows go with rank 0)."""
+    if compiles is None or n_ranks == 1:
+        return compiles
+    ranks = {r for r in trace.system_events["rank"].to_pylist() if r is not None}
+    rank = min(ranks, default=None)
+    col = compiles["rank"].to_pylist()
+    keep_rows = [(r == rank) or (r is None and rank in (0, None)) for r in col]
+    return compiles.filter(pa.array(keep_rows, pa.bool_()))
 
 
 @dataclass
@@ -142,7 +161,7 @@ def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
     fallback_ids = [i for op in fallback if op.charged for i in op.event_ids]
     devices = attribute(trace, window=options.window, fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64),
                         top=options.top)
-    ctx = Context(trace, devices, fallback, frames, Options(options.window, tuple(sorted(named)), options.top),
+    ctx = Context(trace, devices, fallback, frames, replace(options, fallback_ops=tuple(sorted(named))),
                   {"event_checks": checks})
     for d in devices:
         for ds in registry.DEVICE_SECTIONS:

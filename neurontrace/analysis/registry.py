@@ -7,6 +7,8 @@ sections may read the sections listed before them; findings run after every sect
 from __future__ import annotations
 
 from neurontrace.analysis import (
+    compile,
+    compile_findings,
     cross_rank,
     engine_waits,
     findings,
@@ -33,6 +35,7 @@ SECTIONS: tuple[Section, ...] = (
     malformed.SECTION,  # malformed events found before attribution, and the rule applied to each kind
     load_warnings.SECTION,  # what loading warned about (undecoded profiles, skipped events, malformed), first
     phases.SECTION,  # compile/load vs execution, steps
+    compile.SECTION,  # compile attempts, recompiles, graph breaks, caches, failures (trace ranges and compile logs)
     cross_rank.SECTION,  # collectives matched across ranks: arrival skew, waits, bandwidth; step skew
     neuron_summary.SECTION,  # Neuron: per-NeuronCore summary metrics, derived figures
 )
@@ -46,4 +49,5 @@ FINDINGS: tuple[FindingFamily, ...] = (
     neuron_summary.FINDINGS,  # Neuron Explorer's summary rules, throttling
     ops.FINDINGS,  # low_efficiency
     launch.FINDINGS,  # launch_bound
+    compile_findings.FINDINGS,  # recompiles, recompile_limit, graph_breaks, compile_failed, neuron_*, divergence
 )
