@@ -136,15 +136,22 @@ def check_same_run(trace: Trace, logs: pa.Table) -> None:
         raise MixedRunsError(f"the compile logs are of rank(s) {sorted(log_ranks - trace_ranks)}, which the trace "
                              f"does not have (its ranks: {sorted(trace_ranks)}): logs of another run?")
     torch_rows = logs.filter(pa.array(isin(logs["evidence"], ["torch_trace", "torch_logs"])))
-    pids = {str(p) for p in torch_rows["pid"].to_pylist() if p is not None}
     trace_pids = {str(p) for p in host["pid"].to_pylist() if p is not None}
-    starts = [s for s in torch_rows["start_ns"].to_pylist() if s is not None]
     end = int(np.max(host["ts_ns"].to_numpy() + host["dur_ns"].to_numpy()))
     begin = int(np.min(host["ts_ns"].to_numpy()))
-    if pids and trace_pids and not pids & trace_pids and starts and \
-            not any(begin - 86_400 * 10**9 <= s <= end + MATCH_SLACK_NS for s in starts):
-        raise MixedRunsError(f"the compile logs come from process(es) {sorted(pids)[:4]} at other times than the "
-                             f"trace (processes {sorted(trace_pids)[:4]}): logs of another run?")
+    by_file: dict[str, tuple[set[str], list[int]]] = {}
+    for path, pid, start in zip(*(torch_rows[c].to_pylist() for c in ("path", "pid", "start_ns")), strict=True):
+        pids, starts = by_file.setdefault(str(path), (set(), []))
+        if pid is not None:
+            pids.add(str(pid))
+        if start is not None:
+            starts.append(int(start))
+    for path, (pids, starts) in by_file.items():
+        # a log of this run shares a process with the trace, or compiled within a day before it up to its end
+        if pids and trace_pids and not pids & trace_pids and starts and \
+                not any(begin - 86_400 * 10**9 <= s <= end + MATCH_SLACK_NS for s in starts):
+            raise MixedRunsError(f"{path}: compile log of process(es) {sorted(pids)[:4]} at other times than the "
+                                 f"trace (processes {sorted(trace_pids)[:4]}): logs of another run?")
 
 
 def report(rows: list[dict[str, Any]], kineto: list[dict[str, Any]] | None = None,
@@ -165,9 +172,9 @@ def report(rows: list[dict[str, Any]], kineto: list[dict[str, Any]] | None = Non
         for r in compiles:
             r["recompile_reason"] = r.get("recompile_reason") or reasons.get((r.get("rank"), r.get("compile_id")))
     out = CompileReport(evidence=sorted({r["evidence"] for r in chosen + neuron_rows}), warnings=list(warnings or []))
-    frames: dict[tuple[Any, Any], Frame] = {}
-    for r in compiles + breaks:
-        fr = frames.setdefault((r.get("rank"), r.get("frame_id")), Frame(r.get("frame_id"), r.get("rank")))
+    frames: dict[tuple[Any, ...], Frame] = {}
+    for r, gen in _generations(compiles + breaks):
+        fr = frames.setdefault((r.get("rank"), gen, r.get("frame_id")), Frame(r.get("frame_id"), r.get("rank")))
         if r["event"] == "compile":
             fr.function = fr.function or r.get("function")
             fr.source = fr.source or (r.get("source") if r.get("attempt") == 0 or fr.source is None else None)
@@ -177,8 +184,7 @@ def report(rows: list[dict[str, Any]], kineto: list[dict[str, Any]] | None = Non
         else:
             fr.graph_breaks.append({"reason": r.get("reason"), "source": r.get("source"),
                                     "compile_id": r.get("compile_id")})
-    out.frames = sorted(frames.values(), key=lambda f: (f.rank is None, f.rank or 0, f.frame_id is None,
-                                                        f.frame_id or 0))
+    out.frames = list(frames.values())  # in the order of the logs: per rank, per Dynamo session, per frame
     if chosen is kineto:
         out.compile_ns = _union_ns(compiles)
     else:
@@ -192,6 +198,14 @@ def report(rows: list[dict[str, Any]], kineto: list[dict[str, Any]] | None = Non
     out.recompile_limits = [{"rank": r.get("rank"), "function": r.get("function"), "source": r.get("source"),
                              "compile_id": r.get("compile_id"), "reason": r.get("reason")}
                             for r in text_rows if r["event"] == "recompile_limit"]
+    named = {(lim["rank"], str(lim["compile_id"]).split("/")[0]) for lim in out.recompile_limits}
+    for f in out.frames:  # TORCH_TRACE alone: Dynamo records the attempt past the limit as a failed compile
+        for c in f.compiles:
+            if is_recompile_limit(c) and (f.rank, str(f.frame_id)) not in named:
+                named.add((f.rank, str(f.frame_id)))
+                out.recompile_limits.append({"rank": f.rank, "function": f.function, "source": f.source,
+                                             "compile_id": c.get("compile_id"),
+                                             "reason": str(c.get("fail_reason") or "").splitlines()[0]})
     graphs: dict[str, int] = defaultdict(int)
     for r in compiles:
         if r.get("status") in ("ok", "failed"):
@@ -199,6 +213,31 @@ def report(rows: list[dict[str, Any]], kineto: list[dict[str, Any]] | None = Non
     out.per_rank = dict(graphs)
     if neuron_rows:
         out.neuron = _neuron(neuron_rows)
+    return out
+
+
+_LIMIT = re.compile(r"recompile.limit exceeded|cache_size_limit|recompile_limit", re.IGNORECASE)
+
+
+def is_recompile_limit(c: dict[str, Any]) -> bool:
+    """A failed attempt that is Dynamo giving up on a frame past its recompile limit (not a backend error)."""
+    return c.get("status") == "failed" and bool(_LIMIT.search(str(c.get("fail_reason") or "")))
+
+
+def _generations(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Each row with its Dynamo session: torch._dynamo.reset() numbers frames from 0 again, so a first compile
+    (F/0, attempt 0) of a frame the session already compiled starts a new session. Rows in log order."""
+    order = sorted(rows, key=lambda r: (r.get("rank") is None, r.get("rank") or 0, str(r.get("path")),
+                                        r.get("line") or 0, r.get("start_ns") or 0))
+    out, gen, seen = [], defaultdict(int), defaultdict(set)
+    for r in order:
+        rank, frame = r.get("rank"), r.get("frame_id")
+        if r["event"] == "compile" and not r.get("frame_compile_id") and not r.get("attempt") \
+                and frame in seen[rank]:
+            gen[rank] += 1
+            seen[rank] = set()
+        seen[rank].add(frame)
+        out.append((r, gen[rank]))
     return out
 
 

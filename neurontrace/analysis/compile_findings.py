@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from neurontrace import units
-from neurontrace.analysis.compile import SECTION, CompileReport, Frame
+from neurontrace.analysis.compile import SECTION, CompileReport, Frame, is_recompile_limit
 from neurontrace.analysis.contract import Context, Finding, FindingFamily
 
 RECOMPILE_WARN = 1  # a frame recompiled at least this many times
@@ -98,7 +98,7 @@ def failure_findings(r: CompileReport) -> list[Finding]:
     out = []
     for f in r.frames:
         for c in f.compiles:
-            if c.get("status") != "failed":
+            if c.get("status") != "failed" or is_recompile_limit(c):  # the recompile_limit finding says it
                 continue
             out.append(Finding(
                 "compile_failed", "error", f"Compiling {f.function or 'a frame'} failed",
@@ -152,12 +152,15 @@ def divergence_findings(r: CompileReport) -> list[Finding]:
     return []
 
 
-def _find(ctx: Context) -> list[Finding]:
-    r = ctx.sections.get(SECTION.key)
-    if r is None:
-        return []
+def findings(r: CompileReport) -> list[Finding]:
+    """Every compile finding of one report (the job's, after the combine)."""
     return (failure_findings(r) + recompile_findings(r) + graph_break_findings(r) + cache_findings(r)
             + divergence_findings(r))
+
+
+def _find(ctx: Context) -> list[Finding]:
+    r = ctx.sections.get(SECTION.key)
+    return [] if r is None else findings(r)
 
 
 FINDINGS = FindingFamily("compile", _find)

@@ -100,8 +100,11 @@ def graph_break(text: str) -> tuple[str | None, str | None]:
         if ln.startswith("Graph Break Reason:"):
             head = ln.removeprefix("Graph Break Reason:").strip()
             if head.endswith(":"):
-                nxt = next((x for x in lines[i + 1:] if x), "")
-                return (nxt or head), source
+                rest = [x for x in lines[i + 1:] if x]
+                nxt = rest[0] if rest else head
+                why = next((x.removeprefix("Explanation:").strip() for x in rest[1:3] if x.startswith("Explanation:")),
+                           None)
+                return (f"{nxt}: {why}" if why else nxt), source
             return head, source
     return None, source
 
