@@ -229,7 +229,9 @@ def _generations(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]
     (F/0, attempt 0) of a frame the session already compiled starts a new session. Rows in log order."""
     order = sorted(rows, key=lambda r: (r.get("rank") is None, r.get("rank") or 0, str(r.get("path")),
                                         r.get("line") or 0, r.get("start_ns") or 0))
-    out, gen, seen = [], defaultdict(int), defaultdict(set)
+    out: list[tuple[dict[str, Any], int]] = []
+    gen: dict[Any, int] = defaultdict(int)
+    seen: dict[Any, set[Any]] = defaultdict(set)
     for r in order:
         rank, frame = r.get("rank"), r.get("frame_id")
         if r["event"] == "compile" and not r.get("frame_compile_id") and not r.get("attempt") \
