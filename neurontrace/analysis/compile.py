@@ -301,6 +301,8 @@ def combine(parts: list[CompileReport]) -> CompileReport:
 
 
 def text(r: CompileReport) -> list[str]:
+    if not (r.frames or r.neuron or r.warnings or r.recompile_limits):
+        return []  # nothing compiled: the phases line already says compile 0 ns
     lines = [(f"compile {units.duration(r.compile_ns)}: {sum(len(f.compiles) for f in r.frames)} compile attempt(s) "
               f"of {len(r.frames)} frame(s), {r.recompiles} recompile(s), {r.graph_breaks} graph break(s), "
               f"cache {r.cache_hits} hit(s) / {r.cache_misses} miss(es), {r.failed} failed "
@@ -332,10 +334,11 @@ def text(r: CompileReport) -> list[str]:
     return lines
 
 
-def _compute(ctx: Context) -> CompileReport | None:
+def _compute(ctx: Context) -> CompileReport:
+    """Always a value (a trace that compiles nothing reports zeros), so ``--json`` always has ``compile``."""
     logs = ctx.options.compiles
     rows = [] if logs is None else [dict(r) for r in logs.to_pylist()]
-    return report(rows, kineto_rows(ctx.trace), list(ctx.options.compile_warnings))
+    return report(rows, kineto_rows(ctx.trace), list(ctx.options.compile_warnings)) or CompileReport()
 
 
 SECTION = Section("compile", "compile", _compute, to_json=lambda v: v.as_dict(), from_json=CompileReport.from_dict,

@@ -23,7 +23,9 @@ documentation prints it (docs/compile.md cites each page; the tests' fixtures ar
   graph, ``model.log`` starting "Failed compilation with" for a failed one; the layout the persistent-cache page
   names and the public caches show).
 
-Timestamps are printed without a time zone; they are read as UTC.
+Timestamps are printed without a time zone; they are read as UTC. Some documented lines have none (the
+cached-failure line); ``Compiler status PASS`` is printed bare, after the progress dots: it closes the compile
+the wrapper last started, or counts as a compile of its own when the log does not show the start.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from typing import Any
 from neurontrace.parsers._compile_rows import CompileLog, numbered
 
 FORMAT = "neuron_compile"
-LINE = re.compile(r"^(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?):?\s+(?:(?P<pid>\d+)\s+)?"
+LINE = re.compile(r"^\s*(?:(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?):?\s+)?(?:(?P<pid>\d+)\s+)?"
                   r"(?P<level>[A-Z]+)\s+\|\|(?P<tag>NCC_WRAPPER|NEURON_CC_WRAPPER|NEURON_CACHE|PARALLEL_COMPILE)"
                   r"\|\|:?\s*(?P<msg>.*)$")
 MODULE = re.compile(r"MODULE_[0-9A-Za-z]+(?:\+[0-9A-Za-z]+)?")
@@ -64,8 +66,9 @@ def read(path: Path) -> CompileLog:
         if s is not None:
             key = next(reversed(pending), None) if pending else None
             row = pending.pop(key, None) if pending else None
-            if row is None:
+            if row is None:  # the status of a compile whose start the log does not show (older wrappers)
                 row = _row(path, lineno, None, None, None)
+                row["cache"] = "miss"
                 out.rows.append(row)
             ok = s.group("status") == "PASS"
             row["status"] = "ok" if ok else "failed"
@@ -75,7 +78,8 @@ def read(path: Path) -> CompileLog:
         m = LINE.match(line)
         if m is None:
             continue
-        msg, pid, start = m.group("msg"), m.group("pid"), _ns(m.group("ts"))
+        msg, pid = m.group("msg"), m.group("pid")
+        start = _ns(m.group("ts")) if m.group("ts") else None
         if (t := _TOTAL.match(msg)) is not None:
             out.rows.append({"event": "parallel_summary", "evidence": "neuron_log", "path": str(path), "line": lineno,
                              "pid": pid, "start_ns": start, "status": _TOTALS[t.group("what")],

@@ -29,6 +29,9 @@ from neurontrace.parsers._compile_rows import (
 FORMAT = "torch_trace"
 PAYLOAD_CAP = 1 << 16
 _KEY = re.compile(r'^\{"(\w+)"')
+_IDS = re.compile(r'"frame_id": (\d+), "frame_compile_id": (\d+)(?:, "attempt": (\d+))?')
+_CA = re.compile(r'"compiled_autograd_id": (\d+)')
+_RANK = re.compile(r'"rank": (\d+)')
 _USED = {"dynamo_start", "compilation_metrics", "artifact", "chromium_event"}
 _PAYLOADS = {"recompile_reasons", "dynamo_graph_break_reason", "dynamo_error", "chromium_event"}
 _CACHE = {"fx_graph_cache_hit": ("cache", "hit"), "fx_graph_cache_miss": ("cache", "miss"),
@@ -82,7 +85,14 @@ class _Reader:
         if k is None:
             self.out.skip(self.path, lineno, "no JSON envelope")
             return
-        if k.group(1) not in _USED:
+        if k.group(1) not in _USED:  # not decoded: only the compile it belongs to is read, from its ids
+            ids = _IDS.search(rest)
+            if ids is not None:
+                self._row({"frame_id": int(ids.group(1)), "frame_compile_id": int(ids.group(2)),
+                           "attempt": int(ids.group(3) or 0),
+                           "compiled_autograd_id": int(c.group(1)) if (c := _CA.search(rest)) else None,
+                           "rank": int(r.group(1)) if (r := _RANK.search(rest)) else None},
+                          lineno, m.group("tid"), open_new=False)
             return
         try:
             env = json.loads(rest)
