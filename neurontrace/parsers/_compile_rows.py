@@ -83,6 +83,17 @@ def open_text(path: Path) -> io.TextIOBase:
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
 
 
+def numbered_bytes(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The lines of a log as bytes (gzip when it starts with gzip's magic), numbered from 1, ends kept."""
+    if not path.is_file():
+        raise InputNotFoundError(f"{path}: no such compile log")
+    with path.open("rb") as f:
+        magic = f.read(2)
+    raw: Any = gzip.open(path, "rb") if magic == b"\x1f\x8b" else path.open("rb", buffering=1 << 20)  # noqa: SIM115
+    with raw:
+        yield from enumerate(raw, 1)
+
+
 def numbered(path: Path) -> Iterator[tuple[int, str]]:
     with open_text(path) as f:
         for i, line in enumerate(f, 1):

@@ -22,7 +22,7 @@ from neurontrace.parsers._compile_rows import (
     CompileLog,
     compile_id,
     graph_break,
-    numbered,
+    numbered_bytes,
     rank_from_name,
 )
 
@@ -52,8 +52,13 @@ def sniff(first_lines: list[str]) -> bool:
 def read(path: Path) -> CompileLog:
     out = CompileLog(files=[str(path)])
     reader = _Reader(path, out)
-    for lineno, line in numbered(path):
-        reader.line(lineno, line)
+    for lineno, raw in numbered_bytes(path):
+        if raw[:1] == b"\t":  # a payload line: decoded only when its record's payload is kept
+            if reader.pending is not None and reader.size < PAYLOAD_CAP:
+                reader.payload.append(raw[1:].rstrip(b"\r\n").decode("utf-8", "replace"))
+                reader.size += len(raw)
+            continue
+        reader.line(lineno, raw.rstrip(b"\r\n").decode("utf-8", "replace"))
     reader.finish()
     return out
 
