@@ -124,7 +124,8 @@ def test_warm_cache_hits_and_failure_and_recompile_limit(run: Path) -> None:
 
 def test_compile_is_never_compute_and_compile_steps_leave_the_steady_median(run: Path) -> None:
     trace = neurontrace.load(run / "recompile.pt.trace.json")
-    d = diagnose(trace)
+    p = phases(trace)
+    d = diagnose(trace, window=(p.trace_start_ns, p.trace_end_ns))  # the whole trace, compile steps included
     cpu = d.devices[0]
     p = d.phases
     assert cpu.detail_ns.get("host_overhead.compile", 0) == pytest.approx(p.compile_ns, rel=0.01)
@@ -168,3 +169,24 @@ def test_logs_of_another_run_are_refused(run: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "neurontrace", "diagnose", str(run / "steady.pt.trace.json"),
                            "--compile-log", str(other)], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
     assert proc.returncode == 2 and "another run" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_diff_and_catalog_carry_preparation(run: Path, tmp_path: Path) -> None:
+    from neurontrace.analysis.diff import diff_diagnoses
+    from neurontrace.catalog import RunCatalog
+
+    log = _log(run)
+    cold = diagnose(neurontrace.load(run / "recompile.pt.trace.json"), compiles=log.table())
+    warm = diagnose(neurontrace.load(run / "steady.pt.trace.json"))
+    d = diff_diagnoses(cold.as_dict(), warm.as_dict())
+    assert d.phases["compile.recompiles"] == {**d.phases["compile.recompiles"], "baseline": cold.sections[
+        "compile"].recompiles, "change": 0}
+    assert d.phases["compile_steps"]["baseline"] == 3 and d.phases["compile_steps"]["change"] == 0
+    steady = [s["dur_ns"] for s in cold.phases.steps[1:] if not s["compile_ns"]]
+    assert d.steps["steady_median_ns"]["baseline"] == int(np.median(steady))
+    with RunCatalog(tmp_path / "runs", create=True) as cat:
+        cat.save(neurontrace.load(run / "recompile.pt.trace.json"), cold, paths=[run / "recompile.pt.trace.json"])
+        (rec,) = cat.runs()
+        s = rec.summary()
+        assert s["time_to_first_step_ns"] == cold.phases.time_to_first_step_ns
+        assert s["recompiles"] == cold.sections["compile"].recompiles
