@@ -31,9 +31,9 @@ stacks (500 lanes), viewed as it opens (the big process collapsed) and with ever
    printed too.
    "Loaded -> diff table complete" adds both analyses, the diff, and what the page's progress poll then
    sends (both cause strips, the diff table) with the redraw at the analysed alignment; the page works
-   meanwhile, so it has no target of its own. Then ``compare.on_compare`` for zooms/pans of either side
+   meanwhile, so it has no target of its own. Then ``compare.callbacks.on_compare`` for zooms/pans of either side
    (both timelines redrawn each time), a diff row click (its op outlined in both) and a search of both
-   runs with Enter (``compare.on_search_pair``).
+   runs with Enter (``compare.callbacks.on_search_pair``).
 
 Targets (issue "The Dash viewer"): first render <= 3 s; each zoom/pan callback <= 300 ms of server
 time; payload per callback <= 2 MB. Times are wall-clock on this machine, which is shared: read the
@@ -274,14 +274,9 @@ def main() -> None:
 def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, float, int]:
     """The two-run page on ``trace`` and a second trace like it: loaded -> page shown, loaded -> diff
     table complete, zoom/pan and a diff row click."""
-    from neurontrace.app.compare import (
-        CompareState,
-        compare_page,
-        on_compare,
-        on_progress,
-        on_search_pair,
-        row_pick,
-    )
+    from neurontrace.app.compare.callbacks import on_compare, on_progress, on_search_pair, row_pick
+    from neurontrace.app.compare.layout import compare_page
+    from neurontrace.app.compare.model import CompareState
     from neurontrace.app.server import ViewerState
 
     other = build_trace(args.events * 3 // 4, seed=1)

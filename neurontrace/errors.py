@@ -32,7 +32,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
     (EXIT_USAGE, "bad command-line usage"),
     (EXIT_NOT_FOUND, "input path not found"),
     (EXIT_UNKNOWN_FORMAT, "unknown or empty input format (the message says what was found, e.g. \"a PNG image\")"),
-    (EXIT_MALFORMED, "malformed or truncated input that could not be salvaged"),
+    (EXIT_MALFORMED, ("malformed or truncated input that could not be salvaged, or inputs that do not belong "
+                      "together (unrelated runs)")),
     (EXIT_OUTPUT_EXISTS, "the output exists or cannot be written there (pass `--force` to replace it)"),
     (EXIT_MISSING_DEPENDENCY, "an optional dependency is missing (the message names the extra to install)"),
     (EXIT_RESERVED, "reserved (a command whose engine is not built yet; none at present)"),
@@ -71,12 +72,19 @@ class UsageError(NeurontraceError):
     exit_code = EXIT_USAGE
 
 
+class PortInUseError(UsageError):
+    """``view --port N``: another program listens on that port (or it cannot be bound there)."""
+
+
 class WindowError(UsageError):
     """``--window`` does not fit the trace (it lies outside it, or is malformed)."""
 
 
-class MixedRunsError(UsageError):
-    """The inputs hold unrelated runs (other processes, other clocks, no ranks) that one analysis would stitch."""
+class MixedRunsError(NeurontraceError):
+    """The inputs hold unrelated runs (other processes, other clocks, no ranks) that one analysis would stitch:
+    the inputs, not the command line, are at fault (exit 5)."""
+
+    exit_code = EXIT_MALFORMED
 
 
 class InputNotFoundError(NeurontraceError, FileNotFoundError):

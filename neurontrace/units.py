@@ -8,13 +8,16 @@ and keeps three significant digits::
     ('850 ns', '20.1 µs', '1.50 ms', '2.35 s')
     >>> duration(0), duration(None), duration(-4_200), duration(1_200_000, "+")
     ('0 ns', '-', '-4.20 µs', '+1.20 ms')
+    >>> duration(118_434_842_380_000_000), duration(3 * 86_400e9)
+    ('3.75 years', '3.00 days')
     >>> size(1024), size(655_360), size(3.2e9)
     ('1.00 KiB', '640 KiB', '2.98 GiB')
 """
 
 from __future__ import annotations
 
-_TIME = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"))
+# Days and years: only clocks that disagree (two runs on other time bases) give such spans; say so plainly.
+_TIME = ((365.25 * 86_400e9, "years"), (86_400e9, "days"), (1e9, "s"), (1e6, "ms"), (1e3, "µs"))
 _SIZE = ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
 _RATE = ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"))  # decimal, as hardware specs quote them
 

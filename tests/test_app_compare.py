@@ -1,4 +1,4 @@
-"""The two-run page's logic without a browser (``neurontrace/app/compare.py``), on the shipped comparison pair: each side
+"""The two-run page's logic without a browser (``neurontrace/app/compare/``), on the shipped comparison pair: each side
 is aligned at its first analysed step, a zoom of either side draws the same aligned window in both, and
 a diff row outlines exactly that op's events."""
 
@@ -17,16 +17,9 @@ from dash import no_update
 
 from neurontrace import errors
 from neurontrace.app.callbacks import focus_view
-from neurontrace.app.compare import (
-    CompareState,
-    align_point,
-    on_compare,
-    on_progress,
-    on_search_pair,
-    op_positions,
-    provisional_point,
-    row_pick,
-)
+from neurontrace.app.compare import layout as compare_layout
+from neurontrace.app.compare.callbacks import on_compare, on_progress, on_search_pair, row_pick
+from neurontrace.app.compare.model import CompareState, align_point, op_positions, provisional_point
 from neurontrace.app.server import ViewerState
 from tests.conftest import SAMPLES
 
@@ -126,7 +119,7 @@ def test_a_side_that_fails_to_load_shows_its_parsers_message(tmp_path: Path) -> 
     state = CompareState(ViewerState(str(SAMPLES / "compare" / "baseline.pt.trace.json.gz")), ViewerState(str(empty)))
     state.load()
     assert state.status == "error" and state.diff is None
-    page = json.dumps(state.page().to_plotly_json(), default=lambda o: o.to_plotly_json())
+    page = json.dumps(compare_layout.page(state).to_plotly_json(), default=lambda o: o.to_plotly_json())
     assert "empty (0 bytes)" in page and "empty.json" in page
 
 

@@ -317,17 +317,20 @@ def test_every_callback_survives_nan_infinity_and_strings_over_http() -> None:
         deadline = time.monotonic() + 30
         while (state.model is None or state.model.analysis is None) and time.monotonic() < deadline:
             time.sleep(0.05)
-        every_callback_survives_hostile_values(server.url)
+        # the Report tab's callback (every registered section's text) and the ops panel's are among them
+        every_callback_survives_hostile_values(server.url, covers=("nt-report.children", "nt-roof-graph.figure"))
     finally:
         server.stop()
 
 
-def every_callback_survives_hostile_values(url: str, callbacks_at_least: int = 10) -> None:
-    """Post every callback of the app at ``url`` (it has at least ``callbacks_at_least``) with each of
-    BAD_VALUES in every input and state."""
+def every_callback_survives_hostile_values(url: str, callbacks_at_least: int = 10, covers: tuple[str, ...] = ()) -> None:
+    """Post every callback of the app at ``url`` (it has at least ``callbacks_at_least``, and one updating each
+    output of ``covers``) with each of BAD_VALUES in every input and state."""
     with urllib.request.urlopen(url + "_dash-dependencies", timeout=30) as resp:
         deps = json.loads(resp.read())
     assert len(deps) >= callbacks_at_least
+    for output in covers:
+        assert any(output in dep["output"] and not dep.get("clientside_function") for dep in deps), output
     statuses: dict[int, int] = {}
     for dep in deps:
         if dep.get("clientside_function"):
@@ -427,3 +430,43 @@ def test_counter_rows_hold_the_highest_value_of_each_pixel() -> None:
     drawn = figures.timeline(model, callbacks.request(model, (0, model.index.span_ns)))
     area = next(t for t in drawn.figure["data"] if t["name"].startswith("counter:"))
     assert area["fill"] == "toself" and "KiB" in " ".join(area["text"])
+
+
+def _assets_check() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_viewer_assets", ROOT / "scripts" / "check_viewer_assets.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_both_pages_link_and_serve_every_file_of_the_assets_folder(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CSS, the key handler and the HTML index are files of neurontrace/app/assets, which Dash serves;
+    the check .ci/run makes on the installed wheel passes on the checkout, and fails on a folder missing them."""
+    assert {"index.html", "neurontrace.css", "keys.js"} <= {p.name for p in layout.ASSETS.iterdir()}
+    assert "{%app_entry%}" in layout.INDEX and "<style>" not in layout.INDEX and "<script>" not in layout.INDEX
+    assert "function ntKey" in (layout.ASSETS / "keys.js").read_text()
+    assert ".nt-header" in (layout.ASSETS / "neurontrace.css").read_text()
+    check = _assets_check()
+    assert check.problems() == []
+    (tmp_path / "index.html").write_text(layout.INDEX)
+    monkeypatch.setattr(layout, "ASSETS", tmp_path)  # an install that lost the CSS and the keys
+    assert sorted(check.problems()) == ["keys.js is not in the assets folder",
+                                        "neurontrace.css is not in the assets folder"]
+
+
+def test_the_package_data_ships_every_file_of_the_assets_folder() -> None:
+    """pyproject's package data names the folder's files (a wheel without them serves an unstyled page
+    with no keys; .ci/run builds one and runs scripts/check_viewer_assets.py on it)."""
+    import fnmatch
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["neurontrace"]
+    package = ROOT / "neurontrace"
+    for path in layout.ASSETS.rglob("*"):
+        if path.is_file():
+            rel = path.relative_to(package).as_posix()
+            assert any(fnmatch.fnmatch(rel, g) for g in globs), rel

@@ -154,28 +154,56 @@ def test_diagnose_json_and_fail_on(tmp_path: Path) -> None:
 
 
 def test_diagnose_options_are_validated(tmp_path: Path) -> None:
-    res = run("diagnose", SAMPLE, "--window", "5:1")
+    res = run("diagnose", SAMPLE, "--window", "5ms:1ms")
     assert res.returncode == errors.EXIT_USAGE and "must end after it starts" in res.stderr
     res = run("diagnose", SAMPLE, "--fallback-log", tmp_path / "nope.log")
     assert res.returncode == errors.EXIT_NOT_FOUND and "no such fallback log" in res.stderr
 
 
-def test_diagnose_window_is_offsets_from_the_trace_start_or_absolute() -> None:
+def test_window_needs_units_and_says_the_accepted_forms() -> None:
+    """``--window 5:10`` used to mean nanoseconds silently (a 5 ns window, idle 100%, exit 0)."""
+    for bad in ("5:10", "1parsec:2ms", "5ms:10"):
+        res = run("diagnose", SAMPLE, "--window", bad)
+        assert res.returncode == errors.EXIT_USAGE, bad
+        assert "a unit (ns, us, ms, s)" in res.stderr and "abs:START_NS:END_NS" in res.stderr
+
+
+def test_window_offsets_count_from_the_printed_origin_or_are_absolute() -> None:
     whole = json.loads(run("diagnose", SAMPLE, "--json").stdout)
-    start = whole["phases"]["trace_start_ns"]
+    origin = whole["origin_ns"]
+    (default,) = whole["devices"]
+    assert origin == default["window"]["start_ns"]  # time 0 is the analysis window start
+    assert f"abs:{origin}" in run("diagnose", SAMPLE).stdout  # ... and the text report says so
     res = run("diagnose", SAMPLE, "--json", "--window", "1ms:2.5ms")
     (dev,) = json.loads(res.stdout)["devices"]
-    assert (dev["window"], dev["window_rule"]) == ({"start_ns": start + 1_000_000, "end_ns": start + 2_500_000},
+    assert (dev["window"], dev["window_rule"]) == ({"start_ns": origin + 1_000_000, "end_ns": origin + 2_500_000},
                                                    "option")
-    res = run("diagnose", SAMPLE, "--json", "--window", f"abs:{start + 1_000_000}:{start + 2_500_000}")
+    res = run("diagnose", SAMPLE, "--json", "--window", f"abs:{origin + 1_000_000}:{origin + 2_500_000}")
     assert json.loads(res.stdout)["devices"][0]["window"] == dev["window"]
     # A window outside the trace is an error that says where the trace is, not a 1 µs idle window.
     res = run("diagnose", SAMPLE, "--window", "1000s:1001s")
     assert res.returncode == errors.EXIT_USAGE and "lies outside the trace" in res.stderr
     res = run("diagnose", SAMPLE, "--window", "abs:5:10")
     assert res.returncode == errors.EXIT_USAGE and "lies outside the trace" in res.stderr
-    res = run("diagnose", SAMPLE, "--window", "1parsec:2")
-    assert res.returncode == errors.EXIT_USAGE and "optional unit" in res.stderr
+    # One that overhangs it is cut, and says so.
+    res = run("diagnose", SAMPLE, "--json", "--window", "20ms:900ms")
+    assert res.returncode == 0 and "overhangs the trace" in res.stderr and "cut to +20.0 ms" in res.stderr
+
+
+def test_a_printed_stall_time_pasted_into_window_selects_that_stall() -> None:
+    """The one-origin rule: the report's "at +X" and ``--window`` count from the same time 0."""
+    text = run("diagnose", SAMPLE).stdout
+    m = re.search(r"at \+([\d.]+) (ms|µs)", text)
+    assert m, text
+    at = float(m[1]) * (1_000_000 if m[2] == "ms" else 1_000)
+    doc = json.loads(run("diagnose", SAMPLE, "--json").stdout)
+    stalls = doc["devices"][0]["top_stalls"]
+    stall = min(stalls, key=lambda s: abs(s["start_ns"] - doc["origin_ns"] - at))
+    unit = m[2].replace("µ", "u")
+    res = run("diagnose", SAMPLE, "--json", "--window", f"{m[1]}{unit}:{float(m[1]) * 1.0001 + 0.5}{unit}")
+    (dev,) = json.loads(res.stdout)["devices"]
+    # The pasted time is the printed one (3 significant figures) and lands inside that stall.
+    assert abs(dev["window"]["start_ns"] - stall["start_ns"]) <= max(stall["dur_ns"], 0.005 * at)
 
 
 def test_diagnose_explicit_fallback_ops(tmp_path: Path) -> None:

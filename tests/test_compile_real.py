@@ -21,6 +21,7 @@ import neurontrace
 from neurontrace.analysis.compile import kineto_rows, report
 from neurontrace.analysis.diagnose import diagnose
 from neurontrace.analysis.phases import phases
+from neurontrace.errors import MixedRunsError
 from neurontrace.parsers import compile_logs
 from tests.conftest import ROOT
 
@@ -168,7 +169,8 @@ def test_logs_of_another_run_are_refused(run: Path) -> None:
         pytest.skip("the compile-log corpus (../shared/corpus/compile) is not beside this checkout")
     proc = subprocess.run([sys.executable, "-m", "neurontrace", "diagnose", str(run / "steady.pt.trace.json"),
                            "--compile-log", str(other)], capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
-    assert proc.returncode == 2 and "another run" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == MixedRunsError.exit_code and "another run" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_diff_and_catalog_carry_preparation(run: Path, tmp_path: Path) -> None:

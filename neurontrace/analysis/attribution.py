@@ -90,44 +90,61 @@ def attribute(
     A trace without events (a Neuron summary, a capture whose profiles were not decoded) has nothing
     to attribute: no device, rather than an empty ``cpu`` window.
     """
-    dev = trace.device_events
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
+    out = []
+    for device, rank in _attributed(trace):
+        work, host = _window_inputs(trace, device, rank)
+        win = Window(window, "option", "--window") if window else choose_window(trace, host, work)
+        labels = (_cpu_labels(host, work, fallback) if trace.device_events.num_rows == 0 else
+                  _device_labels(work) + _host_labels(host, fallback))
+        out.append(_finish(trace, device, rank, win, labels, top))
+    return out
+
+
+def default_origin(trace: Trace) -> int | None:
+    """The report's time 0: the earliest start of the devices' default analysis windows. ``diagnose`` prints
+    times from it, ``--window`` offsets count from it, and it is the viewer's x = 0; None without events."""
+    starts = [choose_window(trace, *reversed(_window_inputs(trace, device, rank))).span[0]
+              for device, rank in _attributed(trace)]
+    return min(starts, default=None)
+
+
+def _attributed(trace: Trace) -> list[tuple[str, int | None]]:
+    """(device, rank) of every attributed device in report order; the CPU of each rank without devices."""
+    dev = trace.device_events
     if dev.num_rows == 0 and trace.system_events.num_rows == 0:
         return []
     if dev.num_rows == 0:
         ranks = sorted(pc.unique(trace.system_events["rank"]).to_pylist(), key=lambda r: (r is not None, r or 0))
-        return [_attribute_cpu(trace, r, window, fallback, top) for r in ranks or [None]]
+        return [(CPU_DEVICE, r) for r in ranks or [None]]
     # One block per device of each rank: every rank of a job has its own cuda:0.
     pairs = dev.select(["device", "rank"]).group_by(["device", "rank"]).aggregate([]).to_pylist()
     pairs.sort(key=lambda p: (p["rank"] is not None, p["rank"] or 0, str(p["device"])))
-    return [_attribute_device(trace, str(p["device"]), p["rank"], window, fallback, top) for p in pairs]
+    return [(str(p["device"]), p["rank"]) for p in pairs]
 
 
-def _attribute_device(trace: Trace, device: str, rank: int | None, window: tuple[int, int] | None,
-                      fallback: np.ndarray, top: int) -> DeviceAttribution:
-    dev = device_rows(trace, device, rank)
-    host = driving_host_events(trace, dev)
-    win = Window(window, "option", "--window") if window else choose_window(trace, host, dev)
-    labels = _device_labels(dev) + _host_labels(host, fallback)
-    return _finish(trace, device, rank, win, labels, top)
+def _window_inputs(trace: Trace, device: str, rank: int | None) -> tuple[pa.Table, pa.Table]:
+    """(the device's work, the host events driving it): what the window rule and the labels read.
+
+    No accelerator in the trace: each rank's CPU is the device, framework ops are its compute (:func:`cpu_work`)."""
+    if trace.device_events.num_rows == 0:
+        host = of_rank(trace.system_events, rank)
+        return cpu_work(host), host
+    work = device_rows(trace, device, rank)
+    return work, driving_host_events(trace, work)
+
+
+def cpu_work(host: pa.Table) -> pa.Table:
+    """A CPU-only trace's compute: its framework ops, except the compile ranges and the ops they run (fake-tensor
+    tracing, codegen): those are host_overhead.compile (analysis/compile_spans.py)."""
+    ops = select(host, "category", "framework_op")
+    compiling = compile_spans(host)
+    return keep(ops, ~inside(ops["ts_ns"].to_numpy(), compiling)) if len(compiling[0]) else ops
 
 
 def device_rows(trace: Trace, device: str, rank: int | None) -> pa.Table:
     """The events of one attributed device: that device, of that rank (null rank: rank-less events)."""
     return of_rank(select(trace.device_events, "device", device), rank)
-
-
-def _attribute_cpu(trace: Trace, rank: int | None, window: tuple[int, int] | None, fallback: np.ndarray,
-                   top: int) -> DeviceAttribution:
-    """No accelerator in the trace: each rank's CPU is the device, framework ops are its compute -- except the
-    compile ranges and the ops they run (fake-tensor tracing, codegen): those are host_overhead.compile."""
-    host = of_rank(trace.system_events, rank)
-    ops = select(host, "category", "framework_op")
-    compiling = compile_spans(host)
-    if len(compiling[0]):
-        ops = keep(ops, ~inside(ops["ts_ns"].to_numpy(), compiling))
-    win = Window(window, "option", "--window") if window else choose_window(trace, host, ops)
-    return _finish(trace, CPU_DEVICE, rank, win, _cpu_labels(host, ops, fallback), top)
 
 
 def _cpu_labels(host: pa.Table, ops: pa.Table, fallback: np.ndarray) -> list[Label]:
@@ -212,9 +229,9 @@ def cause_intervals(trace: Trace, device: str, rank: int | None, window: tuple[i
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
     if device == CPU_DEVICE and not select(trace.device_events, "device", device).num_rows:
         host = of_rank(trace.system_events, rank)
-        labels = _cpu_labels(host, select(host, "category", "framework_op"), fallback)
+        labels = _cpu_labels(host, cpu_work(host), fallback)
     else:
-        dev = of_rank(select(trace.device_events, "device", device), rank)
+        dev = device_rows(trace, device, rank)
         labels = _device_labels(dev) + _host_labels(driving_host_events(trace, dev), fallback)
     labels = _ordered(labels)
     starts, ends, label = sweep(window, [(lb.starts, lb.ends) for lb in labels]).runs()

@@ -126,7 +126,7 @@ def kineto_rows(trace: Trace) -> list[dict[str, Any]]:
 
 def check_same_run(trace: Trace, logs: pa.Table) -> None:
     """Refuse compile logs of another run: ranks the trace does not have, or a process and times that match
-    neither the trace's processes nor its span (MixedRunsError, exit 2)."""
+    neither the trace's processes nor its span (MixedRunsError)."""
     if logs.num_rows == 0 or trace.system_events.num_rows == 0:
         return
     host = trace.system_events

@@ -67,6 +67,7 @@ class Options:
     window: tuple[int, int] | None = None
     fallback_ops: tuple[str, ...] = ()
     top: int = 10
+    origin_ns: int | None = None  # the report's time 0 when ``window`` was given (attribution.default_origin)
     compiles: pa.Table | None = None  # compile-log rows (schema.COMPILES) for this rank: --compile-log, capture
     compile_warnings: tuple[str, ...] = ()  # what reading those logs skipped
 

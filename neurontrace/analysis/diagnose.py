@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from neurontrace.analysis import registry
-from neurontrace.analysis.attribution import DeviceAttribution, attribute
+from neurontrace.analysis.attribution import DeviceAttribution, attribute, default_origin
 from neurontrace.analysis.compile import check_same_run
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
 from neurontrace.analysis.fallback import FallbackOp, find_fallback, recorded_ops
@@ -39,6 +39,7 @@ class Diagnosis:
     findings: list[Finding]
     sections: dict[str, Any] = field(default_factory=dict)  # registered sections (analysis/registry.py), by key
     synthetic: bool = False
+    origin_ns: int | None = None  # time 0 of the report: attribution.default_origin (trace clock)
 
     @property
     def phases(self) -> Phases:
@@ -58,6 +59,7 @@ class Diagnosis:
         out: dict[str, Any] = {
             "schema": SCHEMA,
             "synthetic": self.synthetic,
+            "origin_ns": self.origin_ns,
             "inputs": self.inputs,
             "devices": [_device_dict(d) for d in self.devices],
             "fallback_ops": [op.as_dict() for op in self.fallback_ops],
@@ -86,7 +88,8 @@ class Diagnosis:
         sections = {s.key: s.from_json(doc[s.key]) for s in registry.SECTIONS if doc.get(s.key) is not None}
         return cls(inputs=list(doc.get("inputs") or []), devices=devices, fallback_ops=fallback,
                    findings=[Finding.from_dict(f) for f in doc.get("findings") or []], sections=sections,
-                   synthetic=bool(doc.get("synthetic")))
+                   synthetic=bool(doc.get("synthetic")),
+                   origin_ns=None if doc.get("origin_ns") is None else int(doc["origin_ns"]))
 
 
 def _device_dict(d: DeviceAttribution) -> dict[str, Any]:
@@ -109,6 +112,7 @@ def diagnose(
     window: tuple[int, int] | None = None,
     fallback_ops: Iterable[str] = (),
     top: int = TOP_STALLS,
+    origin_ns: int | None = None,
     compiles: pa.Table | None = None,
     compile_warnings: Sequence[str] = (),
 ) -> Diagnosis:
@@ -122,7 +126,10 @@ def diagnose(
     check_one_run(trace)  # unrelated runs are refused, never stitched (analysis/runs_check.py)
     if compiles is not None:
         check_same_run(trace, compiles)
-    options = Options(window, tuple(sorted(set(fallback_ops))), top, compile_warnings=tuple(compile_warnings))
+    if window is not None and origin_ns is None:
+        origin_ns = default_origin(trace)
+    options = Options(window, tuple(sorted(set(fallback_ops))), top, origin_ns,
+                      compile_warnings=tuple(compile_warnings))
     ranks = trace.split_ranks()
     parts = [diagnose_rank(t, replace(options, compiles=_of_rank(compiles, t, len(ranks)))) for t in ranks]
     return combine(parts, options, inputs=inputs)
@@ -149,6 +156,7 @@ class RankResult:
     fallback_ops: list[FallbackOp]
     sections: dict[str, Any]  # section key -> this rank's value (combined by Section.combine)
     synthetic: bool = False
+    origin_ns: int | None = None  # the rank's default_origin
 
 
 def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
@@ -173,9 +181,12 @@ def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
         if value is not None:
             ctx.sections[s.key] = value
     ranks = {r for t in (trace.system_events, trace.device_events) for r in t["rank"].to_pylist()}
+    # Time 0: the default windows' start (with --window, the caller's origin, else this rank's own).
+    origin = min((d.window[0] for d in devices), default=None) if options.window is None else \
+        options.origin_ns if options.origin_ns is not None else default_origin(trace)
     return RankResult(min((r for r in ranks if r is not None), default=None),
                       [{"path": a.source, "format": a.format} for a in trace.accounting], devices, fallback,
-                      ctx.sections, bool(trace.meta("synthetic", False)))
+                      ctx.sections, bool(trace.meta("synthetic", False)), origin)
 
 
 def combine(parts: Sequence[RankResult], options: Options | None = None, *,
@@ -196,7 +207,8 @@ def combine(parts: Sequence[RankResult], options: Options | None = None, *,
     found = [f for family in registry.FINDINGS for f in family.find(ctx)]
     found.sort(key=lambda f: -SEVERITIES.index(f.severity))
     return Diagnosis(inputs=inputs or [i for p in parts for i in p.inputs], devices=devices, fallback_ops=fallback,
-                     findings=found, sections=sections, synthetic=any(p.synthetic for p in parts))
+                     findings=found, sections=sections, synthetic=any(p.synthetic for p in parts),
+                     origin_ns=min((p.origin_ns for p in parts if p.origin_ns is not None), default=None))
 
 
 def _merge_fallback(ops: list[FallbackOp]) -> list[FallbackOp]:

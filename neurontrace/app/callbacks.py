@@ -9,11 +9,13 @@ Data flow::
     zoom, pan (nt-zoom), nt-goto, groups, depth, highlight ──► on_timeline ──► figure, nt-view
     nt-selected ──► on_details ──► details panel, source panel (call stack + lines)
     summary click ──► on_summary ──► nt-highlight (and the summary figure outlines it)
+    nt-analysis-ready ──► on_report ──► the Report tab (every registered section's text)
+
+The values the page sends are checked by ``inputs.py`` before any function here reads them.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import time
 import urllib.parse
@@ -24,6 +26,7 @@ import numpy as np
 from dash import ALL, MATCH, Input, Output, State, html, no_update
 
 from neurontrace.app import figures, layout
+from neurontrace.app.inputs import MAX_NS, as_int, highlight_of, op_pick_of, view_of
 from neurontrace.app.model import ViewModel
 from neurontrace.app.source import SourceReader
 from neurontrace.causes import CAUSES
@@ -48,58 +51,7 @@ ZOOM_PAD = 0.25  # a table row zooms to its interval plus this share of it on ea
 BIN_CLICK_ZOOM = 8  # clicking a binned pixel zooms in this many times around it
 FOCUS_PAD = 0.01  # the analysis window is shown with this share of it as margin on each side
 TIMELINE_SHARE = 0.68  # of the browser window's height, offered to the timeline
-MAX_NS = 2**62  # no time the page sends is trusted beyond this (JSON allows NaN, Infinity, 1e400)
 MAX_HITS = 50  # search results listed
-
-
-# -- input checks: every value from the page is untrusted (NaN, Infinity, strings, huge numbers) --
-
-
-def as_int(value: Any, lo: int = -MAX_NS, hi: int = MAX_NS) -> int | None:
-    """``value`` as an int when it is a finite number within [lo, hi] (not a bool, not text)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if not math.isfinite(value) or not lo <= value <= hi:
-        return None
-    return int(value)
-
-
-def view_of(view: Any) -> tuple[int, int, int] | None:
-    """(t0, t1, origin) of the page's view store, or None when it is not a valid one."""
-    if not isinstance(view, dict):
-        return None
-    t0, t1, origin = (as_int(view.get(k, 0 if k == "origin" else None)) for k in ("t0", "t1", "origin"))
-    if t0 is None or t1 is None or origin is None:
-        return None
-    return t0, t1, origin
-
-
-def highlight_of(value: Any) -> tuple[str, int | None, str] | None:
-    """(device, rank, cause) of the page's highlight store, or None when it is not a valid one."""
-    if not isinstance(value, dict) or not isinstance(value.get("device"), str) or value.get("cause") not in CAUSES:
-        return None
-    rank = value.get("rank")
-    if rank is not None and as_int(rank) is None:
-        return None
-    return value["device"], as_int(rank), str(value["cause"])
-
-
-def op_pick_of(value: Any) -> tuple[tuple[str, int | None], tuple[int, int] | None, str, str] | None:
-    """((device, rank), window or None, op, kernel class) of an op picked in the ops panel (the highlight
-    store; the window in ns after the trace's first event), or None when it is not a valid one."""
-    if not isinstance(value, dict) or not all(isinstance(value.get(k), str) and len(value[k]) <= 2000
-                                              for k in ("device", "op", "kernel_class")):
-        return None
-    rank, window = value.get("rank"), value.get("window")
-    if rank is not None and as_int(rank) is None:
-        return None
-    bounds: tuple[int, int] | None = None
-    if window is not None:
-        lo, hi = (as_int(v) for v in window) if isinstance(window, list) and len(window) == 2 else (None, None)
-        if lo is None or hi is None:
-            return None
-        bounds = (lo, hi)
-    return (str(value["device"]), as_int(rank)), bounds, str(value["op"]), str(value["kernel_class"])
 
 
 def marked(model: ViewModel, highlight: Any) -> tuple[int, ...]:
@@ -481,6 +433,15 @@ def on_summary(model: ViewModel, trigger: Any, click: Any, highlight: Any) -> tu
     return figures.summary(model, highlight_of(new)), new
 
 
+def on_report(state: PageState) -> list[Any]:
+    """The Report tab: each registered section's title and text lines (``tables.report_rows``), or what
+    the analysis is doing meanwhile; reads the state only (the trigger's value is not trusted, nor needed)."""
+    model = state.model
+    if model is None or model.analysis is None:
+        return layout.report_pending(state.analysis_error)
+    return layout.report(model.analysis.report)
+
+
 def analysis_note(model: ViewModel) -> str:
     a = model.analysis
     if a is None:
@@ -517,6 +478,10 @@ def register(app: dash.Dash, state: PageState) -> None:
             text = state.analysis_error or "Analysing (stall attribution, findings)…"
             return no_update, state.analysis_error is not None, no_update, text
         return True, True, layout.findings(model.analysis.findings), analysis_note(model)
+
+    @app.callback(Output("nt-report", "children"), Input("nt-analysis-ready", "data"))
+    def _report(_ready: Any) -> list[Any]:
+        return on_report(state)
 
     @app.callback(Output({"type": "nt-tbody", "table": MATCH}, "children"),
                   Output({"type": "nt-sort-state", "table": MATCH}, "data"),

@@ -6,6 +6,7 @@ Components only; what they do is in ``callbacks.py``. Component ids start with `
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from dash import dcc, html
@@ -20,141 +21,11 @@ DEFAULT_DEPTH = 10
 DEPTHS = (2, 4, 6, 10, 16, 32, 1000)
 MAX_EXPANDED_ROWS = 80  # beyond this many rows at first sight, host processes start collapsed
 
-CSS = """
-:root { --nt-border: #dfe3e8; --nt-muted: #607d8b; --nt-bg: #f3f5f7; --nt-ink: #1f2d3d; --nt-accent: #1565c0; }
-* { box-sizing: border-box; }
-body { margin: 0; background: var(--nt-bg); color: var(--nt-ink);
-       font-family: Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif; font-size: 13px; }
-.nt-header { display: flex; align-items: center; gap: 14px; padding: 10px 18px; background: #15202b; color: #fff; }
-.nt-logo { font-weight: 700; font-size: 16px; letter-spacing: .3px; }
-.nt-logo span { color: #64b5f6; }
-.nt-title { font-size: 13px; color: #cfd8dc; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-.nt-spacer { flex: 1; }
-.nt-badge { display: inline-block; padding: 2px 8px; border-radius: 10px; font-size: 11px; font-weight: 600;
-            background: #263645; color: #cfd8dc; margin-left: 6px; }
-.nt-badge.warn { background: #ffb300; color: #1f2d3d; }
-.nt-main { padding: 8px 12px 24px; display: flex; flex-direction: column; gap: 8px; }
-.nt-card { background: #fff; border: 1px solid var(--nt-border); border-radius: 8px; padding: 10px 12px; }
-.nt-card h3 { margin: 0 0 6px; font-size: 12px; font-weight: 700; text-transform: uppercase; letter-spacing: .6px;
-              color: var(--nt-muted); }
-.nt-row { display: flex; gap: 12px; align-items: stretch; }
-.nt-col-main { flex: 1; min-width: 0; }
-.nt-col-side { width: 430px; flex: none; display: flex; flex-direction: column; gap: 12px; }
-.nt-toolbar { display: flex; flex-wrap: wrap; align-items: center; gap: 10px; margin-bottom: 6px; }
-.nt-toolbar label { color: var(--nt-muted); font-size: 12px; }
-.nt-groups { display: flex; flex-wrap: wrap; gap: 4px 10px; }
-.nt-groups label { color: var(--nt-ink) !important; font-size: 12px; }
-.nt-btn { border: 1px solid var(--nt-border); background: #fff; border-radius: 6px; padding: 4px 10px;
-          cursor: pointer; font-size: 12px; color: var(--nt-ink); }
-.nt-btn:hover { background: #eef3f8; }
-.nt-status { color: var(--nt-muted); font-size: 12px; margin-left: auto; }
-.nt-legend { display: flex; flex-wrap: wrap; gap: 4px 12px; margin: 2px 0 4px; font-size: 11px; color: var(--nt-muted); }
-.nt-chip { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px;
-           vertical-align: -1px; }
-.nt-scroll { max-height: calc(100vh - 120px); overflow-y: auto; overflow-x: hidden; }
-.nt-hidden { display: none !important; }
-.nt-summary-card { padding: 6px 12px 2px; }
-.nt-summary-head { display: flex; align-items: baseline; gap: 14px; }
-.nt-legend-item { white-space: nowrap; }
-.nt-legend-head { font-weight: 600; margin-left: 8px; }
-.nt-search { width: 230px; margin: 0; }
-.nt-link { width: 1px; opacity: 0; border: 0; padding: 0; }
-.nt-hits { max-height: 120px; overflow-y: auto; border: 1px solid var(--nt-border); border-radius: 6px; margin: 4px 0; }
-.nt-hit { all: unset; box-sizing: border-box; display: block; width: 100%; padding: 1px 8px; cursor: pointer;
-          font-family: 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 11px; white-space: nowrap;
-          overflow: hidden; text-overflow: ellipsis; }
-.nt-hit:hover { background: #eef3f8; }
-.nt-kv { display: grid; grid-template-columns: 110px 1fr; gap: 3px 10px; font-size: 12px; }
-.nt-kv div:nth-child(odd) { color: var(--nt-muted); }
-.nt-kv div { overflow-wrap: anywhere; }
-.nt-event-name { font-size: 14px; font-weight: 600; margin-bottom: 6px; overflow-wrap: anywhere; }
-.nt-empty { color: var(--nt-muted); font-style: italic; }
-.nt-pre { background: #f7f9fb; border: 1px solid var(--nt-border); border-radius: 6px; padding: 6px 8px;
-          font-family: 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 11px; max-height: 180px;
-          overflow: auto; margin: 6px 0 0; white-space: pre-wrap; }
-.nt-code { font-family: 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 11.5px; background: #fbfcfd;
-           border: 1px solid var(--nt-border); border-radius: 6px; padding: 4px 0; overflow-x: auto; }
-.nt-code-line { white-space: pre-wrap; overflow-wrap: anywhere; padding: 0 8px 0 62px; text-indent: -54px;
-                line-height: 17px; }
-.nt-code-line .nt-ln { display: inline-block; width: 44px; color: #90a4ae; text-align: right; margin-right: 10px;
-                       user-select: none; }
-.nt-code-line.nt-hl { background: #fff3c4; border-left: 3px solid #f9a825; padding-left: 5px; }
-.nt-src-path { font-family: 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 12px; margin: 4px 0;
-               overflow-wrap: anywhere; }
-.nt-src-note { font-size: 11px; color: var(--nt-muted); margin-bottom: 4px; overflow-wrap: anywhere; }
-.nt-refused { background: #fdecea; color: #b71c1c; border: 1px solid #f5c6c0; border-radius: 6px; padding: 6px 8px;
-              font-size: 12px; margin: 4px 0; }
-.nt-stack { max-height: 160px; overflow-y: auto; margin-bottom: 6px; border: 1px solid var(--nt-border);
-            border-radius: 6px; }
-.nt-frame { all: unset; box-sizing: border-box; display: block; width: 100%; padding: 2px 8px; cursor: pointer;
-            font-family: 'JetBrains Mono', Menlo, Consolas, monospace; font-size: 11px; font-weight: 600;
-            white-space: nowrap; overflow: hidden; text-overflow: ellipsis; border-left: 3px solid transparent; }
-.nt-frame:hover { background: #eef3f8; }
-.nt-frame.nt-nonuser { color: #90a4ae; font-weight: 400; }
-.nt-frame.nt-frame-sel { background: #fff8e1; border-left-color: #f9a825; }
-.nt-flow { display: block; text-align: left; width: 100%; margin: 2px 0; border: 1px solid var(--nt-border);
-           background: #fff; border-radius: 6px; padding: 3px 8px; cursor: pointer; font-size: 12px; }
-.nt-flow:hover { background: #fbe9e7; }
-.nt-finding { border-left: 4px solid #90a4ae; padding: 6px 10px; margin: 6px 0; background: #fafbfc; border-radius: 4px; }
-.nt-finding.warning { border-color: #f9a825; } .nt-finding.error { border-color: #d32f2f; }
-.nt-finding b { font-size: 13px; } .nt-finding p { margin: 3px 0; font-size: 12px; }
-.nt-sev { font-size: 10px; font-weight: 700; text-transform: uppercase; margin-right: 6px; color: var(--nt-muted); }
-.nt-loading { max-width: 640px; margin: 14vh auto; text-align: center; }
-.nt-bar { height: 6px; background: #e3e8ee; border-radius: 3px; overflow: hidden; margin: 14px 0; }
-.nt-bar div { height: 100%; background: var(--nt-accent); transition: width .3s; }
-.nt-error { max-width: 760px; margin: 12vh auto; background: #fff; border: 1px solid #f5c6c0; border-left: 5px solid #d32f2f;
-            border-radius: 8px; padding: 18px 22px; }
-.nt-error pre { white-space: pre-wrap; font-size: 13px; color: #b71c1c; }
-.nt-synthetic { background: #fff8e1; border: 1px solid #ffe082; color: #6d4c00; padding: 6px 12px; border-radius: 6px;
-                font-size: 12px; }
-.nt-tabs .tab { padding: 6px 14px !important; font-size: 12px; }
-.nt-filter { border: 1px solid var(--nt-border); border-radius: 6px; padding: 4px 8px; font-size: 12px; width: 260px;
-             margin: 8px 0 6px; }
-.nt-table-wrap { max-height: 340px; overflow: auto; border: 1px solid var(--nt-border); border-radius: 6px; }
-.nt-table { border-collapse: collapse; width: 100%; font-size: 12px; table-layout: auto; }
-.nt-table th { position: sticky; top: 0; background: #f4f6f8; z-index: 1; text-align: left; padding: 0;
-               border-bottom: 1px solid var(--nt-border); }
-.nt-th { all: unset; display: block; padding: 6px 8px; font-weight: 700; color: #455a64; cursor: pointer;
-         white-space: nowrap; }
-.nt-th:hover { color: var(--nt-accent); }
-.nt-table td { padding: 4px 8px; border-bottom: 1px solid #eef1f4; max-width: 420px; overflow: hidden;
-               text-overflow: ellipsis; white-space: nowrap; }
-.nt-tr { cursor: pointer; }
-.nt-tr:hover td { background: #e8f1fb; }
-.nt-tr:nth-child(even) td { background: #fbfcfd; }
-.nt-tr:nth-child(even):hover td { background: #e8f1fb; }
-.nt-tr.nt-cmp-picked td { background: #f3e5f5 !important; font-weight: 600; }
-"""
-
-# Keys as in Perfetto and chrome://tracing: W/S zoom in/out around the centre, A/D pan by a fifth of
-# the view, F fits the selected event, ] and [ follow the selected event's flow out of it and into it,
-# / focuses the search box. Not while typing in a field. Each key clicks a hidden button of the page
-# (or relayouts its first timeline: on the two-run page both follow).
-KEYS_JS = """
-<script>
-const NT_BUTTONS = {'f': 'nt-fit', ']': 'nt-follow-next', '[': 'nt-follow-prev'};
-function ntKey(e) {
-  const t = e.target;
-  if (e.ctrlKey || e.metaKey || e.altKey) return;
-  if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
-  const key = e.key.toLowerCase();
-  if (NT_BUTTONS[key]) { const b = document.getElementById(NT_BUTTONS[key]); if (b) b.click(); return; }
-  if (key === '/') { const s = document.getElementById('nt-search'); if (s) { s.focus(); e.preventDefault(); } return; }
-  if (!'wasd'.includes(key) || key.length !== 1) return;
-  const gd = document.querySelector('#nt-timeline .js-plotly-plot, #nt-cmp-timeline-a .js-plotly-plot');
-  if (!gd || !gd._fullLayout || !gd._fullLayout.xaxis) return;
-  const [a, b] = gd._fullLayout.xaxis.range.map(Number);
-  const w = b - a, c = (a + b) / 2;
-  let lo = a, hi = b;
-  if (key === 'w') { lo = c - w * 0.3; hi = c + w * 0.3; }
-  if (key === 's') { lo = c - w; hi = c + w; }
-  if (key === 'a') { lo = a - w * 0.2; hi = b - w * 0.2; }
-  if (key === 'd') { lo = a + w * 0.2; hi = b + w * 0.2; }
-  e.preventDefault();
-  Plotly.relayout(gd, {'xaxis.range[0]': lo, 'xaxis.range[1]': hi});
-}
-</script>
-"""
+# The page's styles (assets/neurontrace.css), its keys (assets/keys.js: W/S zoom, A/D pan, F fit, ] and [
+# follow a flow, / search) and its HTML index (assets/index.html) are files of the assets folder, which
+# Dash serves itself (``assets_folder=ASSETS``: every .css and .js file there is linked from the page).
+ASSETS = Path(__file__).parent / "assets"
+INDEX = (ASSETS / "index.html").read_text(encoding="utf-8")
 
 KEYS_NOTE = "Keys: W/S zoom, A/D pan, F fit the selected event, ] / [ follow its flow out / in, / search."
 
@@ -163,26 +34,6 @@ def key_buttons() -> list[Any]:
     """The hidden buttons the keys click (F, ], [), on every page that has a selection."""
     return [html.Button(id=i, style={"display": "none"}) for i in ("nt-fit", "nt-follow-next", "nt-follow-prev")]
 
-
-INDEX = """<!DOCTYPE html>
-<html lang="en">
-    <head>
-        {%metas%}
-        <title>{%title%}</title>
-        {%favicon%}
-        {%css%}
-        <style>""" + CSS + """</style>
-        """ + KEYS_JS + """
-    </head>
-    <body>
-        {%app_entry%}
-        <footer>
-            {%config%}
-            {%scripts%}
-            {%renderer%}
-        </footer>
-    </body>
-</html>"""
 
 GRAPH_CONFIG: Any = {
     "displaylogo": False, "scrollZoom": True, "doubleClick": "reset",
@@ -347,6 +198,7 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
                     dcc.Tab(label="Top ops & kernels", value="ops", children=[_table("ops")]),
                     dcc.Tab(label="Fallback ops", value="fallback", children=[_table("fallback")]),
                     dcc.Tab(label="Findings", value="findings", children=[html.Div(id="nt-findings")]),
+                    dcc.Tab(label="Report", value="report", children=[html.Div(id="nt-report")]),
                     dcc.Tab(label="Ops & roofline", value="roofline", children=[ops_panel()]),
                 ]),
             ]),
@@ -485,6 +337,24 @@ def findings(rows: list[dict[str, Any]]) -> list[Any]:
         html.Span(f["severity"], className="nt-sev"), html.B(f["title"]),
         html.P(f["evidence"]), html.P(["What to do: ", f["advice"]], className="nt-src-note"),
     ]) for f in rows]
+
+
+def report(rows: list[dict[str, Any]]) -> list[Any]:
+    """The Report tab: each section's title (and the device it is about) over its plain text lines, as
+    ``diagnose`` prints them."""
+    if not rows:
+        return [html.Div("No section has anything to report for this trace (docs/diagnose.md lists them).",
+                         className="nt-empty")]
+    return [html.Div(className="nt-report-part", id={"type": "nt-report-part", "key": r["key"], "index": i},
+                     children=[html.B(r["title"]), *([html.Span(f" · {r['device']}", className="nt-src-note")]
+                                                     if r["device"] else []),
+                               html.Pre("\n".join(r["lines"]), className="nt-pre nt-report-lines")])
+            for i, r in enumerate(rows)]
+
+
+def report_pending(error: str | None) -> list[Any]:
+    """The Report tab while the analysis runs, or its failure in one line."""
+    return [html.Div(error or "The report fills in when the analysis is done.", className="nt-empty")]
 
 
 # -- details and source ------------------------------------------------------------------------

@@ -48,6 +48,7 @@ class Analysis:
     findings: list[dict[str, Any]]
     seconds: float
     cause_error: str | None = None
+    report: list[dict[str, Any]] = field(default_factory=list)  # every registered section's text (tables.report_rows)
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ class ViewModel:
             diagnosis=diag, causes=causes, coarse=coarse, stalls=tables.stall_rows(diag, origin),
             fallback=tables.fallback_rows(diag), top_ops=tables.top_ops(self.index),
             findings=tables.finding_rows(diag), seconds=time.perf_counter() - t0, cause_error=error,
+            report=tables.report_rows(diag),
         )
         focus = self.focus()
         if focus is not None:  # the ops panel opens on this device: link its kernels now, in the background
@@ -164,10 +166,11 @@ class ViewModel:
 
     @property
     def time_origin(self) -> int:
-        """What the page calls time 0, in ns after the trace's first event: the start of the busiest
-        device's analysis window (as ``diagnose`` measures), the first event until it is known."""
-        focus = self.focus()
-        return focus[1][0] if focus else 0
+        """What the page calls time 0, in ns after the trace's first event: the report's time 0
+        (``Diagnosis.origin_ns``, the analysis windows' start, as ``diagnose`` prints it), the first event
+        until it is known."""
+        origin = None if self.analysis is None else self.analysis.diagnosis.origin_ns
+        return 0 if origin is None else origin - self.index.origin_ns
 
     def absolute(self, rel_ns: int) -> int:
         """A time in ns after the trace's first event, on the trace's own clock."""

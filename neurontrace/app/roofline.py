@@ -23,8 +23,9 @@ from dash import ALL, Input, Output, State, no_update
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.ops import OpsView
 from neurontrace.app import layout
-from neurontrace.app.callbacks import PageState, as_int, focus_view, op_pick_of, view_of
+from neurontrace.app.callbacks import PageState, focus_view
 from neurontrace.app.figures import FONT, MARK_COLOR
+from neurontrace.app.inputs import as_int, op_pick_of, view_of
 from neurontrace.app.model import ViewModel
 from neurontrace.render import plots
 

@@ -8,6 +8,8 @@ log) and runs it; ``neurontrace view`` (``neurontrace/cli/view.py``) is a thin a
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 import threading
 import time
@@ -27,7 +29,7 @@ from neurontrace import load
 from neurontrace.app import callbacks, figures, layout, roofline
 from neurontrace.app.model import ViewModel
 from neurontrace.app.source import SourceReader
-from neurontrace.errors import NeurontraceError
+from neurontrace.errors import NeurontraceError, PortInUseError
 from neurontrace.trace import Trace
 
 LOADING, READY, FAILED = "loading", "ready", "error"
@@ -163,7 +165,7 @@ def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:
     app = dash.Dash(
         # update_title=None turns the "Updating..." tab title off (documented; the stub says str only).
         __name__, title="neurontrace", update_title=cast(str, None), suppress_callback_exceptions=True,
-        serve_locally=True, assets_folder=str(Path(__file__).parent / "assets"),
+        serve_locally=True, assets_folder=str(layout.ASSETS),
     )
     app.index_string = layout.INDEX
 
@@ -193,8 +195,16 @@ class Server:
     """The app bound to ``host:port`` (port 0 picks a free one); ``url`` is known once constructed."""
 
     def __init__(self, app: dash.Dash, host: str = "127.0.0.1", port: int = 8050) -> None:
-        self.httpd: BaseWSGIServer = make_server(host, port, app.server, threaded=True,
-                                                 request_handler=_QuietHandler)
+        said = io.StringIO()
+        try:  # Werkzeug prints its own text and exits when it cannot bind: one named error instead
+            with contextlib.redirect_stderr(said):
+                self.httpd: BaseWSGIServer = make_server(host, port, app.server, threaded=True,
+                                                         request_handler=_QuietHandler)
+        except (OSError, SystemExit) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
+                (said.getvalue().strip().splitlines() or ["cannot bind"])[0]
+            raise PortInUseError(f"cannot listen on {host}:{port} ({why}); pick another port with --port N, "
+                                 "or --port 0 for a free one") from None
         self.host = host
         self.port = int(self.httpd.server_port)
         self._thread: threading.Thread | None = None

@@ -1,4 +1,5 @@
-"""Rows of the viewer's tables: top stalls, fallback ops, top ops/kernels, findings (no Dash).
+"""Rows of the viewer's tables: top stalls, fallback ops, top ops/kernels, findings, and the report's
+sections (no Dash).
 
 Times in the rows are milliseconds (or microseconds where the column says so) for reading, plus
 hidden integer nanosecond fields relative to the trace origin (``t0_ns``, ``t1_ns``) that the
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from neurontrace.analysis import registry
 from neurontrace.analysis.diagnose import Diagnosis
 from neurontrace.app.palette import CAUSE_LABELS
 from neurontrace.app.tracks import DEVICE_TABLE, TrackIndex
@@ -29,14 +31,15 @@ def _us(ns: float) -> float:
 
 
 def stall_rows(diag: Diagnosis, origin_ns: int) -> list[dict[str, Any]]:
-    """Top stalls; "start" is from the device's analysis window start, as ``diagnose`` prints it."""
+    """Top stalls; "start" counts from the report's time 0 (``Diagnosis.origin_ns``), as ``diagnose`` prints it."""
     rows: list[dict[str, Any]] = []
+    zero = diag.origin_ns if diag.origin_ns is not None else min((d.window[0] for d in diag.devices), default=0)
     for d in diag.devices:
         for s in d.top_stalls:
             t0 = s.start_ns - origin_ns
             rows.append({
                 "device": d.device, "cause": CAUSE_LABELS.get(s.cause, s.cause), "detail": s.detail,
-                "start_ms": _ms(s.start_ns - d.window[0]), "dur_ms": _ms(s.dur_ns), "source": s.source or "",
+                "start_ms": _ms(s.start_ns - zero), "dur_ms": _ms(s.dur_ns), "source": s.source or "",
                 "evidence": "; ".join(s.evidence), "t0_ns": t0, "t1_ns": t0 + s.dur_ns, "cause_key": s.cause,
             })
     rows.sort(key=lambda r: -float(r["dur_ms"]))
@@ -52,6 +55,27 @@ def fallback_rows(diag: Diagnosis) -> list[dict[str, Any]]:
 
 def finding_rows(diag: Diagnosis) -> list[dict[str, Any]]:
     return [f.as_dict() for f in diag.findings]
+
+
+def report_rows(diag: Diagnosis) -> list[dict[str, Any]]:
+    """Every registered section with something to say, as ``diagnose``'s text report prints them: each
+    device's sections (analysis/registry.py DEVICE_SECTIONS), then the job's (SECTIONS); per part its
+    title, the device it is about (``""`` for the job) and the section's own plain ``text`` lines. A
+    section added to the registry appears here with no code of its own."""
+    rows: list[dict[str, Any]] = []
+    for d in diag.devices:
+        where = d.device + ("" if d.rank is None else f" rank {d.rank}")
+        for ds in registry.DEVICE_SECTIONS:
+            value = d.sections.get(ds.key)
+            lines = ds.text(value) if value is not None else []
+            if lines:
+                rows.append({"key": ds.key, "title": ds.title, "device": where, "lines": list(lines)})
+    for s in registry.SECTIONS:
+        value = diag.sections.get(s.key)
+        lines = s.text(value) if value is not None else []
+        if lines:
+            rows.append({"key": s.key, "title": s.title, "device": "", "lines": list(lines)})
+    return rows
 
 
 def top_ops(ix: TrackIndex) -> list[dict[str, Any]]:

@@ -67,11 +67,21 @@ def note(text: str) -> None:
     sys.stderr.flush()
 
 
+PIPE_WIDTH = 200  # columns of a report written to a pipe or a CI log (COLUMNS overrides)
+
+
 def console() -> Console:
-    """The rich console reports render on (stdout, no syntax highlighting of numbers)."""
+    """The rich console reports render on (stdout, no syntax highlighting of numbers).
+
+    On a terminal, its width. With no terminal (a pipe, a CI log) rich would assume 80 columns and cut names
+    and headers to fit: reports are laid out PIPE_WIDTH wide there instead, and their tables fold what still
+    does not fit onto more lines rather than cutting it (a name is never shortened); ``--json`` is for
+    machines."""
     from rich.console import Console
 
-    return Console(highlight=False)
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console(highlight=False)
+    return Console(highlight=False, width=PIPE_WIDTH)
 
 
 # -- input options, declared once for every command that reads traces -----------------------------
@@ -165,6 +175,28 @@ def window(text: str) -> WindowSpec:
         return parse_window(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+WINDOW_HELP = ("offsets from the report's time 0, the analysis window start it prints (e.g. 120ms:340ms; a unit "
+               "ns, us, ms or s is required; --window=-5ms:10ms before it), or abs:START_NS:END_NS on the trace "
+               "clock")
+
+
+def resolve_window(spec: WindowSpec | None, trace: Trace) -> tuple[tuple[int, int] | None, int | None]:
+    """(``--window`` on the trace clock, the report's time 0 it counts from); a window cut to the trace is
+    said on stderr. (None, None) without ``--window``: the analysis finds both itself."""
+    if spec is None:
+        return None, None
+    from neurontrace.analysis.attribution import default_origin
+    from neurontrace.analysis.window import resolve, trace_span
+
+    origin = default_origin(trace)
+    if origin is None:
+        origin = trace_span(trace)[0]
+    cut, warning = resolve(spec, trace, origin)
+    if warning:
+        note(f"neurontrace: warning: {warning}")
+    return cut, origin
 
 
 def positive_int(text: str) -> int:

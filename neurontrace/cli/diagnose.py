@@ -10,7 +10,6 @@ from typing import Any
 from neurontrace import errors
 from neurontrace.analysis.findings import SEVERITIES
 from neurontrace.analysis.stalls import TOP_STALLS
-from neurontrace.analysis.window import resolve
 from neurontrace.cli import _common as common
 from neurontrace.cli.runs import add_save_run_arguments, check_save_run_arguments, save_run
 
@@ -27,9 +26,7 @@ class DiagnoseCommand(common.Command):
         common.add_input(parser, nargs="+")
         parser.add_argument("--json", action="store_true", help="print the neurontrace.diagnose/1 JSON document")
         parser.add_argument("--window", metavar="START:END", type=common.window,
-                            help="analyse this window instead of the default one: offsets from the trace start "
-                                 "as the report prints them (e.g. 120ms:340ms; units ns, us, ms, s; ns when "
-                                 "none), or abs:START_NS:END_NS on the trace clock")
+                            help=f"analyse this window instead of the default one: {common.WINDOW_HELP}")
         common.add_fallback_ops(parser, "ops known to have fallen back to the CPU (e.g. aten::nonzero)")
         parser.add_argument("--fallback-log", metavar="FILE", type=Path,
                             help="a TorchNeuron log whose fallback lines name the ops")
@@ -63,10 +60,10 @@ class DiagnoseCommand(common.Command):
         if args.workers is not None or args.scheduler is not None:
             return self._run_distributed(args, explicit)
         trace, inputs = common.load_traces(args.path, args)
-        window = resolve(args.window, trace) if args.window is not None else None
+        window, origin = common.resolve_window(args.window, trace)
         compiles, compile_warnings = _compile_logs(args)
-        diag = diagnose(trace, inputs=inputs, window=window, fallback_ops=explicit, top=args.top, compiles=compiles,
-                        compile_warnings=compile_warnings)
+        diag = diagnose(trace, inputs=inputs, window=window, fallback_ops=explicit, top=args.top, origin_ns=origin,
+                        compiles=compiles, compile_warnings=compile_warnings)
         self._print(args, diag)
         save_run(args, trace, diag)
         return self._exit_code(args, diag)
@@ -84,8 +81,8 @@ class DiagnoseCommand(common.Command):
             raise errors.UsageError("--save-run needs the whole trace in one process; run it without "
                                     "--workers/--scheduler")
         if args.window is not None and not args.window.absolute:
-            raise errors.WindowError("--window offsets need the whole trace's start; with --workers/--scheduler "
-                                     "give abs:START_NS:END_NS")
+            raise errors.WindowError("--window offsets count from the whole job's time 0, which needs every rank; "
+                                     "with --workers/--scheduler give abs:START_NS:END_NS")
         with common.progress_bar() as progress:
             doc = distributed_diagnose(args.path, workers=args.workers, scheduler=args.scheduler, progress=progress,
                                        format=args.format, load_options=common.load_options(args),

@@ -6,7 +6,6 @@ import argparse
 import json
 
 from neurontrace import errors
-from neurontrace.analysis.window import resolve
 from neurontrace.cli import _common as common
 
 
@@ -23,8 +22,7 @@ class OpsCommand(common.Command):
         common.add_input(parser, nargs="+")
         parser.add_argument("--json", action="store_true", help="print the neurontrace.ops/1 JSON document")
         parser.add_argument("--window", metavar="START:END", type=common.window,
-                            help="only kernels starting in this window: offsets from the trace start (e.g. "
-                                 "120ms:340ms) or abs:START_NS:END_NS on the trace clock")
+                            help=f"only kernels starting in this window: {common.WINDOW_HELP}")
         parser.add_argument("--device", metavar="D", help="only this device (cuda:0, rocm:1, neuron:nc0, cpu)")
         parser.add_argument("--top", type=common.positive_int, default=30,
                             help="rows per device in the text report (default 30; --json has all)")
@@ -37,7 +35,7 @@ class OpsCommand(common.Command):
             known = {d for d in trace.device_events["device"].cast("string").to_pylist() if d} or {"cpu"}
             if args.device not in known:
                 raise errors.UsageError(f"no device {args.device!r} in the trace; it has {', '.join(sorted(known))}")
-        window = resolve(args.window, trace) if args.window is not None else None
+        window, _ = common.resolve_window(args.window, trace)
         report = op_table(trace, window=window, device=args.device)
         if args.json:
             common.out(json.dumps(report.as_dict(), indent=2))

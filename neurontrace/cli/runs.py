@@ -108,8 +108,9 @@ def _list(catalog: RunCatalog, args: argparse.Namespace) -> int:
     table = Table(header_style="bold", title=escape(f"{len(records)} runs in {catalog.path}"), title_justify="left")
     for col in ("id", "run time (UTC)", "model", "tags", "device", "step", "first step", "compute", "worst"):
         table.add_column(col, justify="right" if col in ("id", "step", "first step", "compute") else "left",
-                         no_wrap=col in ("id", "run time (UTC)", "step", "first step", "compute", "worst"))
-    table.add_column("note", ratio=1)
+                         no_wrap=col in ("id", "run time (UTC)", "step", "first step", "compute", "worst"),
+                         overflow="fold")
+    table.add_column("note", ratio=1, overflow="fold")
     for r in records:
         s = r.summary()
         share = "-" if s["compute_share"] is None else f"{100 * s['compute_share']:.0f}%"

@@ -21,6 +21,7 @@ from typing import Any
 from neurontrace import errors
 from neurontrace._optional import require
 from neurontrace.cli import _common as common
+from neurontrace.load import detect
 from neurontrace.trace import Trace
 
 DEFAULT_PORT = 8050
@@ -55,6 +56,8 @@ class ViewCommand(common.Command):
         for p in (path, *([Path(args.other)] if args.other else [])):
             if not p.exists():
                 raise errors.InputNotFoundError(f"{p}: no such file or directory")
+            if getattr(args, "format", None) is None:
+                detect(p)  # a file that is no trace is refused now (exit 4), not after the page is up
         roots: list[Path] = args.source_roots or [Path.cwd()]
         for root in roots:
             if not root.is_dir():
@@ -92,11 +95,7 @@ class ViewCommand(common.Command):
             # No Werkzeug debugger: its in-browser console runs Python for whoever opens an error page.
             app.run(host=args.host, port=args.port or DEFAULT_PORT, debug=True, use_debugger=False)
             return errors.EXIT_OK
-        try:
-            server = Server(app, args.host, args.port)
-        except OSError as exc:
-            raise errors.UsageError(f"cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
-                                    "pick another port with --port N (0 picks a free one)") from None
+        server = Server(app, args.host, args.port)  # errors.PortInUseError names the way out
         shown = f"{path} and {args.other}" if args.other else str(path)
         _say(f"neurontrace view: {shown} at {server.url}  (Ctrl+C to stop)")
         _warn_exposure(args.host, debug=False)

@@ -65,8 +65,8 @@ def _ops_table(diff: Diff, top: int) -> Table | Text:
     title = "ops: " + ", ".join(f"{n} {s}" for s, n in summary.items())
     t = Table(title=title, title_justify="left", header_style="bold")
     t.add_column("status", no_wrap=True)
-    t.add_column("op", ratio=3)
-    t.add_column("source", ratio=2)
+    t.add_column("op", ratio=3, overflow="fold")
+    t.add_column("source", ratio=2, overflow="fold")
     for col in ("count", "baseline", "change", "delta"):
         t.add_column(col, justify="right", no_wrap=True)
     for r in changed:
@@ -107,7 +107,7 @@ def render(diff: Diff, console: Console, *, top: int = TOP_OPS, fail_on_regressi
     if fb["appeared"] or fb["disappeared"] or fb["persisted"]:
         t = Table(title="host fallback", title_justify="left", header_style="bold")
         for col in ("op", "status", "calls", "host time", "source"):
-            t.add_column(col)
+            t.add_column(col, overflow="fold")
         for op in fb["appeared"]:
             t.add_row(Text(op["name"]), Text("appeared", style="bold red"), str(op.get("calls")),
                       fmt_ns(op.get("host_ns")), Text(op.get("source") or "-"))

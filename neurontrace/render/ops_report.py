@@ -31,7 +31,8 @@ def render(report: OpsReport, console: Console, *, top: int = 30) -> None:
             t.add_column("rank", justify="right")
         for col in ("op", "kernel class", "kernels", "time", "GFLOP", "MB", "TFLOP/s", "TB/s", "FLOP/B",
                     "% peak", "bound"):
-            t.add_column(col, justify="left" if col in ("op", "kernel class", "bound") else "right")
+            t.add_column(col, justify="left" if col in ("op", "kernel class", "bound") else "right",
+                         overflow="fold")
         for r in rows[:top]:
             t.add_row(*([str(r.rank)] if ranked else []), r.op, r.kernel_class, str(r.kernels), duration(r.device_ns),
                       _num(r.flops / 1e9 if r.flops is not None else None, ",.2f"),

@@ -34,12 +34,16 @@ def cause_bar(d: DeviceAttribution, width: int = BAR_WIDTH) -> Text:
     return bar
 
 
-def _device_panel(d: DeviceAttribution) -> Panel:
+def _offset(ns: int) -> str:
+    return ("-" if ns < 0 else "+") + _ms(abs(ns))
+
+
+def _device_panel(d: DeviceAttribution, origin: int) -> Panel:
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("cause")
     table.add_column("time", justify="right")
     table.add_column("share", justify="right")
-    table.add_column("largest parts")
+    table.add_column("largest parts", overflow="fold")
     for cause in CAUSES:
         parts = sorted(((k.split(".", 1)[1], v) for k, v in d.detail_ns.items() if k.startswith(cause + ".")),
                        key=lambda kv: -kv[1])[:3]
@@ -48,9 +52,10 @@ def _device_panel(d: DeviceAttribution) -> Panel:
     stalls = Text("top stalls\n", style="bold")
     for s in d.top_stalls[:5]:
         stalls.append(f"  {_ms(s.dur_ns):>12}  {s.cause}.{s.detail}", style=COLORS[s.cause])
-        stalls.append(f" at +{_ms(s.start_ns - d.window[0])}: {s.evidence[0] if s.evidence else '-'}")
+        stalls.append(f" at {_offset(s.start_ns - origin)}: {s.evidence[0] if s.evidence else '-'}")
         stalls.append(f"\n{'':16}source: {s.source or '-'}\n")
-    head = Text(f"window {_ms(d.window_ns)} ({d.window_source})")
+    head = Text(f"window {_ms(d.window_ns)} ({d.window_source}), {_offset(d.window[0] - origin)} to "
+                f"{_offset(d.window[1] - origin)}")
     if d.device_lag_ns is not None and d.device_lag_ns[1] > 0:  # the device lagged the host (docs/diagnose.md)
         head.append(f"; the device lagged the host: its work for these steps started {_ms(d.device_lag_ns[0])} "
                     f"after the first step began and ended {_ms(d.device_lag_ns[1])} after the last step ended")
@@ -67,12 +72,15 @@ def render(diag: Diagnosis, console: Console) -> None:
         console.print("[bold red]SYNTHETIC INPUT[/]: these figures come from a generated profile, not a measurement.")
     for inp in diag.inputs:
         console.print(f"[bold]{inp['path']}[/] ({inp['format']})")
+    origin = diag.origin_ns if diag.origin_ns is not None else min((d.window[0] for d in diag.devices), default=0)
+    if diag.devices:
+        console.print(f"times count from the analysis window start, abs:{origin} (--window takes offsets from it)")
     for d in diag.devices:
-        console.print(_device_panel(d))
+        console.print(_device_panel(d, origin))
     if diag.fallback_ops:
         t = Table(title="host fallback", title_justify="left", header_style="bold")
         for col in ("op", "calls", "host", "device idle", "found by", "evidence", "source"):
-            t.add_column(col)
+            t.add_column(col, overflow="fold")
         for op in diag.fallback_ops[:10]:
             t.add_row(op.name, str(op.calls), _ms(op.host_ns), _ms(op.device_idle_ns), op.found_by,
                       op.evidence + (" (also ran on the device)" if op.also_executed_on_device else ""),

@@ -158,7 +158,7 @@ def _text(browser: Any, css: str) -> str:
 @pytest.mark.parametrize("which", ["shipped", pytest.param("trace_compare", marks=pytest.mark.corpus)])
 def test_both_timelines_show_before_the_analyses_and_a_zoom_survives_the_alignment(
         browser: Any, which: str, request: pytest.FixtureRequest) -> None:
-    from neurontrace.app.compare import align_point, provisional_point
+    from neurontrace.app.compare.model import align_point, provisional_point
 
     if which == "shipped":  # the analysed alignment is the first step marker already: x = 0 stays
         paths, moves = [BASELINE, SLOWED], False

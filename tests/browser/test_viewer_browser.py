@@ -431,3 +431,26 @@ def test_the_details_panel_collapses_and_the_timeline_widens(browser: Any, serve
     wait_for(browser, "return document.getElementById('nt-side').className.includes('nt-hidden');")
     w1 = wait_for(browser, PLOT_BOX.replace("return [", "const w = [").replace("];", "]; return w[0] > arguments[0] + 200 ? w : null;"), w0)
     assert w1[0] > w0 + 200
+
+
+def test_the_assets_style_the_page_and_the_report_tab_shows_every_section(
+        browser: Any, serve: Callable[..., Any]) -> None:
+    """The styles and the key handler are files of neurontrace/app/assets that the page loads; the Report
+    tab shows each registered section's lines, as `diagnose` prints them."""
+    server, state = serve(SAMPLE, source_roots=[SAMPLES])
+    _open(browser, server.url)
+    loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name);")
+    assert any("/assets/neurontrace.css" in s for s in loaded) and any("/assets/keys.js" in s for s in loaded)
+    header = browser.execute_script("return getComputedStyle(document.querySelector('.nt-header')).backgroundColor;")
+    assert header == "rgb(21, 32, 43)"  # .nt-header's #15202b, from neurontrace.css
+    assert browser.execute_script("return typeof ntKey;") == "function"
+    wait_for(browser, "return document.querySelector('#nt-analysis-status') && "
+                      "document.querySelector('#nt-analysis-status').innerText.includes('analysed in');", timeout=30)
+    tab = browser.find_element("xpath", "//div[contains(@class, 'tab') and normalize-space()='Report']")
+    _click(browser, tab)
+    rows = state.model.analysis.report
+    assert rows
+    shown = wait_for(browser, "const e = document.querySelector('#nt-report'); "
+                              "return e && e.innerText.includes(arguments[0]) ? e.innerText : null;", rows[-1]["lines"][0])
+    for r in rows:
+        assert r["title"] in shown and all(line in shown for line in r["lines"]), r["key"]
