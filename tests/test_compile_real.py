@@ -147,6 +147,8 @@ def test_a_steady_trace_compiles_nothing(run: Path) -> None:
     assert d.phases.compile_ns == 0 and not d.phases.compile_steps
     assert d.devices[0].detail_ns.get("host_overhead.compile", 0) == 0
     assert d.sections["compile"].compile_ns == 0 and not d.sections["compile"].frames
+    # the compiled code did run: once a step, as the one region Dynamo compiled
+    assert {k: v["calls"] for k, v in d.sections["compile"].regions.items()} == {"0/0": len(d.phases.steps)}
 
 
 def test_diagnose_reads_the_logs_beside_the_trace(run: Path) -> None:

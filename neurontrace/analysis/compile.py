@@ -68,6 +68,8 @@ class CompileReport:
     recompile_limits: list[dict[str, Any]] = field(default_factory=list)  # {rank, function, source, reason}
     neuron: dict[str, Any] | None = None  # {compiled, cache_hits, cached_failures, failed, parallel}
     per_rank: dict[str, int] = field(default_factory=dict)  # str(rank) -> graphs compiled (rank divergence)
+    # the compiled code running in the trace: "Torch-Compiled Region: F/N" -> {"calls", "run_ns"}
+    regions: dict[str, dict[str, int]] = field(default_factory=dict)
     evidence: list[str] = field(default_factory=list)  # which sources the report read
     warnings: list[str] = field(default_factory=list)
 
@@ -75,8 +77,8 @@ class CompileReport:
         return {"compile_ns": self.compile_ns, "recompiles": self.recompiles, "graph_breaks": self.graph_breaks,
                 "cache_hits": self.cache_hits, "cache_misses": self.cache_misses, "failed": self.failed,
                 "frames": [f.as_dict() for f in self.frames], "recompile_limits": self.recompile_limits,
-                "neuron": self.neuron, "per_rank": self.per_rank, "evidence": self.evidence,
-                "warnings": self.warnings}
+                "neuron": self.neuron, "per_rank": self.per_rank, "regions": self.regions,
+                "evidence": self.evidence, "warnings": self.warnings}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CompileReport:
@@ -84,7 +86,8 @@ class CompileReport:
                    int(d.get("cache_hits") or 0), int(d.get("cache_misses") or 0), int(d.get("failed") or 0),
                    [Frame.from_dict(f) for f in d.get("frames") or []],
                    [dict(x) for x in d.get("recompile_limits") or []], d.get("neuron"),
-                   {str(k): int(v) for k, v in (d.get("per_rank") or {}).items()}, list(d.get("evidence") or []),
+                   {str(k): int(v) for k, v in (d.get("per_rank") or {}).items()},
+                   {str(k): dict(v) for k, v in (d.get("regions") or {}).items()}, list(d.get("evidence") or []),
                    list(d.get("warnings") or []))
 
 
@@ -124,6 +127,29 @@ def kineto_rows(trace: Trace) -> list[dict[str, Any]]:
     return rows
 
 
+_REGION = re.compile(r"^Torch-Compiled Region(?:: (.+))?$")
+
+
+def compiled_regions(trace: Trace) -> dict[str, dict[str, int]]:
+    """How often each compiled region ran and for how long (``Torch-Compiled Region: F/N``; the bare name of
+    torch before 2.5 counts under ``?``): the runtime of each compile, which compile logs cannot give."""
+    host = trace.system_events
+    out: dict[str, dict[str, int]] = {}
+    if host.num_rows == 0:
+        return out
+    mask = np.asarray([bool(n and n.startswith("Torch-Compiled Region")) for n in host["name"].to_pylist()])
+    if not mask.any():
+        return out
+    t = host.filter(pa.array(mask))
+    for name, dur in zip(t["name"].to_pylist(), t["dur_ns"].to_pylist(), strict=True):
+        m = _REGION.match(name)
+        key = (m.group(1) if m and m.group(1) else "?") if m else "?"
+        cur = out.setdefault(key, {"calls": 0, "run_ns": 0})
+        cur["calls"] += 1
+        cur["run_ns"] += int(dur)
+    return out
+
+
 def check_same_run(trace: Trace, logs: pa.Table) -> None:
     """Refuse compile logs of another run: ranks the trace does not have, or a process and times that match
     neither the trace's processes nor its span (MixedRunsError)."""
@@ -155,13 +181,13 @@ def check_same_run(trace: Trace, logs: pa.Table) -> None:
 
 
 def report(rows: list[dict[str, Any]], kineto: list[dict[str, Any]] | None = None,
-           warnings: list[str] | None = None) -> CompileReport | None:
+           warnings: list[str] | None = None, regions: dict[str, dict[str, int]] | None = None) -> CompileReport | None:
     """The report of one rank (or of logs alone): None when there is no compile evidence at all."""
     trace_rows = [r for r in rows if r["evidence"] == "torch_trace"]
     text_rows = [r for r in rows if r["evidence"] == "torch_logs"]
     neuron_rows = [r for r in rows if r["evidence"].startswith("neuron")]
     chosen = trace_rows or text_rows or list(kineto or [])
-    if not chosen and not neuron_rows and not warnings:
+    if not chosen and not neuron_rows and not warnings and not regions:
         return None
     compiles = [r for r in chosen if r["event"] == "compile"]
     breaks = [r for r in chosen if r["event"] == "graph_break"]
@@ -171,7 +197,8 @@ def report(rows: list[dict[str, Any]], kineto: list[dict[str, Any]] | None = Non
         reasons = {(r.get("rank"), r.get("compile_id")): r.get("recompile_reason") for r in text_rows}
         for r in compiles:
             r["recompile_reason"] = r.get("recompile_reason") or reasons.get((r.get("rank"), r.get("compile_id")))
-    out = CompileReport(evidence=sorted({r["evidence"] for r in chosen + neuron_rows}), warnings=list(warnings or []))
+    out = CompileReport(evidence=sorted({r["evidence"] for r in chosen + neuron_rows}), warnings=list(warnings or []),
+                        regions=dict(regions or {}))
     frames: dict[tuple[Any, ...], Frame] = {}
     for r, gen in _generations(compiles + breaks):
         fr = frames.setdefault((r.get("rank"), gen, r.get("frame_id")), Frame(r.get("frame_id"), r.get("rank")))
@@ -290,6 +317,10 @@ def combine(parts: list[CompileReport]) -> CompileReport:
         out.frames += p.frames
         out.recompile_limits += p.recompile_limits
         out.per_rank.update(p.per_rank)
+        for k, v in p.regions.items():
+            cur = out.regions.setdefault(k, {"calls": 0, "run_ns": 0})
+            cur["calls"] += v["calls"]
+            cur["run_ns"] += v["run_ns"]
         out.evidence = sorted(set(out.evidence) | set(p.evidence))
         out.warnings += [w for w in p.warnings if w not in out.warnings]
     neuron = [p.neuron for p in parts if p.neuron]
@@ -301,7 +332,7 @@ def combine(parts: list[CompileReport]) -> CompileReport:
 
 
 def text(r: CompileReport) -> list[str]:
-    if not (r.frames or r.neuron or r.warnings or r.recompile_limits):
+    if not (r.frames or r.neuron or r.warnings or r.recompile_limits or r.regions):
         return []  # nothing compiled: the phases line already says compile 0 ns
     lines = [(f"compile {units.duration(r.compile_ns)}: {sum(len(f.compiles) for f in r.frames)} compile attempt(s) "
               f"of {len(r.frames)} frame(s), {r.recompiles} recompile(s), {r.graph_breaks} graph break(s), "
@@ -321,6 +352,9 @@ def text(r: CompileReport) -> list[str]:
                              .rstrip()[:300])
         for g in f.graph_breaks:
             lines.append(f"  graph break at {g['source'] or '?'}: {g['reason'] or '?'}")
+    if r.regions:
+        lines.append("compiled code run: " + ", ".join(
+            f"{k} x{v['calls']} {units.duration(v['run_ns'])}" for k, v in sorted(r.regions.items())[:8]))
     for lim in r.recompile_limits:
         lines.append(f"  {lim['function']} ({lim['source']}) hit {lim['reason']}: it runs eagerly from then on")
     if r.neuron:
@@ -338,7 +372,8 @@ def _compute(ctx: Context) -> CompileReport:
     """Always a value (a trace that compiles nothing reports zeros), so ``--json`` always has ``compile``."""
     logs = ctx.options.compiles
     rows = [] if logs is None else [dict(r) for r in logs.to_pylist()]
-    return report(rows, kineto_rows(ctx.trace), list(ctx.options.compile_warnings)) or CompileReport()
+    return report(rows, kineto_rows(ctx.trace), list(ctx.options.compile_warnings),
+                  compiled_regions(ctx.trace)) or CompileReport()
 
 
 SECTION = Section("compile", "compile", _compute, to_json=lambda v: v.as_dict(), from_json=CompileReport.from_dict,
