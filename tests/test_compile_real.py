@@ -194,3 +194,14 @@ def test_diff_and_catalog_carry_preparation(run: Path, tmp_path: Path) -> None:
         s = rec.summary()
         assert s["time_to_first_step_ns"] == cold.phases.time_to_first_step_ns
         assert s["recompiles"] == cold.sections["compile"].recompiles
+
+
+def test_the_viewer_draws_compile_spans_in_the_compile_colour(run: Path) -> None:
+    from neurontrace.app import tracks
+    from neurontrace.app.palette import CATEGORIES
+
+    trace = neurontrace.load(run / "recompile.pt.trace.json")
+    cols = tracks._columns(trace.system_events, tracks.SYSTEM_TABLE)
+    drawn = {cols["names"][n]: CATEGORIES[c] for n, c in zip(cols["name"], cols["cat"], strict=True)}
+    assert drawn["_compile.compile_inner (dynamo_timed)"] == drawn["dynamo"] == "compile"
+    assert drawn["Torch-Compiled Region: 0/0"] != "compile"  # running the compiled code is not compiling
