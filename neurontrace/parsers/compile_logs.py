@@ -20,8 +20,9 @@ from neurontrace.parsers._compile_rows import CompileLog, open_text
 
 SNIFF_LINES = 400
 # Where logs live beside a trace: neurontrace.capture writes `compile/` (TORCH_TRACE logs in
-# `compile/torch_trace/`, stderr's TORCH_LOGS text in `compile/torch_logs.txt`); a user may keep `torch_trace/`.
-BESIDE = ("compile", "torch_trace")
+# `compile/torch_trace/`, stderr's TORCH_LOGS text in `compile/torch_logs.txt`) and, on TorchNeuron, `neff_cache/`;
+# a user may keep `torch_trace/`.
+BESIDE = ("compile", "torch_trace", "neff_cache")  # neff_cache/: a TorchNeuron capture's NEFF cache (docs/capture.md)
 
 
 def kinds(path: Path) -> list[str]:
