@@ -19,6 +19,7 @@ from neurontrace.parsers import neuron_compile, torch_logs, torch_trace
 from neurontrace.parsers._compile_rows import CompileLog, open_text
 
 SNIFF_LINES = 400
+SNIFF_CHARS = 1 << 18
 # Where logs live beside a trace: neurontrace.capture writes `compile/` (TORCH_TRACE logs in
 # `compile/torch_trace/`, stderr's TORCH_LOGS text in `compile/torch_logs.txt`) and, on TorchNeuron, `neff_cache/`;
 # a user may keep `torch_trace/`.
@@ -28,7 +29,8 @@ BESIDE = ("compile", "torch_trace", "neff_cache")  # neff_cache/: a TorchNeuron 
 def kinds(path: Path) -> list[str]:
     """Which readers a file's first lines call for (empty: not a compile log)."""
     with open_text(path) as f:
-        head = [ln.rstrip("\r\n") for ln in islice(f, SNIFF_LINES)]
+        text = f.read(SNIFF_CHARS)  # bounded: a binary file (a NEFF) may hold no line break at all
+    head = [ln.rstrip("\r") for ln in islice(text.split("\n"), SNIFF_LINES)]
     out = []
     if torch_trace.sniff(head):
         out.append(torch_trace.FORMAT)
