@@ -176,3 +176,31 @@ def test_neuron_cached_failure_and_cache_dir(tmp_path: Path) -> None:
     ids = {f.id for f in findings(combine([rep]))}
     assert {"neuron_cached_failure", "neuron_compile_failed"} <= ids
     assert neuron_compile.is_cache_dir(tmp_path / "neuron-compile-cache")
+
+
+def test_a_huge_payload_streams_in_bounded_memory(tmp_path: Path) -> None:
+    """A kept payload (a graph-break reason) of 24 MB: read to PAYLOAD_CAP characters, memory stays small."""
+    import tracemalloc
+
+    _need_corpus()
+    lines = (LOGS / "comp_metrics.log").read_text().splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if '"dynamo_start"' in ln)
+    record = ('{"artifact": {"name": "dynamo_graph_break_reason", "encoding": "string"}, "frame_id": 0, '
+              '"frame_compile_id": 0, "attempt": 0, "has_payload": "0"}')
+    envelope = lines[at].split("] {", 1)[0] + "] " + record + "\n"
+    huge = tmp_path / "huge.log"
+    with huge.open("w") as f:
+        f.writelines(lines[:at])
+        f.write(envelope + "\tGraph break in user code at model.py:12\n\tGraph Break Reason: data-dependent\n")
+        f.writelines("\t" + "x" * 120 + "\n" for _ in range(200_000))
+        f.writelines(lines[at:])
+    tracemalloc.start()
+    try:
+        rows = torch_trace.read(huge).rows
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert huge.stat().st_size > 20e6 and peak < 4e6  # the payload is never held whole
+    (gb,) = [r for r in rows if r["event"] == "graph_break"]
+    assert gb["source"] == "model.py:12" and gb["reason"] == "data-dependent"
+    assert set(_ids(huge)) == set(_ids(LOGS / "comp_metrics.log"))
