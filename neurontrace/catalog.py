@@ -143,6 +143,10 @@ class RunRecord:
             shares.append(compute / win if win else 0.0)
         return {"devices": len(devices), "compute_share": min(shares) if shares else None,
                 "steady_median_ns": phases.get("steady_median_ns"), "steps": len(phases.get("steps") or []),
+                "time_to_first_step_ns": phases.get("time_to_first_step_ns"),
+                "compile_ns": phases.get("compile_ns"),
+                "recompiles": (self.diagnosis.get("compile") or {}).get("recompiles"),
+                "cache_hits": (self.diagnosis.get("compile") or {}).get("cache_hits"),
                 "fallback_ops": len(self.diagnosis.get("fallback_ops") or []), "worst_finding": worst}
 
     def as_dict(self, *, diagnosis: bool = True) -> dict[str, Any]:

@@ -237,6 +237,59 @@ MEMORY_EVENTS = TableSpec(
     optional=True,
 )
 
+# Compile evidence (analysis/compile.py): not one of the Trace's event tables, but read from compile logs
+# (neurontrace.parsers.torch_trace, torch_logs, neuron_compile) and from a trace's own compile ranges.
+COMPILE_EVENTS: dict[str, str] = {
+    "compile": "one compile attempt of one frame (torch.compile) or one graph (Neuron)",
+    "graph_break": "a graph break: Dynamo stopped tracing here and resumed in a new frame",
+    "recompile_limit": "a frame hit the recompile limit and runs eagerly from then on",
+    "parallel_summary": "a neuron_parallel_compile total: `count` graphs in all (status null), compiled (ok) or "
+                        "failed",
+}
+COMPILE_CACHE = ("hit", "miss", "bypass", "failed_hit")  # failed_hit: Neuron's cached failed NEFF
+COMPILE_STATUS = ("ok", "failed", "restarted", "running")
+
+COMPILES = TableSpec(
+    "compiles",
+    "One row per compile attempt (torch.compile frame compile, Neuron graph compile), graph break or recompile "
+    "limit, from compile logs (TORCH_TRACE, TORCH_LOGS, Neuron compiler lines) or a trace's compile ranges. "
+    "Not part of a Trace: `neurontrace.parsers.compile_logs.read` and `analysis.compile` build it.",
+    (
+        Column("event", DICT_STRING, "what the row is, one of schema.COMPILE_EVENTS", nullable=False),
+        Column("evidence", DICT_STRING, "where it was read: kineto, torch_trace, torch_logs, neuron_log, neuron_cache",
+               nullable=False),
+        Column("path", pa.string(), "the log file (null for a trace's own ranges)"),
+        Column("line", pa.int64(), "the line of the log the row starts at (1-based)"),
+        Column("rank", pa.int32(), "distributed rank (the log's `rank` field or file name; null when unknown)"),
+        Column("pid", pa.string(), "the process that compiled (the glog prefix's thread id, the trace's pid)"),
+        Column("frame_id", pa.int32(), "Dynamo's frame id (the F of compile id F/N)"),
+        Column("frame_compile_id", pa.int32(), "which compile of that frame (the N of F/N); 0 first, then recompiles"),
+        Column("attempt", pa.int32(), "attempt after restarts (F/N_A); 0 for the first"),
+        Column("compile_id", pa.string(), "the compile id as torch writes it: `F/N`, `F/N_A` after a restart, "
+                                          "`!C/F/N` under compiled autograd; the NEFF module name on Neuron"),
+        Column("function", pa.string(), "the compiled function (co_name) or graph"),
+        Column("source", pa.string(), "file:line of the compiled function, or of the graph break"),
+        Column("start_ns", pa.int64(), "when the compile started: Unix epoch ns for logs, trace clock for a trace",
+               unit="ns"),
+        Column("dur_ns", pa.int64(), "the whole compile attempt (Dynamo's entire_frame_compile_time_s)", unit="ns"),
+        Column("backend_ns", pa.int64(), "of which the backend compiler (backend_compile_time_s)", unit="ns"),
+        Column("inductor_ns", pa.int64(), "of which Inductor (inductor_compile_time_s)", unit="ns"),
+        Column("codegen_ns", pa.int64(), "of which code generation (code_gen_time_s)", unit="ns"),
+        Column("cache", DICT_STRING, "compiled-artifact cache outcome: one of schema.COMPILE_CACHE (FX graph cache; "
+                                     "the NEFF cache on Neuron); null when unknown"),
+        Column("aot_cache", DICT_STRING, "AOTAutograd cache outcome: hit, miss, bypass"),
+        Column("status", DICT_STRING, "one of schema.COMPILE_STATUS (null for graph breaks)"),
+        Column("fail_type", pa.string(), "the failure's type (BackendCompilerFailed, a compiler status)"),
+        Column("fail_reason", pa.string(), "the failure's message, or the restart reason"),
+        Column("recompile_reason", pa.string(), "the guard that failed and made this a recompile"),
+        Column("graph_breaks", pa.int32(), "graph breaks Dynamo counted for this compile"),
+        Column("reason", pa.string(), "graph break or recompile-limit reason (graph_break, recompile_limit rows)"),
+        Column("count", pa.int64(), "how many graphs a parallel_summary row counts (null on other rows)"),
+    ),
+)
+
+DERIVED_TABLES: dict[str, TableSpec] = {COMPILES.name: COMPILES}
+
 
 @dataclass(frozen=True)
 class MetaKey:
@@ -362,7 +415,7 @@ def to_markdown() -> str:
         "Times are int64 nanoseconds on the trace clock named in `metadata` (`clock`).",
         "",
     ]
-    for spec in TABLES.values():
+    for spec in (*TABLES.values(), *DERIVED_TABLES.values()):
         out += [f"## `{spec.name}`", "", spec.doc, "", "| column | type | unit | null | meaning |",
                 "|---|---|---|---|---|"]
         for c in spec.columns:
@@ -373,6 +426,8 @@ def to_markdown() -> str:
         out.append("")
     out += ["## Categories", "", "| category | meaning |", "|---|---|"]
     out += [f"| `{k}` | {v} |" for k, v in CATEGORIES.items()]
+    out += ["", "## Compile events", "", "The `event` values of `compiles`.", "", "| event | meaning |", "|---|---|"]
+    out += [f"| `{k}` | {v} |" for k, v in COMPILE_EVENTS.items()]
     intro = ("The keys of the `metadata` table (values are JSON text). A key ending in `.*` is a family whose "
              "members the input names.")
     out += ["", "## Memory actions", "", "| action | meaning |", "|---|---|"]

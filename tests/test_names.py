@@ -79,19 +79,30 @@ EXAMPLES: dict[tuple[str, int], list[tuple[str, str | None]]] = {
     ("HOST_COLLECTIVE", 2): [("ucc:all_reduce", None)],
     ("DEVICE_COPY", 0): [("dma_request", MTIA)],
     ("DEVICE_WAIT", 0): [("event_wait", MTIA), ("event_record", MTIA)],
-    ("COMPILE", 0): [("torch/_dynamo/convert_frame.py(1012): _compile", None)],
-    ("COMPILE", 1): [("torch/_inductor/compile_fx.py(1500): compile_fx", None)],
-    ("COMPILE", 2): [("torch/_functorch/aot_autograd.py(1100): aot_module_simplified", None)],
-    ("COMPILE", 3): [("/sgl-workspace/triton-custom/python/triton/compiler/compiler.py(376): __init__", SGLANG)],
-    ("COMPILE", 4): [("neuronx-cc compile", None)],
-    ("COMPILE", 5): [("nki.jit", None)],
-    ("COMPILE", 6): [("XlaCompile", None)],
+    # torch 2.13 CPU names (a torch.compile run, tests/compile_scenarios.py)
+    ("COMPILE", 0): [("_compile.compile_inner (dynamo_timed)", None), ("compile_fx_inner (dynamo_timed)", None)],
+    ("COMPILE", 1): [("dynamo", None), ("entire_frame_compile", None), ("compile_attempt_0", None)],
+    ("COMPILE", 2): [("torch/_dynamo/convert_frame.py(1012): _compile", None)],
+    ("COMPILE", 3): [("torch/_inductor/compile_fx.py(1500): compile_fx", None)],
+    ("COMPILE", 4): [("torch/_functorch/aot_autograd.py(1100): aot_module_simplified", None)],
+    ("COMPILE", 5): [("/sgl-workspace/triton-custom/python/triton/compiler/compiler.py(376): __init__", SGLANG)],
+    ("COMPILE", 6): [("neuronx-cc compile", None)],
+    ("COMPILE", 7): [("nki.jit", None)],
+    ("COMPILE", 8): [("XlaCompile", None)],
     ("NOT_COMPILE", 0): [("transformers/utils/import_utils.py(793): is_torchdynamo_compiling", QWEN),
                          ("torch/cuda/__init__.py(154): _is_compiled", SGLANG)],
+    ("NOT_COMPILE", 1): [("torch/_functorch/aot_autograd.py(1269): forward", None),
+                         ("torch/_functorch/_aot_autograd/runtime_wrappers.py(468): __call__", None)],
+    ("CACHE_LOAD", 4): [("AOTAutogradCache.inductor_load (dynamo_timed)", None),
+                        ("PyCodeCache.load_by_key_path (dynamo_timed)", None)],
     ("LOAD", 0): [("nrt_load", None)],
     ("LOAD", 1): [("Runtime Triggered Module Loading", None)],
     ("LOAD", 2): [("hipModuleLoadData", NORM)],
     ("LOAD", 3): [("model_load", None)],
+    ("CACHE_LOAD", 0): [("nrt_load", None)],
+    ("CACHE_LOAD", 1): [("Runtime Triggered Module Loading", None)],
+    ("CACHE_LOAD", 2): [("hipModuleLoadData", NORM)],
+    ("CACHE_LOAD", 3): [("model_load", None)],
     ("STARTUP", 0): [("cuDevicePrimaryCtxRetain", None)],
     ("STARTUP", 1): [("hipInit", NORM)],
     ("SYNC", 0): [("cudaStreamSynchronize", SYNC_TRACE), ("hipDeviceSynchronize", AMD)],
@@ -138,7 +149,8 @@ def test_every_entry_has_examples() -> None:
 @pytest.mark.parametrize("key", sorted(EXAMPLES), ids=lambda k: f"{k[0]}[{k[1]}]")
 def test_entry_matches_its_real_names(key: tuple[str, int]) -> None:
     pattern, origin = TABLES[key[0]][key[1]]
-    rx = re.compile(pattern, re.IGNORECASE if key[0] in ("COMPILE", "LOAD", "COMMUNICATION_CONTEXT") else 0)
+    rx = re.compile(pattern, re.IGNORECASE if key[0] in ("COMPILE", "LOAD", "CACHE_LOAD", "COMMUNICATION_CONTEXT")
+                    else 0)
     assert origin, "every entry names its backend/library"
     for name, source in EXAMPLES[key]:
         assert rx.search(name), f"{name!r} does not match {key} {pattern!r}"
@@ -157,6 +169,9 @@ def test_categories_and_details_of_real_names() -> None:
     assert names.host_detail("hipMemcpyAsync", "runtime") == "launch"
     assert names.host_detail("transformers/utils/import_utils.py(793): is_torchdynamo_compiling", "python") == "python"
     assert names.host_detail("torch/profiler/profiler.py(821): step", "python") == "profiler"
+    # the AOT runtime wrapper runs the compiled function on every call: never compile
+    assert names.host_detail("torch/_functorch/aot_autograd.py(1269): forward", "python") == "python"
+    assert names.host_detail("_compile.compile_inner (dynamo_timed)", "framework_op") == "compile"
     assert names.kernel_class("attn_fwd") == "attention"  # ROCm Triton flash attention (mi300 corpus trace)
     assert names.kernel_class("void paged_attention_ll4mi_QKV_mfma16_kernel<0, __hip_bfloat16>") == "attention"
     assert names.kernel_class("ck_tile::FmhaFwdKernel") == "attention"

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
+from neurontrace.analysis.compile_spans import compile_spans, inside
 from neurontrace.analysis.default_window import Window, choose_window
 from neurontrace.analysis.device_activity import unrecorded
 from neurontrace.analysis.driving import driving_host_events
@@ -133,12 +134,20 @@ def _attributed(trace: Trace) -> list[tuple[str, int | None]]:
 def _window_inputs(trace: Trace, device: str, rank: int | None) -> tuple[pa.Table, pa.Table]:
     """(the device's work, the host events driving it): what the window rule and the labels read.
 
-    No accelerator in the trace: each rank's CPU is the device, framework ops are its compute."""
+    No accelerator in the trace: each rank's CPU is the device, framework ops are its compute (:func:`cpu_work`)."""
     if trace.device_events.num_rows == 0:
         host = of_rank(trace.system_events, rank)
-        return select(host, "category", "framework_op"), host
+        return cpu_work(host), host
     work = device_rows(trace, device, rank)
     return work, driving_host_events(trace, work)
+
+
+def cpu_work(host: pa.Table) -> pa.Table:
+    """A CPU-only trace's compute: its framework ops, except the compile ranges and the ops they run (fake-tensor
+    tracing, codegen): those are host_overhead.compile (analysis/compile_spans.py)."""
+    ops = select(host, "category", "framework_op")
+    compiling = compile_spans(host)
+    return keep(ops, ~inside(ops["ts_ns"].to_numpy(), compiling)) if len(compiling[0]) else ops
 
 
 def device_rows(trace: Trace, device: str, rank: int | None) -> pa.Table:
@@ -228,7 +237,7 @@ def cause_intervals(trace: Trace, device: str, rank: int | None, window: tuple[i
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
     if device == CPU_DEVICE and not select(trace.device_events, "device", device).num_rows:
         host = of_rank(trace.system_events, rank)
-        labels = _cpu_labels(host, select(host, "category", "framework_op"), fallback)
+        labels = _cpu_labels(host, cpu_work(host), fallback)
     else:
         dev = device_rows(trace, device, rank)
         host = driving_host_events(trace, dev)

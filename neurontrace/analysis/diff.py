@@ -35,6 +35,8 @@ SCHEMA = "neurontrace.diff/1"
 DEFAULT_RELATIVE = 0.10  # an op's total time must change by more than 10% of its baseline ...
 DEFAULT_ABSOLUTE_NS = 10_000  # ... and by more than 10 µs to count as faster or slower
 PHASE_KEYS = ("compile_ns", "load_ns", "execution_ns", "time_to_first_step_ns", "first_step_ns")
+# From the compile section (docs/compile.md), under phases with a "compile." name.
+PREPARATION_KEYS = ("recompiles", "graph_breaks", "cache_hits", "cache_misses", "failed")
 
 
 @dataclass(frozen=True)
@@ -452,6 +454,11 @@ def _phases(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, dict[str, A
         return None if s is None or e is None else int(e) - int(s)
 
     out["trace_span_ns"] = change(span(pa_), span(pb))
+    # preparation (the compile section): "the second run was fast because the cache was warm"
+    ca, cb = a.get("compile") or {}, b.get("compile") or {}
+    for key in PREPARATION_KEYS:
+        out[f"compile.{key}"] = change(ca.get(key), cb.get(key))
+    out["compile_steps"] = change(pa_.get("compile_steps"), pb.get("compile_steps"))
     return out
 
 
@@ -463,11 +470,13 @@ def _stats(durations: list[int]) -> dict[str, int | None]:
 
 
 def _step_stats(steps_a: list[dict[str, int]], steps_b: list[dict[str, int]]) -> dict[str, Any]:
-    """Step time distribution: all steps, and the steady state (every step after the first)."""
+    """Step time distribution: all steps, and the steady state (every step after the first that compiles
+    nothing: compile steps are preparation, docs/compile.md)."""
     da = [int(s["dur_ns"]) for s in steps_a]
     db = [int(s["dur_ns"]) for s in steps_b]
     all_a, all_b = _stats(da), _stats(db)
-    st_a, st_b = _stats(da[1:]), _stats(db[1:])
+    st_a = _stats([int(s["dur_ns"]) for s in steps_a[1:] if not s.get("compile_ns")])
+    st_b = _stats([int(s["dur_ns"]) for s in steps_b[1:] if not s.get("compile_ns")])
     return {
         "count": change(len(da), len(db)),
         "median_ns": change(all_a["median_ns"], all_b["median_ns"]),

@@ -183,7 +183,7 @@ def phase_findings(p: Phases) -> list[Finding]:
 
 def step_outliers(p: Phases) -> list[Finding]:
     """Steady-state steps (after the first) longer than STEP_OUTLIER x their median."""
-    steady = p.steps[1:]
+    steady = p.steady_steps  # compile steps are not steady state (the compile section reports them)
     if len(steady) < STEP_OUTLIER_MIN_STEPS:
         return []
     med = p.steady_median_ns or 0

@@ -91,9 +91,18 @@ DIRECTION = re.compile(r"\b(" + "|".join(DIRECTION_WORDS) + r")\b")
 COMPILE_ENTRIES: Entries = (
     # Not "Torch-Compiled Region", "TorchDynamo Cache Lookup" or "CompiledFunction": those ranges run already
     # compiled code (and its guards) on every call.
+    (r" \(dynamo_timed\)$", ("torch.compile's own compile phases: every dynamo_timed range is a record_function "
+                             "named `<phase> (dynamo_timed)` (_compile.compile_inner, compile_fx_inner, ...)")),
+    (r"^(dynamo|entire_frame_compile|backend_compile|inductor_compile|code_gen|compile_file|compile_attempt_\d+)$",
+     "the same phases under their chromium-event names (torch 2.5+ records both; `dynamo` encloses a compile)"),
     (r"torch/_dynamo/(convert_frame|symbolic_convert|output_graph)\.py", "TorchDynamo tracing frames"),
     (r"torch/_inductor/(compile_fx|graph|codecache|async_compile)\.py|\bcompile_fx\b", "Inductor"),
-    (r"\baot_autograd\b|torch/_functorch/aot_autograd", "AOTAutograd"),
+    # AOTAutograd's compile-time entry points; its runtime wrappers (`aot_autograd.py(...): forward`,
+    # _aot_autograd/runtime_wrappers.py) run on every call of the compiled function.
+    ((r"torch/_functorch/(aot_autograd|_aot_autograd/\w+)\.py\(\d+\): (create_aot_dispatcher_function|"
+      r"_create_aot_dispatcher_function|aot_module_simplified|aot_function|aot_dispatch_\w+|aot_stage\w+|"
+      r"aot_export\w*|run_functionalized_fw_and_collect_metadata|aot_compile_joint_with_descriptors|"
+      r"prepare_aot_module_simplified|_aot_export\w*)$"), "AOTAutograd compile-time frames"),
     (r"triton/compiler", "Triton JIT compiler frames"),
     (r"neuronx[-_]cc|neuron_cc|libneuronxla.*compile", "AWS Neuron compiler"),
     (r"nki\.jit", "Neuron NKI JIT"),
@@ -104,6 +113,9 @@ COMPILE = _any(COMPILE_ENTRIES, re.IGNORECASE)
 NOT_COMPILE_ENTRIES: Entries = (
     (r"is_torchdynamo_compiling|is_dynamo_compiling|is_compiling|_is_compiled",
      "transformers / torch helpers that test for compilation (torch/cuda/__init__.py _is_compiled)"),
+    ((r"torch/_(inductor|functorch)/.*\.py\(\d+\): (__call__|forward|backward|run|runtime_wrapper|inner_fn|"
+      r"call_func_at_runtime_with_args|_fn|wrapper|call|g)$"),
+     "the compiled function's runtime wrappers (CompiledFxGraph.__call__, runtime_wrappers.py): they run it"),
 )
 NOT_COMPILE = _any(NOT_COMPILE_ENTRIES)
 LOAD_ENTRIES: Entries = (
@@ -113,6 +125,13 @@ LOAD_ENTRIES: Entries = (
     (r"model_load", "generic model loading annotations"),
 )
 LOAD = _any(LOAD_ENTRIES, re.IGNORECASE)
+# Loading a compiled artifact from a cache (time to first step: cache load, not compile); nested in compile ranges.
+CACHE_LOAD_ENTRIES: Entries = (
+    *LOAD_ENTRIES,
+    (r"AOTAutogradCache\.\w*load|FxGraphCache\.\w*load|PyCodeCache\.load_by_key_path|TritonBundler\.read_and_emit",
+     "torch.compile's cache loads (dynamo_timed phases of an FX graph / AOTAutograd cache hit)"),
+)
+CACHE_LOAD = _any(CACHE_LOAD_ENTRIES, re.IGNORECASE)
 
 # -- start-up: context creation (host_overhead.startup; the startup_overhead finding) ----------------------
 STARTUP_ENTRIES: Entries = (

@@ -7,6 +7,8 @@ sections may read the sections listed before them; findings run after every sect
 from __future__ import annotations
 
 from neurontrace.analysis import (
+    compile,
+    compile_findings,
     critical_path,
     cross_rank,
     dominant,
@@ -38,6 +40,7 @@ SECTIONS: tuple[Section, ...] = (
     malformed.SECTION,  # malformed events found before attribution, and the rule applied to each kind
     load_warnings.SECTION,  # what loading warned about (undecoded profiles, skipped events, malformed), first
     phases.SECTION,  # compile/load vs execution, steps
+    compile.SECTION,  # compile attempts, recompiles, graph breaks, caches, failures (trace ranges and compile logs)
     cross_rank.SECTION,  # collectives matched across ranks: arrival skew, waits, bandwidth; step skew
     critical_path.SECTION,  # the chain of dependent work that sets the step time (reads cross_rank's records)
     neuron_summary.SECTION,  # Neuron: per-NeuronCore summary metrics, derived figures
@@ -55,4 +58,5 @@ FINDINGS: tuple[FindingFamily, ...] = (
     launch.FINDINGS,  # launch_bound
     memory_findings.FINDINGS,  # memory_growth, large_temporary, memory_near_capacity, _fragmentation, out_of_memory
     critical_path.FINDINGS,  # path_small_kernels, path_sync, job_waits_on
+    compile_findings.FINDINGS,  # recompiles, recompile_limit, graph_breaks, compile_failed, neuron_*, divergence
 )

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from neurontrace._allocator import use_system_allocator
 from neurontrace.cli._common import Command, run
+from neurontrace.cli.compile import CompileCommand
 from neurontrace.cli.convert import ConvertCommand
 from neurontrace.cli.diagnose import DiagnoseCommand
 from neurontrace.cli.diff import DiffCommand
@@ -23,8 +24,8 @@ from neurontrace.cli.view import ViewCommand
 from neurontrace.cli.whatif import WhatifCommand
 
 COMMANDS: tuple[type[Command], ...] = (
-    DiagnoseCommand, OpsCommand, MemoryCommand, WhatifCommand, ConvertCommand, InfoCommand, RecordCommand,
-    ViewCommand, DiffCommand, RunsCommand,
+    DiagnoseCommand, OpsCommand, MemoryCommand, WhatifCommand, CompileCommand, ConvertCommand, InfoCommand,
+    RecordCommand, ViewCommand, DiffCommand, RunsCommand,
 )
 
 

@@ -125,6 +125,12 @@ def render(diff: Diff, console: Console, *, top: int = TOP_OPS, fail_on_regressi
     console.print("[bold]phases[/]: " + "; ".join(_change_line(label, p[key]) for label, key in (
         ("compile", "compile_ns"), ("load", "load_ns"), ("execution", "execution_ns"),
         ("time to first step", "time_to_first_step_ns"))))
+    prep = [(label, p[key]) for label, key in (("recompiles", "compile.recompiles"), ("graph breaks",
+            "compile.graph_breaks"), ("cache hits", "compile.cache_hits"), ("cache misses", "compile.cache_misses"),
+            ("failed compiles", "compile.failed")) if key in p and (p[key]["baseline"] or p[key]["change"])]
+    if prep:
+        console.print("[bold]preparation[/]: " + "; ".join(f"{label} {c['baseline']} → {c['change']}"
+                                                            for label, c in prep))
     console.print(f"[bold]steps[/]: {s['count']['baseline']} → {s['count']['change']}; "
                   + "; ".join(_change_line(label, s[key]) for label, key in (
                       ("median", "median_ns"), ("p90", "p90_ns"), ("steady median", "steady_median_ns"),
