@@ -6,11 +6,9 @@ steps out, and a steady trace that compiles nothing has no compile at all."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +29,9 @@ SCRIPT = ROOT / "tests" / "compile_scenarios.py"
 
 
 @pytest.fixture(scope="session")
-def run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
-    """One subprocess runs every scenario with TORCH_TRACE and TORCH_LOGS captured where a capture keeps them
-    (compile/ beside the traces). Inductor's cache directory is kept between sessions (its headers compile
-    once); the scenario's graph is new each session, so its first compile still misses."""
-    pytest.importorskip("torch")
-    out = tmp_path_factory.mktemp("compile_run")
-    (out / "compile").mkdir()
-    cache = request.config.cache.mkdir("neurontrace-inductor") if request.config.cache else out / "inductor"
-    env = {**os.environ, "TORCH_TRACE": str(out / "compile" / "torch_trace"),
-           "TORCH_LOGS": "recompiles,graph_breaks", "TORCHINDUCTOR_CACHE_DIR": str(cache)}
-    with (out / "compile" / "torch_logs.txt").open("w") as err:
-        subprocess.run([sys.executable, str(SCRIPT), str(out), f"{time.time() % 1000 + 1:.6f}"], cwd=ROOT, env=env,
-                       stderr=err, check=True, timeout=400)
-    return out
+def run(compile_run: Path) -> Path:
+    """tests/conftest.py's compile_run: every scenario, once per session."""
+    return compile_run
 
 
 def _dynamo(run: Path) -> dict[str, Any]:
