@@ -23,7 +23,7 @@ from rich.console import Console
 
 import neurontrace
 from neurontrace.analysis import cross_rank as xr
-from neurontrace.analysis import dominant, names
+from neurontrace.analysis import dominant, load_warnings, names
 from neurontrace.analysis.attribution import attribute
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
 from neurontrace.analysis.phase_split import PHASES
@@ -231,7 +231,7 @@ def test_a_trace_without_device_activity_warns_and_makes_no_device_verdict(corpu
     path.write_text(json.dumps(doc))
     diag = _diagnose(path)
     assert diag.devices == [] and diag.findings == []  # no device verdict made up from host events
-    first = diag.sections["warnings"][0]["message"]
+    first = diag.sections[load_warnings.SECTION.key].items[0].message
     assert first.startswith(f"{launches} launches on cuda:0") and "no device activity was recorded" in first
     assert "ProfilerActivity.CUDA" in first
     # The untouched file keeps its device verdict.
