@@ -19,6 +19,7 @@ from neurontrace.analysis import names
 from neurontrace.analysis.contract import Context, Section
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import union
+from neurontrace.analysis.step_stats import FIRST_STEP, STEADY_MEDIAN
 from neurontrace.columns import isin, matches, select
 from neurontrace.trace import Trace
 from neurontrace.units import duration
@@ -114,9 +115,9 @@ def _merge_steps(rows: list[dict[str, int]]) -> list[dict[str, int]]:
 def _text(p: Phases) -> list[str]:
     if p.trace_end_ns <= p.trace_start_ns:  # no events (a Neuron summary): no phases to speak of
         return []
-    return [(f"compile {duration(p.compile_ns)}, load {duration(p.load_ns)}, execution {duration(p.execution_ns)}; first step "
-            f"{duration(p.first_step_ns)}, steady median {duration(p.steady_median_ns)} (p90 {duration(p.steady_p90_ns)}), "
-            f"time to first step {duration(p.time_to_first_step_ns)}")]
+    return [(f"compile {duration(p.compile_ns)}, load {duration(p.load_ns)}, execution {duration(p.execution_ns)}; "
+             f"{FIRST_STEP.label} {duration(p.first_step_ns)}, {STEADY_MEDIAN.label} {duration(p.steady_median_ns)} "
+             f"(p90 {duration(p.steady_p90_ns)}), time to first step {duration(p.time_to_first_step_ns)}")]
 
 
 def _compute(ctx: Context) -> Phases:

@@ -98,6 +98,7 @@ def _list(catalog: RunCatalog, args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
+    from neurontrace.analysis.step_stats import MEAN_PER_STEP
     from neurontrace.render.diff_report import fmt_ns
 
     console = common.console()
@@ -106,16 +107,17 @@ def _list(catalog: RunCatalog, args: argparse.Namespace) -> int:
                              f"no saved runs in {catalog.path} yet"))
         return errors.EXIT_OK
     table = Table(header_style="bold", title=escape(f"{len(records)} runs in {catalog.path}"), title_justify="left")
-    for col in ("id", "run time (UTC)", "model", "tags", "device", "step", "compute", "worst"):
-        table.add_column(col, justify="right" if col in ("id", "step", "compute") else "left",
-                         no_wrap=col in ("id", "run time (UTC)", "step", "compute", "worst"), overflow="fold")
+    per_step = MEAN_PER_STEP.label  # the figure diff and runs compare compare (analysis/step_stats.py)
+    for col in ("id", "run time (UTC)", "model", "tags", "device", per_step, "compute", "worst"):
+        table.add_column(col, justify="right" if col in ("id", per_step, "compute") else "left",
+                         no_wrap=col in ("id", "run time (UTC)", "compute", "worst"), overflow="fold")
     table.add_column("note", ratio=1, overflow="fold")
     for r in records:
         s = r.summary()
         share = "-" if s["compute_share"] is None else f"{100 * s['compute_share']:.0f}%"
         label = (r.device_type or r.backend or "-") + (" SYNTHETIC" if r.synthetic else "")
         table.add_row(str(r.run_id), r.run_time.replace("T", " ")[:16], Text(r.model or "-"),
-                      Text(", ".join(r.tags) or "-"), Text(label), fmt_ns(s["steady_median_ns"]), share,
+                      Text(", ".join(r.tags) or "-"), Text(label), fmt_ns(s[MEAN_PER_STEP.key]), share,
                       s["worst_finding"] or "-", Text(r.note or ""))
     console.print(table)
     return errors.EXIT_OK

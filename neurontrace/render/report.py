@@ -12,6 +12,7 @@ from neurontrace import units
 from neurontrace.analysis import registry
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.diagnose import Diagnosis
+from neurontrace.analysis.step_stats import MEAN_PER_STEP, one_run_note
 from neurontrace.causes import CAUSES, COLORS
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "blue"}
@@ -38,7 +39,7 @@ def _offset(ns: int) -> str:
     return ("-" if ns < 0 else "+") + _ms(abs(ns))
 
 
-def _device_panel(d: DeviceAttribution, origin: int) -> Panel:
+def _device_panel(d: DeviceAttribution, origin: int, diag: Diagnosis) -> Panel:
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("cause")
     table.add_column("time", justify="right")
@@ -56,6 +57,13 @@ def _device_panel(d: DeviceAttribution, origin: int) -> Panel:
         stalls.append(f"\n{'':16}source: {s.source or '-'}\n")
     head = Text(f"window {_ms(d.window_ns)} ({d.window_source}), {_offset(d.window[0] - origin)} to "
                 f"{_offset(d.window[1] - origin)}")
+    if d.window_steps:
+        mean = d.window_ns / d.window_steps
+        head.append(f"; {MEAN_PER_STEP.label} {_ms(round(mean))} ({MEAN_PER_STEP.meaning})")
+        phases = diag.sections.get("phases")
+        note = None if phases is None else one_run_note(mean, phases.steady_median_ns, phases.first_step_ns)
+        if note:
+            head.append(f"\n{note}")
     if d.device_lag_ns is not None and d.device_lag_ns[1] > 0:  # the device lagged the host (docs/diagnose.md)
         head.append(f"; the device lagged the host: its work for these steps started {_ms(d.device_lag_ns[0])} "
                     f"after the first step began and ended {_ms(d.device_lag_ns[1])} after the last step ended")
@@ -76,7 +84,7 @@ def render(diag: Diagnosis, console: Console) -> None:
     if diag.devices:
         console.print(f"times count from the analysis window start, abs:{origin} (--window takes offsets from it)")
     for d in diag.devices:
-        console.print(_device_panel(d, origin))
+        console.print(_device_panel(d, origin, diag))
     if diag.fallback_ops:
         t = Table(title="host fallback", title_justify="left", header_style="bold")
         for col in ("op", "calls", "host", "device idle", "found by", "evidence", "source"):
