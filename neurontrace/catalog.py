@@ -143,7 +143,8 @@ class RunRecord:
         return {"devices": len(devices), "compute_share": min(shares) if shares else None,
                 **{k: None if v is None else round(v) for k, v in stats.items()},
                 "steps": len(phases.get("steps") or []),
-                "fallback_ops": len(self.diagnosis.get("fallback_ops") or []), "worst_finding": worst}
+                "fallback_ops": len(self.diagnosis.get("fallback_ops") or []), "worst_finding": worst,
+                "headline": self.diagnosis.get("headline")}  # diagnose's verdict line (analysis/headline.py)
 
     def as_dict(self, *, diagnosis: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -138,3 +138,64 @@ def test_two_statistics_that_disagree_say_which_is_which() -> None:
     assert why is not None and "all of the change is in the first step" in why
     assert "mean time per step +100.5%" in why and "steady median step -4.0%" in why
     assert why_they_differ(2099.1, 2018.0, [1], [2]) is None  # one story: nothing to explain
+
+
+# -- item 9: one headline, the verdict in words (analysis/headline.py) -----------------------------------------
+
+
+def _column(table: str, header: str) -> list[str]:
+    """The words of one column of a rich table as printed (cells folded over several lines)."""
+    lines = table.splitlines()
+    head = next(line for line in lines if "┃" in line and header in line)
+    col = [c.strip() for c in head.split("┃")].index(header)
+    return [w for line in lines if line.startswith("│") for w in line.split("│")[col].split()]
+
+
+def _headline_inputs() -> list[Path]:
+    out = [SAMPLES / "cpu_train_loop.pt.trace.json.gz", SAMPLES / "gloo_8rank"]
+    root = corpus_root()
+    if root is not None:
+        out += sorted((root / "TraceLens/tests/traces/h100").glob("*.json.gz"))
+    return out
+
+
+@pytest.mark.parametrize("path", _headline_inputs(), ids=lambda p: p.name)
+def test_every_diagnose_report_starts_with_the_headline_its_json_carries(path: Path) -> None:
+    import json
+    import re
+
+    text, doc = piped("diagnose", path), piped("diagnose", path, "--json")
+    assert text.returncode == doc.returncode == 0, text.stderr + doc.stderr
+    headline = json.loads(doc.stdout)["headline"]
+    assert text.stdout.splitlines()[0] == headline
+    # The busy share it states is the attribution's compute share of the device it names.
+    busy = re.search(r"is busy (?:only )?(\d+)% of the window", headline)
+    assert busy is not None, headline
+    shares = [round(100 * d["causes_ns"]["compute"] / (d["window"]["end_ns"] - d["window"]["start_ns"]))
+              for d in json.loads(doc.stdout)["devices"]]
+    assert int(busy.group(1)) in shares
+    if path.name == "gloo_8rank":  # the job-level verdict first: the rank the others wait for
+        assert headline.startswith("Rank ") and "arrives last at collectives" in headline.split(";")[0]
+
+
+def test_runs_list_and_the_viewer_title_show_the_same_headline(tmp_path: Path) -> None:
+    import json
+
+    path = SAMPLES / "cpu_train_loop.pt.trace.json.gz"
+    headline = json.loads(piped("diagnose", path, "--json").stdout)["headline"]
+    assert piped("diagnose", path, "--save-run", tmp_path).returncode == 0
+    listing = piped("runs", "list", "--dir", tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert " ".join(_column(listing.stdout, "headline")) == headline  # a folded cell, rejoined
+    pytest.importorskip("dash")
+    import neurontrace
+    from neurontrace.app import callbacks, layout
+    from neurontrace.app.model import ViewModel
+    from neurontrace.app.server import ViewerState
+
+    state = ViewerState(str(path))
+    assert callbacks.on_headline(state) == ""  # nothing before the analysis
+    state.model = ViewModel.build(neurontrace.load(path))
+    state.model.analyse()
+    assert callbacks.on_headline(state) == headline
+    assert "nt-headline" in json.dumps(layout.header("t", []).to_plotly_json(), default=str)

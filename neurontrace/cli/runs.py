@@ -111,6 +111,7 @@ def _list(catalog: RunCatalog, args: argparse.Namespace) -> int:
     for col in ("id", "run time (UTC)", "model", "tags", "device", per_step, "compute", "worst"):
         table.add_column(col, justify="right" if col in ("id", per_step, "compute") else "left",
                          no_wrap=col in ("id", "run time (UTC)", "compute", "worst"), overflow="fold")
+    table.add_column("headline", ratio=2, overflow="fold")
     table.add_column("note", ratio=1, overflow="fold")
     for r in records:
         s = r.summary()
@@ -118,9 +119,19 @@ def _list(catalog: RunCatalog, args: argparse.Namespace) -> int:
         label = (r.device_type or r.backend or "-") + (" SYNTHETIC" if r.synthetic else "")
         table.add_row(str(r.run_id), r.run_time.replace("T", " ")[:16], Text(r.model or "-"),
                       Text(", ".join(r.tags) or "-"), Text(label), fmt_ns(s[MEAN_PER_STEP.key]), share,
-                      s["worst_finding"] or "-", Text(r.note or ""))
+                      s["worst_finding"] or "-", Text(s["headline"] or _headline_of(r.diagnosis)), Text(r.note or ""))
     console.print(table)
     return errors.EXIT_OK
+
+
+def _headline_of(doc: dict[str, Any]) -> str:
+    """The verdict of a run saved before diagnoses carried their headline: computed from the stored document."""
+    from neurontrace.analysis.diagnose import Diagnosis
+
+    try:
+        return Diagnosis.from_dict(doc).headline
+    except (KeyError, TypeError, ValueError):  # a document from another neurontrace version
+        return "-"
 
 
 def _show(record: RunRecord, args: argparse.Namespace) -> int:

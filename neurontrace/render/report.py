@@ -76,6 +76,7 @@ def _device_panel(d: DeviceAttribution, origin: int, diag: Diagnosis) -> Panel:
 
 
 def render(diag: Diagnosis, console: Console) -> None:
+    console.print(Text(diag.headline, style="bold"), soft_wrap=True)  # the verdict first, one line (headline.py)
     if diag.synthetic:
         console.print("[bold red]SYNTHETIC INPUT[/]: these figures come from a generated profile, not a measurement.")
     for inp in diag.inputs:
