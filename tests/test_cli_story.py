@@ -199,3 +199,60 @@ def test_runs_list_and_the_viewer_title_show_the_same_headline(tmp_path: Path) -
     state.model.analyse()
     assert callbacks.on_headline(state) == headline
     assert "nt-headline" in json.dumps(layout.header("t", []).to_plotly_json(), default=str)
+
+
+# -- item 6: a job's report leads with the job (real 8-rank gloo run, sample_traces/make_multirank.py) -------
+
+
+def _panel_line(line: str) -> str:
+    return line.strip().strip("│").strip()
+
+
+@pytest.fixture(scope="module")
+def gloo_report() -> list[str]:
+    res = piped("diagnose", SAMPLES / "gloo_8rank")
+    assert res.returncode == 0, res.stderr
+    return res.stdout.splitlines()
+
+
+def test_a_job_report_puts_the_straggler_and_slowest_collective_before_the_ranks(gloo_report: list[str]) -> None:
+    """The straggler used to come at line ~290 of 295, after eight near-identical rank-less warnings."""
+    import re
+
+    straggler = next(i for i, line in enumerate(gloo_report) if re.match(r"WARNING Rank \d+ arrives last", line))
+    slowest = next(i for i, line in enumerate(gloo_report) if "slowest collective:" in line)
+    table = next(i for i, line in enumerate(gloo_report) if line.startswith("per rank"))
+    per_device = next(i for i, line in enumerate(gloo_report) if "Communication is not hidden" in line)
+    assert straggler < 5 and straggler < slowest < table < per_device
+    rows = [line for line in gloo_report[table:per_device] if re.match(r"│ +\d+ │", line)]
+    assert sorted(int(r.split("│")[1]) for r in rows) == list(range(8))  # one line per rank, each names it
+    assert "8 of 8 ranks" in gloo_report[per_device]
+    evidence = [line for line in gloo_report if "window is collectives" in line]
+    assert len(evidence) == 8 and all(re.match(r" +rank \d+ cpu: ", line) for line in evidence)
+    assert not any(_panel_line(line) == "top stalls" for line in gloo_report)  # rank detail: --ranks all
+    assert gloo_report[-1].endswith("--ranks all")
+
+
+def test_ranks_all_adds_each_ranks_detail() -> None:
+    res = piped("diagnose", SAMPLES / "gloo_8rank", "--ranks", "all")
+    assert res.returncode == 0, res.stderr
+    assert sum(_panel_line(line) == "top stalls" for line in res.stdout.splitlines()) == 8
+    assert all(f"cpu rank {r} " in res.stdout for r in range(8))
+
+
+def test_no_bus_bandwidth_without_its_message_size(gloo_report: list[str]) -> None:
+    import json
+
+    doc = json.loads(piped("diagnose", SAMPLES / "gloo_8rank", "--json").stdout)
+    sizes = {c["bytes"] for c in doc["cross_rank"]["collectives"] if c["busbw_gbps"] is not None}
+    lines = [line for line in gloo_report if "bus bandwidth" in line]
+    assert lines and all(" for " in line and " of " in line for line in lines)
+    from neurontrace.units import size
+
+    assert {size(b) for b in sizes} == {line.split(" of ")[1].split(" (")[0] for line in lines}
+
+
+def test_one_rank_is_not_0_matched_across_0_ranks() -> None:
+    res = piped("diagnose", SAMPLES / "gloo_8rank" / "rank-3.pt.trace.json.gz")
+    assert res.returncode == 0, res.stderr
+    assert "matched across" not in res.stdout and "collectives on one rank: nothing to match" in res.stdout

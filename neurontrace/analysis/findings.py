@@ -186,7 +186,11 @@ def collective_groups(cross_rank: Any) -> dict[str, list[int]]:
 
 # The finding families of this module (registered in analysis/registry.py).
 def _devices(ctx: Context) -> list[Finding]:
-    out = [f for d in ctx.devices for f in device_findings(d, bool(d.sections.get("graph_launches")))]
+    out = []
+    for d in ctx.devices:
+        for f in device_findings(d, bool(d.sections.get("graph_launches"))):
+            f.rank = d.rank  # which rank's device, in a job (the report names it)
+            out.append(f)
     waiting = cross_rank.waiting_advice(ctx.sections.get("cross_rank"))
     for f in out:
         if f.id == "exposed_collectives" and waiting is not None:  # waiting for a late rank, not the transfer

@@ -295,7 +295,7 @@ def _findings(ctx: Context) -> list[Finding]:
                                f"({units.share(w['throttled_ns'] / max(1, d.window_ns))}) of {d.device}'s window "
                                "(Throttle rows)",
                                "Investigate the cause (power or thermal limits of the instance); compare with an "
-                               "unthrottled run.", d.device))
+                               "unthrottled run.", d.device, d.rank))
     return out
 
 

@@ -641,7 +641,7 @@ def low_efficiency(ctx: Context) -> list[Finding]:
                 f"on {d.device} ({v['peak']['device']}): {named}",
                 "Run `neurontrace ops TRACE` for the ops behind each class; small or oddly shaped GEMMs, "
                 "unfused elementwise chains and non-flash attention are the usual causes (larger tiles, "
-                "torch.compile fusion, scaled_dot_product_attention).", d.device))
+                "torch.compile fusion, scaled_dot_product_attention).", d.device, d.rank))
     return out
 
 
