@@ -256,3 +256,37 @@ def test_one_rank_is_not_0_matched_across_0_ranks() -> None:
     res = piped("diagnose", SAMPLES / "gloo_8rank" / "rank-3.pt.trace.json.gz")
     assert res.returncode == 0, res.stderr
     assert "matched across" not in res.stdout and "collectives on one rank: nothing to match" in res.stdout
+
+
+# -- item 8: small contradictions -----------------------------------------------------------------------------
+
+
+def test_neuron_description_tables_are_not_reported_as_skipped_data(tmp_path: Path) -> None:
+    """SYNTHETIC Neuron profile (written to the documented Parquet layout: Neuron Explorer writes
+    SchemaFields.parquet, one row per table and field, formats/neuron.md §3.2). Its rows are a schema
+    description summarised into metadata, not events lost: "257 event(s) skipped: SchemaFields" misled."""
+    import json
+
+    from tests.app_support import load_quiet, synthetic_neuron
+
+    profile = synthetic_neuron(tmp_path)
+    res = piped("diagnose", profile)
+    assert res.returncode == 0, res.stderr
+    assert "SchemaFields" not in res.stdout and "turned into frames" not in res.stdout
+    info = json.loads(piped("diagnose", profile, "--json").stdout)
+    assert not any("SchemaFields" in w["message"] for w in info.get("warnings") or [])
+    acct = load_quiet(profile).accounting[0]
+    assert acct.kept.get("metadata", 0) > 0 and not any("SchemaFields" in r for r in acct.skipped)
+    acct.check()  # every row read is still kept or skipped
+
+
+def test_neuron_summary_figures_are_rounded_in_text(tmp_path: Path) -> None:
+    """``mfu_estimated_percent 0.012075471698113209``: a sentence gives 4 significant digits (--json keeps all)."""
+    import re
+
+    res = piped("diagnose", SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet")
+    assert res.returncode == 0, res.stderr
+    evidence = [line for line in res.stdout.splitlines() if "mfu_estimated_percent" in line]
+    assert evidence and "MFU 1.2%" in evidence[0]
+    significant = [len(n.replace(".", "").lstrip("0")) for n in re.findall(r"\d+\.\d+", res.stdout)]
+    assert significant and max(significant) <= 4
