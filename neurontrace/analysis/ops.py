@@ -112,6 +112,13 @@ class OpRow:
                 "bound": self.bound}
 
 
+def share_class(r: OpRow) -> str:
+    """The class a row's time is shared under: its kernels' class (names.KERNEL_CLASSES, the attribution's
+    ``compute.<class>``), not its op's formula class (a batch norm op whose kernels cuDNN runs is no "unknown");
+    CPU ops, which run no kernels, by their formula's class."""
+    return r.op_class if r.kernel_class == "cpu_op" else r.kernel_class
+
+
 @dataclass
 class OpsReport:
     rows: list[OpRow]
@@ -119,12 +126,13 @@ class OpsReport:
     skipped: dict[str, int] = field(default_factory=dict)  # ops with a formula whose shapes did not fit, ...
 
     def classes(self, device: str) -> list[dict[str, Any]]:
-        """Per op class on one device: kernel time, its share, and the efficiency of the class."""
+        """Per class on one device: kernel time, its share, and the efficiency of the class. The class is
+        the one classification (:func:`share_class`), so these shares name what diagnose's compute.<class> do."""
         rows = [r for r in self.rows if r.device == device]
         total = sum(r.device_ns for r in rows) or 1
         by: dict[str, list[OpRow]] = defaultdict(list)
         for r in rows:
-            by[r.op_class].append(r)
+            by[share_class(r)].append(r)
         out = []
         for cls, rs in by.items():
             ns = sum(r.device_ns for r in rs)

@@ -45,7 +45,7 @@ def render(report: OpsReport, console: Console, *, top: int = 30) -> None:
         classes = "; ".join(f"{c['op_class']} {100 * c['share']:.1f}%"
                             + (f" at {c['pct_of_peak']:.1f}% of peak" if c["pct_of_peak"] is not None else "")
                             for c in report.classes(device))
-        console.print(f"  by op class (share of kernel time): {classes}")
+        console.print(f"  by class (share of kernel time; the classes of diagnose's compute.<class>): {classes}")
     if report.skipped:
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(report.skipped.items()))
         console.print(f"[yellow]ops with a formula but no estimate[/]: {why} "
