@@ -290,3 +290,117 @@ def test_neuron_summary_figures_are_rounded_in_text(tmp_path: Path) -> None:
     assert evidence and "MFU 1.2%" in evidence[0]
     significant = [len(n.replace(".", "").lstrip("0")) for n in re.findall(r"\d+\.\d+", res.stdout)]
     assert significant and max(significant) <= 4
+
+
+# -- item 5: one classification, one default window, one table of shares ---------------------------------------
+
+RESNET = "kineto-tb_plugin/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+
+
+def _corpus_trace(rel: str) -> Path:
+    root = corpus_root()
+    if root is None or not (root / rel).is_file():
+        pytest.skip("the real-trace corpus is not beside the checkout")
+    return root / rel
+
+
+def test_batch_norm_kernels_are_norm_not_conv() -> None:
+    """A real ResNet-50 V100 trace: cuDNN's batch norm kernels (cudnn::bn_fw_tr_1C11_..., cudnn::bn_bw_...) were
+    classed "conv" by the attribution and "unknown" by the op table."""
+    import json
+
+    from neurontrace.analysis import names
+
+    trace = _corpus_trace(RESNET)
+    ops = json.loads(piped("ops", trace, "--json").stdout)
+    bn = [r for r in ops["rows"] if "batch_norm" in r["op"]]
+    assert bn and all(r["kernel_class"] == "norm" for r in bn)
+    assert names.kernel_class("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, 512, true, 1>(...)") == "norm"
+    # cuDNN kernels of the same trace that are no norm stay conv
+    assert names.kernel_class("volta_scudnn_128x64_stridedB_splitK_xregs_large_nn_v1") == "conv"
+    assert names.kernel_class("void cudnn::winograd_nonfused::winogradWgradOutput4x4<float, float>(...)") == "conv"
+
+
+@pytest.mark.parametrize("rel", [RESNET, "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"])
+def test_ops_and_diagnose_print_one_table_of_shares(rel: str) -> None:
+    """They used to default to different windows and classify by different rules ("conv 375 ms, gemm 121 ms"
+    then "unknown 57.5% ... gemm 0.1% of kernel time")."""
+    import json
+
+    trace = _corpus_trace(rel)
+    diag = json.loads(piped("diagnose", trace, "--json").stdout)
+    ops = json.loads(piped("ops", trace, "--json").stdout)
+    for dev in diag["devices"]:
+        w = next(u for u in ops["windows"] if u["device"] == dev["device"] and u["rank"] == dev["rank"])
+        assert (w["start_ns"], w["end_ns"]) == (dev["window"]["start_ns"], dev["window"]["end_ns"])
+        from_ops = {c["op_class"]: c["share"] for c in ops["classes"][dev["device"]]}
+        assert from_ops == {c["op_class"]: c["share"] for c in dev["ops"]["classes"]}
+        assert sum(from_ops.values()) == pytest.approx(1.0)  # the shares shown add up
+        # The attribution's compute.<class> are the same classes, in the same proportions (one stream: the
+        # union of kernel time is its sum; a few points allow for kernels overlapping across streams).
+        compute = dev["causes_ns"]["compute"]
+        detail = {k.split(".", 1)[1]: v / compute for k, v in dev["detail_ns"].items() if k.startswith("compute.")}
+        assert set(detail) <= set(from_ops)
+        top = max(detail, key=lambda c: detail[c])
+        assert top == max(from_ops, key=lambda c: from_ops[c])
+        assert all(abs(detail[c] - from_ops[c]) < 0.05 for c in detail)
+    text = piped("ops", trace).stdout
+    assert "the analysis window diagnose reports" in text
+
+
+# -- item 7: the viewer's roofline after a zoom, and the two-run page ------------------------------------------
+
+
+def test_the_roofline_names_the_h100_after_any_zoom() -> None:
+    """It said "unknown device … 0 kernels" after a zoom on an H100 corpus trace."""
+    pytest.importorskip("dash")
+    import warnings
+
+    import neurontrace
+    from neurontrace.app import callbacks, roofline
+    from neurontrace.app.model import ViewModel
+
+    trace = _corpus_trace("TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = ViewModel.build(neurontrace.load(trace))
+    model.analyse()
+    _fig, view, _status = callbacks.on_timeline(model, "nt-analysis-ready", None, None, None)
+    window_ms = model.analysis.diagnosis.devices[0].window_ns / 1e6 if model.analysis else 0.0
+    # Zooms as the page sends them (ms from the report's time 0): inside the window, and before the first kernel.
+    origin = model.absolute(model.time_origin)
+    first_kernel = int(min(model.trace.device_events["ts_ns"].to_pylist()))
+    before = ((model.index.origin_ns - origin) / 1e6, (first_kernel - 1000 - origin) / 1e6)
+    for lo, hi, kernels in ((0.2 * window_ms, 0.4 * window_ms, True), (*before, False)):
+        _fig, zoomed, _s = callbacks.on_timeline(model, "nt-timeline", {"xaxis.range[0]": lo, "xaxis.range[1]": hi},
+                                                 None, view)
+        status = roofline.on_ops(model, roofline.TAB, zoomed, 0, "view", None, None, None, None)[3]
+        assert "NVIDIA H100" in status and "unknown device" not in status, status
+        assert ("kernels in" in status) == kernels and " 0 kernels" not in status, status
+        assert kernels or "no kernel starts in this range" in status
+
+
+def test_the_two_run_page_draws_both_strips_to_scale_and_the_numbers_first() -> None:
+    """Both cause strips were drawn to 100%, hiding a 4x slowdown, and the diff's numbers sat behind a
+    horizontal scroll. On the shipped real pair, each strip is as long as its window on one shared scale."""
+    pytest.importorskip("dash")
+    import json
+
+    from neurontrace.app.compare import layout as compare_layout
+    from neurontrace.app.compare.callbacks import on_progress
+    from neurontrace.app.compare.model import CompareState
+    from neurontrace.app.server import ViewerState
+
+    state = CompareState(ViewerState(str(PAIR[0])), ViewerState(str(PAIR[1])))
+    state.load()
+    assert state.status == "ready", state.error
+    _key, _text, _note, fig_a, fig_b, rows, _counts, _done = on_progress(state, None, None)
+    windows = [m.analysis.diagnosis.devices[0].window_ns / 1e6 for m in state.models() if m.analysis]
+    for fig, window in zip((fig_a, fig_b), windows, strict=True):
+        assert sum(t["x"][0] for t in fig["data"]) == pytest.approx(window)  # its real length, in ms
+        assert fig["layout"]["xaxis"]["range"] == pytest.approx([0, max(windows)])  # one scale for both
+    assert windows[1] > 2 * windows[0]
+    heads = [label for _key, label in compare_layout.DIFF_COLUMNS]
+    assert heads.index("Δ (ms)") < heads.index("op") and heads[-1] == "op"  # the name folds, last
+    first = json.dumps(rows[0].to_plotly_json(), default=lambda c: c.to_plotly_json())
+    assert '"nt-wrap"' in first
