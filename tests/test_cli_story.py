@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -22,16 +23,22 @@ def piped(*args: str | Path) -> subprocess.CompletedProcess[str]:
                           timeout=180, check=False, env=env, stdin=subprocess.DEVNULL)
 
 
+@functools.cache
+def ran(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``piped``, run once per session for commands that read only (several tests read one output)."""
+    return piped(*args)
+
+
 def test_piped_reports_print_whole_names_and_headers() -> None:
     """Names used to be cut at 80 columns in pipes (``aten:…``, ``kern…``, ``TFLOP…``)."""
     import json
 
     from neurontrace.render.diff_report import TOP_OPS
 
-    res = piped("diff", *PAIR)
+    res = ran("diff", *PAIR)
     assert res.returncode == 0, res.stderr
     assert "…" not in res.stdout
-    shown = [o for o in json.loads(piped("diff", *PAIR, "--json").stdout)["ops"] if o["status"] != "unchanged"]
+    shown = [o for o in json.loads(ran("diff", *PAIR, "--json").stdout)["ops"] if o["status"] != "unchanged"]
     names = [o["name"] for o in shown[:TOP_OPS]]
     assert any(len(n) >= 30 for n in names)  # names long enough to have been cut at 80 columns
     assert all(n in res.stdout for n in names)
@@ -81,7 +88,7 @@ def test_view_of_a_file_that_is_no_trace_exits_instead_of_serving(tmp_path: Path
 def pair_json() -> dict[str, object]:
     import json
 
-    res = piped("diff", *PAIR, "--json")
+    res = ran("diff", *PAIR, "--json")
     assert res.returncode == 0, res.stderr
     doc: dict[str, object] = json.loads(res.stdout)
     return doc
@@ -101,29 +108,40 @@ def test_the_shipped_slowed_run_is_slower_in_every_step(pair_json: dict[str, obj
     assert all(d[MEAN_PER_STEP.key]["change"] > d[MEAN_PER_STEP.key]["baseline"] for d in devices)
 
 
-def test_diff_and_runs_list_show_the_same_declared_step_figure(tmp_path: Path,
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], str]:
+    """Both runs of the pair saved with ``diagnose --save-run`` (tags baseline, slowed): (the catalog, each
+    save's report, ``runs list``'s output)."""
+    where = tmp_path_factory.mktemp("runs")
+    reports = []
+    for path, tag in zip(PAIR, ("baseline", "slowed"), strict=True):
+        saved = piped("diagnose", path, "--save-run", where, "--tag", tag)
+        assert saved.returncode == 0, saved.stderr
+        reports.append(saved.stdout)
+    listing = piped("runs", "list", "--dir", where)
+    assert listing.returncode == 0, listing.stderr
+    return where, reports, listing.stdout
+
+
+def test_diff_and_runs_list_show_the_same_declared_step_figure(catalog: tuple[Path, list[str], str],
                                                                 pair_json: dict[str, object]) -> None:
     """``runs list`` showed the steady median (38.5 ms → 36.9 ms) under "step" while diff compared the mean."""
     from neurontrace.analysis.step_stats import MEAN_PER_STEP, STEADY_MEDIAN
     from neurontrace.units import duration
 
-    for path, tag in zip(PAIR, ("baseline", "slowed"), strict=True):
-        saved = piped("diagnose", path, "--save-run", tmp_path, "--tag", tag)
-        assert saved.returncode == 0, saved.stderr
-    listing = piped("runs", "list", "--dir", tmp_path)
-    assert listing.returncode == 0, listing.stderr
+    where, reports, listing = catalog
     devices = pair_json["devices"]
     assert isinstance(devices, list)
     per_step = devices[0][MEAN_PER_STEP.key]
-    assert MEAN_PER_STEP.label in listing.stdout
+    assert MEAN_PER_STEP.label in listing
     for figure in (per_step["baseline"], per_step["change"]):
-        assert duration(figure) in listing.stdout
-    text = piped("diff", *PAIR).stdout
-    compare = piped("runs", "compare", "tag:baseline", "tag:slowed", "--dir", tmp_path).stdout
+        assert duration(figure) in listing
+    text = ran("diff", *PAIR).stdout
+    compare = piped("runs", "compare", "tag:baseline", "tag:slowed", "--dir", where).stdout
     for out in (text, compare):  # both say which statistic each figure is, by its declared label
         assert f"{MEAN_PER_STEP.label} {duration(per_step['baseline'])} → {duration(per_step['change'])}" in out
         assert STEADY_MEDIAN.label in out
-    shown = piped("diagnose", PAIR[1]).stdout
+    shown = reports[1]  # diagnose's own report (--save-run prints it too)
     assert f"{MEAN_PER_STEP.label} {duration(per_step['change'])}" in shown and STEADY_MEDIAN.label in shown
 
 
@@ -155,7 +173,7 @@ def _headline_inputs() -> list[Path]:
     out = [SAMPLES / "cpu_train_loop.pt.trace.json.gz", SAMPLES / "gloo_8rank"]
     root = corpus_root()
     if root is not None:
-        out += sorted((root / "TraceLens/tests/traces/h100").glob("*.json.gz"))
+        out.append(root / "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
     return out
 
 
@@ -164,7 +182,7 @@ def test_every_diagnose_report_starts_with_the_headline_its_json_carries(path: P
     import json
     import re
 
-    text, doc = piped("diagnose", path), piped("diagnose", path, "--json")
+    text, doc = ran("diagnose", path), ran("diagnose", path, "--json")
     assert text.returncode == doc.returncode == 0, text.stderr + doc.stderr
     headline = json.loads(doc.stdout)["headline"]
     assert text.stdout.splitlines()[0] == headline
@@ -178,15 +196,14 @@ def test_every_diagnose_report_starts_with_the_headline_its_json_carries(path: P
         assert headline.startswith("Rank ") and "arrives last at collectives" in headline.split(";")[0]
 
 
-def test_runs_list_and_the_viewer_title_show_the_same_headline(tmp_path: Path) -> None:
+def test_runs_list_and_the_viewer_title_show_the_same_headline(catalog: tuple[Path, list[str], str]) -> None:
     import json
 
-    path = SAMPLES / "cpu_train_loop.pt.trace.json.gz"
-    headline = json.loads(piped("diagnose", path, "--json").stdout)["headline"]
-    assert piped("diagnose", path, "--save-run", tmp_path).returncode == 0
-    listing = piped("runs", "list", "--dir", tmp_path)
-    assert listing.returncode == 0, listing.stderr
-    assert " ".join(_column(listing.stdout, "headline")) == headline  # a folded cell, rejoined
+    _where, _reports, listing = catalog
+    headlines = [json.loads(ran("diagnose", p, "--json").stdout)["headline"] for p in PAIR]
+    words = " ".join(_column(listing, "headline"))  # folded cells, rejoined; newest run first
+    assert words == " ".join(reversed(headlines))
+    path, headline = PAIR[1], headlines[1]
     pytest.importorskip("dash")
     import neurontrace
     from neurontrace.app import callbacks, layout
@@ -210,7 +227,7 @@ def _panel_line(line: str) -> str:
 
 @pytest.fixture(scope="module")
 def gloo_report() -> list[str]:
-    res = piped("diagnose", SAMPLES / "gloo_8rank")
+    res = ran("diagnose", SAMPLES / "gloo_8rank")
     assert res.returncode == 0, res.stderr
     return res.stdout.splitlines()
 
@@ -243,7 +260,7 @@ def test_ranks_all_adds_each_ranks_detail() -> None:
 def test_no_bus_bandwidth_without_its_message_size(gloo_report: list[str]) -> None:
     import json
 
-    doc = json.loads(piped("diagnose", SAMPLES / "gloo_8rank", "--json").stdout)
+    doc = json.loads(ran("diagnose", SAMPLES / "gloo_8rank", "--json").stdout)
     sizes = {c["bytes"] for c in doc["cross_rank"]["collectives"] if c["busbw_gbps"] is not None}
     lines = [line for line in gloo_report if "bus bandwidth" in line]
     assert lines and all(" for " in line and " of " in line for line in lines)
@@ -270,10 +287,10 @@ def test_neuron_description_tables_are_not_reported_as_skipped_data(tmp_path: Pa
     from tests.app_support import load_quiet, synthetic_neuron
 
     profile = synthetic_neuron(tmp_path)
-    res = piped("diagnose", profile)
+    res = ran("diagnose", profile)
     assert res.returncode == 0, res.stderr
     assert "SchemaFields" not in res.stdout and "turned into frames" not in res.stdout
-    info = json.loads(piped("diagnose", profile, "--json").stdout)
+    info = json.loads(ran("diagnose", profile, "--json").stdout)
     assert not any("SchemaFields" in w["message"] for w in info.get("warnings") or [])
     acct = load_quiet(profile).accounting[0]
     assert acct.kept.get("metadata", 0) > 0 and not any("SchemaFields" in r for r in acct.skipped)
@@ -284,7 +301,7 @@ def test_neuron_summary_figures_are_rounded_in_text(tmp_path: Path) -> None:
     """``mfu_estimated_percent 0.012075471698113209``: a sentence gives 4 significant digits (--json keeps all)."""
     import re
 
-    res = piped("diagnose", SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet")
+    res = ran("diagnose", SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet")
     assert res.returncode == 0, res.stderr
     evidence = [line for line in res.stdout.splitlines() if "mfu_estimated_percent" in line]
     assert evidence and "MFU 1.2%" in evidence[0]
@@ -312,7 +329,7 @@ def test_batch_norm_kernels_are_norm_not_conv() -> None:
     from neurontrace.analysis import names
 
     trace = _corpus_trace(RESNET)
-    ops = json.loads(piped("ops", trace, "--json").stdout)
+    ops = json.loads(ran("ops", trace, "--json").stdout)
     bn = [r for r in ops["rows"] if "batch_norm" in r["op"]]
     assert bn and all(r["kernel_class"] == "norm" for r in bn)
     assert names.kernel_class("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, 512, true, 1>(...)") == "norm"
@@ -328,8 +345,8 @@ def test_ops_and_diagnose_print_one_table_of_shares(rel: str) -> None:
     import json
 
     trace = _corpus_trace(rel)
-    diag = json.loads(piped("diagnose", trace, "--json").stdout)
-    ops = json.loads(piped("ops", trace, "--json").stdout)
+    diag = json.loads(ran("diagnose", trace, "--json").stdout)
+    ops = json.loads(ran("ops", trace, "--json").stdout)
     for dev in diag["devices"]:
         w = next(u for u in ops["windows"] if u["device"] == dev["device"] and u["rank"] == dev["rank"])
         assert (w["start_ns"], w["end_ns"]) == (dev["window"]["start_ns"], dev["window"]["end_ns"])
@@ -344,7 +361,7 @@ def test_ops_and_diagnose_print_one_table_of_shares(rel: str) -> None:
         top = max(detail, key=lambda c: detail[c])
         assert top == max(from_ops, key=lambda c: from_ops[c])
         assert all(abs(detail[c] - from_ops[c]) < 0.05 for c in detail)
-    text = piped("ops", trace).stdout
+    text = ran("ops", trace).stdout
     assert "the analysis window diagnose reports" in text
 
 
