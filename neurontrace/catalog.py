@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from neurontrace.analysis import step_stats
+from neurontrace.analysis.phases import SECTION as _PHASES
 from neurontrace.errors import (
     EXIT_MALFORMED,
     EXIT_USAGE,
@@ -35,6 +36,8 @@ from neurontrace.errors import (
 )
 from neurontrace.schema import setup_facts
 from neurontrace.trace import Trace
+
+PHASES_KEY = _PHASES.key  # the stored diagnosis's phases section (analysis/phases.py)
 
 FILE_NAME = "runs.sqlite"
 CATALOG_VERSION = 1  # PRAGMA user_version of the file; a newer file is refused, never rewritten
@@ -129,7 +132,7 @@ class RunRecord:
     def summary(self) -> dict[str, Any]:
         """The headline figures of the stored diagnosis (for listings)."""
         devices = self.diagnosis.get("devices") or []
-        phases = self.diagnosis.get("phases") or {}
+        phases = self.diagnosis.get(PHASES_KEY) or {}
         findings = self.diagnosis.get("findings") or []
         order = ("info", "warning", "error")
         worst = max((f.get("severity") for f in findings if f.get("severity") in order), key=order.index,
@@ -141,8 +144,12 @@ class RunRecord:
             shares.append(compute / win if win else 0.0)
         stats = step_stats.of_diagnosis(self.diagnosis)
         return {"devices": len(devices), "compute_share": min(shares) if shares else None,
-                **{k: None if v is None else round(v) for k, v in stats.items()},
+                **{k: None if v is None else round(v) for k, v in stats.items()},  # step_stats' keys
                 "steps": len(phases.get("steps") or []),
+                "time_to_first_step_ns": phases.get("time_to_first_step_ns"),
+                "compile_ns": phases.get("compile_ns"),
+                "recompiles": (self.diagnosis.get("compile") or {}).get("recompiles"),
+                "cache_hits": (self.diagnosis.get("compile") or {}).get("cache_hits"),
                 "fallback_ops": len(self.diagnosis.get("fallback_ops") or []), "worst_finding": worst,
                 "headline": self.diagnosis.get("headline")}  # diagnose's verdict line (analysis/headline.py)
 
@@ -549,7 +556,7 @@ def _run_time(trace: Trace, run: Mapping[str, Any] | None, diagnosis: Mapping[st
             return parse_time(str(run["start_time"]))
         except CatalogUsageError:
             pass
-    start = ((diagnosis or {}).get("phases") or {}).get("trace_start_ns")
+    start = ((diagnosis or {}).get(PHASES_KEY) or {}).get("trace_start_ns")
     if trace.meta("clock") == "unix_epoch_ns" and start:
         when = datetime.fromtimestamp(int(start) / 1e9, tz=timezone.utc)
         return when.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -80,6 +80,10 @@ class WindowError(UsageError):
     """``--window`` does not fit the trace (it lies outside it, or is malformed)."""
 
 
+class SpeedupError(UsageError):
+    """``whatif --speedup OP=FACTOR`` is malformed or names nothing in the trace."""
+
+
 class MixedRunsError(NeurontraceError):
     """The inputs hold unrelated runs (other processes, other clocks, no ranks) that one analysis would stitch:
     the inputs, not the command line, are at fault (exit 5)."""
@@ -114,6 +118,10 @@ class InputTooLargeError(MalformedTraceError):
     the message names the setting that raises the limit."""
 
 
+class UnsafePickleError(MalformedTraceError):
+    """A pickle (a memory snapshot) asks for a class or function: it could run code, so it is refused unread."""
+
+
 class TruncatedTraceError(MalformedTraceError):
     """The input was cut off before any complete event (nothing could be salvaged)."""
 
@@ -136,12 +144,14 @@ class MissingDependencyError(NeurontraceError, ImportError):
     exit_code = EXIT_MISSING_DEPENDENCY
 
 
-class NeffNotFoundError(InputNotFoundError):
-    """An NTFF's paired NEFF (the compiled graph needed to decode it) could not be found."""
+class NeffNotFoundError(UsageError):
+    """An NTFF's paired NEFF (the compiled graph needed to decode it) is not beside it: the input the user
+    gave exists, so this is not "input path not found"; the message names the NEFF that is needed (its UUID
+    and recorded name) and how to pass it (``--neff``)."""
 
 
 class NeffMismatchError(NeurontraceError):
-    """The NEFF and NTFF given do not belong together (their numeric hashes differ)."""
+    """The NEFF and NTFF given do not belong together (their UUIDs or numeric hashes differ)."""
 
     exit_code = EXIT_MALFORMED
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,3 +35,14 @@ def corpus() -> Path:
         pytest.skip("the real-trace corpus (../shared/corpus/kineto) is not beside this checkout")
     return root
 
+
+
+@pytest.fixture(scope="session")
+def verdict_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real CPU runs of tests/verdict_runs.py (one per session, in a process of its own): a training loop
+    with a sleeping data loader, a 2-rank DDP job with a sleeping rank, and what each measured itself."""
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("verdict_runs")
+    subprocess.run([sys.executable, str(ROOT / "tests" / "verdict_runs.py"), str(out)], cwd=ROOT, check=True,
+                   timeout=300, capture_output=True)
+    return out

@@ -215,7 +215,7 @@ def test_runs_list_and_the_viewer_title_show_the_same_headline(catalog: tuple[Pa
     state.model = ViewModel.build(neurontrace.load(path))
     state.model.analyse()
     assert callbacks.on_headline(state) == headline
-    assert "nt-headline" in json.dumps(layout.header("t", []).to_plotly_json(), default=str)
+    assert "nt-headline" in json.dumps(layout.header("t", []), default=lambda c: c.to_plotly_json())
 
 
 # -- item 6: a job's report leads with the job (real 8-rank gloo run, sample_traces/make_multirank.py) -------
@@ -419,5 +419,5 @@ def test_the_two_run_page_draws_both_strips_to_scale_and_the_numbers_first() -> 
     assert windows[1] > 2 * windows[0]
     heads = [label for _key, label in compare_layout.DIFF_COLUMNS]
     assert heads.index("Δ (ms)") < heads.index("op") and heads[-1] == "op"  # the name folds, last
-    first = json.dumps(rows[0].to_plotly_json(), default=lambda c: c.to_plotly_json())
+    first = json.dumps(rows[0], default=lambda c: c.to_plotly_json())
     assert '"nt-wrap"' in first

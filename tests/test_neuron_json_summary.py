@@ -58,7 +58,7 @@ def test_device_json_sections_become_device_events(tmp_path: Path) -> None:
     assert json.loads(t.device_events["args"][2].as_py())["source"] == [["WEIGHT"]]
     assert t.meta("neuron.summary")[0]["metrics"]["mfu_estimated_percent"] == 0.0097
     assert t.meta("neuron_json.neff_node")[0]["variable_name"] == "input36"
-    assert t.meta("clock") == "neuron_device_relative_ns" and "ns on the device clock" in t.meta("alignment")["note"]
+    assert t.meta("clock") == "neuron_device_relative_ns" and "ns from the profile start" in t.meta("alignment")["note"]
     (acct,) = t.accounting
     assert acct.kept == {"device_events": 5, "metadata": 3} and acct.events_read == 8
 

@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.trace import Trace
@@ -67,6 +69,8 @@ class Options:
     fallback_ops: tuple[str, ...] = ()
     top: int = 10
     origin_ns: int | None = None  # the report's time 0 when ``window`` was given (attribution.default_origin)
+    compiles: pa.Table | None = None  # compile-log rows (schema.COMPILES) for this rank: --compile-log, capture
+    compile_warnings: tuple[str, ...] = ()  # what reading those logs skipped
 
 
 @dataclass

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
-from neurontrace.analysis import registry
+from neurontrace.analysis import cross_rank, malformed, phases, registry
 from neurontrace.analysis.attribution import DeviceAttribution, attribute, default_origin
+from neurontrace.analysis.compile import check_same_run
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
 from neurontrace.analysis.fallback import FallbackOp, find_fallback, recorded_ops
 from neurontrace.analysis.findings import worst
@@ -42,12 +44,12 @@ class Diagnosis:
 
     @property
     def phases(self) -> Phases:
-        value: Phases = self.sections["phases"]
+        value: Phases = self.sections[phases.SECTION.key]
         return value
 
     @property
     def cross_rank(self) -> dict[str, Any]:
-        value = self.sections.get("cross_rank")
+        value = self.sections.get(cross_rank.SECTION.key)
         return {} if value is None else dict(value.as_dict())
 
     @property
@@ -118,19 +120,37 @@ def diagnose(
     fallback_ops: Iterable[str] = (),
     top: int = TOP_STALLS,
     origin_ns: int | None = None,
+    compiles: pa.Table | None = None,
+    compile_warnings: Sequence[str] = (),
 ) -> Diagnosis:
-    """Everything ``neurontrace diagnose`` reports, computed from the Trace tables alone.
+    """Everything ``neurontrace diagnose`` reports, computed from the Trace tables alone (and the compile-log
+    rows in ``compiles``, schema.COMPILES, when given: refused when they are of another run).
 
     A trace holding several ranks is analysed rank by rank (:func:`diagnose_rank`) and the ranks are
     combined once (:func:`combine`), exactly as ``neurontrace.distributed`` does on a cluster, so both
     give the same document.
     """
     check_one_run(trace)  # unrelated runs are refused, never stitched (analysis/runs_check.py)
+    if compiles is not None:
+        check_same_run(trace, compiles)
     if window is not None and origin_ns is None:
         origin_ns = default_origin(trace)
-    options = Options(window, tuple(sorted(set(fallback_ops))), top, origin_ns)
-    parts = [diagnose_rank(t, options) for t in trace.split_ranks()]
+    options = Options(window, tuple(sorted(set(fallback_ops))), top, origin_ns,
+                      compile_warnings=tuple(compile_warnings))
+    ranks = trace.split_ranks()
+    parts = [diagnose_rank(t, replace(options, compiles=_of_rank(compiles, t, len(ranks)))) for t in ranks]
     return combine(parts, options, inputs=inputs)
+
+
+def _of_rank(compiles: pa.Table | None, trace: Trace, n_ranks: int) -> pa.Table | None:
+    """The compile rows of one rank's trace (all of them for a single rank; rank-less rows go with rank 0)."""
+    if compiles is None or n_ranks == 1:
+        return compiles
+    ranks = {r for r in trace.system_events["rank"].to_pylist() if r is not None}
+    rank = min(ranks, default=None)
+    col = compiles["rank"].to_pylist()
+    keep_rows = [(r == rank) or (r is None and rank in (0, None)) for r in col]
+    return compiles.filter(pa.array(keep_rows, pa.bool_()))
 
 
 @dataclass
@@ -150,14 +170,15 @@ def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
     """The map step: attribution, fallback and every section's per-rank value for one rank's trace."""
     options = options or Options()
     trace, checks = sanitize(trace)  # malformed events: one rule each, counted (analysis/malformed.py)
-    frames = frame_sources(trace)
-    named = set(options.fallback_ops) | set(recorded_ops(trace)[0])
-    fallback = find_fallback(trace, options.fallback_ops, frames)  # adds run.json's get_fallback_ops() itself
+    frames = frame_sources(trace)  # once per rank: the fallback ops' and the stalls' sources
+    recorded = recorded_ops(trace)  # run.json's fallback and executed ops, once per rank
+    named = set(options.fallback_ops) | set(recorded[0])
+    fallback = find_fallback(trace, options.fallback_ops, frames, recorded)  # adds run.json's fallback ops itself
     fallback_ids = [i for op in fallback if op.charged for i in op.event_ids]
     devices = attribute(trace, window=options.window, fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64),
-                        top=options.top)
+                        top=options.top, frames=frames)
     ctx = Context(trace, devices, fallback, frames, replace(options, fallback_ops=tuple(sorted(named))),
-                  {"event_checks": checks})
+                  {malformed.SECTION.key: checks})
     for d in devices:
         for ds in registry.DEVICE_SECTIONS:
             value = ds.compute(ctx, d)

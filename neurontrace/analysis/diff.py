@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis import step_stats
+from neurontrace.analysis import load_warnings, phases, step_stats
+from neurontrace.analysis._diff_memory import memory_deltas
 from neurontrace.analysis._diff_ops import COMPARED_SCHEMA, STATUSES, compare_ops, op_table
 from neurontrace.analysis.step_stats import FIRST_STEP, MEAN_PER_STEP, STEADY_MEDIAN
 from neurontrace.causes import CAUSES
@@ -35,6 +36,8 @@ SCHEMA = "neurontrace.diff/1"
 DEFAULT_RELATIVE = 0.10  # an op's total time must change by more than 10% of its baseline ...
 DEFAULT_ABSOLUTE_NS = 10_000  # ... and by more than 10 µs to count as faster or slower
 PHASE_KEYS = ("compile_ns", "load_ns", "execution_ns", "time_to_first_step_ns", FIRST_STEP.key)
+# From the compile section (docs/compile.md), under phases with a "compile." name.
+PREPARATION_KEYS = ("recompiles", "graph_breaks", "cache_hits", "cache_misses", "failed")
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ class Diff:
     ops: pa.Table | None = None
     notes: list[str] = field(default_factory=list)
     warnings: list[dict[str, Any]] = field(default_factory=list)  # each side's load warnings, with "side"
+    memory: list[dict[str, Any]] = field(default_factory=list)  # per device: peak and growth of both (_diff_memory)
 
     @property
     def synthetic(self) -> bool:
@@ -211,6 +215,7 @@ class Diff:
             "phases": self.phases,
             "steps": self.steps,
             "findings": self.findings,
+            "memory": self.memory,
         }
 
     @classmethod
@@ -220,7 +225,8 @@ class Diff:
         ops = None
         if doc.get("ops") is not None:
             rows = [{"status": o["status"], "kind": o["kind"], "unit": o["unit"], "name": o["name"],
-                     "source": o["source"], "change_source": o["change_source"], "matched_by": o["matched_by"],
+                     "source": o["source"], "shapes": o.get("shapes"), "change_source": o["change_source"],
+                     "matched_by": o["matched_by"],
                      "baseline_count": o["count"]["baseline"], "change_count": o["count"]["change"],
                      "baseline_ns": o["total_ns"]["baseline"], "change_ns": o["total_ns"]["change"],
                      "delta_ns": o["total_ns"]["delta"], "delta_pct": o["total_ns"]["pct"]} for o in doc["ops"]]
@@ -230,13 +236,14 @@ class Diff:
                    devices=[DeviceDelta.from_dict(d) for d in doc["devices"]],
                    unmatched_devices=dict(doc["unmatched_devices"]), fallback=dict(doc["fallback"]),
                    phases=dict(doc["phases"]), steps=dict(doc["steps"]), findings=dict(doc["findings"]), ops=ops,
-                   notes=list(doc.get("notes") or []), warnings=list(doc.get("warnings") or []))
+                   notes=list(doc.get("notes") or []), warnings=list(doc.get("warnings") or []),
+                   memory=list(doc.get("memory") or []))
 
 
 def _op_dict(r: Mapping[str, Any]) -> dict[str, Any]:
     pct = r["delta_pct"]
     return {"status": r["status"], "kind": r["kind"], "unit": r["unit"], "name": r["name"], "source": r["source"],
-            "change_source": r["change_source"], "matched_by": r["matched_by"],
+            "shapes": r["shapes"], "change_source": r["change_source"], "matched_by": r["matched_by"],
             "count": change(r["baseline_count"], r["change_count"]),
             "total_ns": {"baseline": r["baseline_ns"], "change": r["change_ns"], "delta": r["delta_ns"],
                          "pct": None if pct is None or np.isnan(pct) else round(float(pct), 3)}}
@@ -334,7 +341,8 @@ def _compare_diagnoses(baseline: Mapping[str, Any], new: Mapping[str, Any], thre
         unmatched_devices=unmatched, fallback=_fallback(baseline, new), phases=_phases(baseline, new),
         steps=steps, findings=_findings(baseline, new, device_map), notes=notes,
         warnings=[{"side": side, **w} for side, d in (("baseline", baseline), ("change", new))
-                  for w in d.get("warnings") or []],
+                  for w in d.get(load_warnings.SECTION.key) or []],
+        memory=memory_deltas(baseline, new, change),
     )
 
 
@@ -396,7 +404,7 @@ def _order(d: Mapping[str, Any]) -> tuple[int, str]:
 
 
 def _steps(d: Mapping[str, Any]) -> list[dict[str, int]]:
-    return list((d.get("phases") or {}).get("steps") or [])
+    return list((d.get(phases.SECTION.key) or {}).get("steps") or [])
 
 
 def _steps_in(device: Mapping[str, Any], window: tuple[int, int], steps: list[dict[str, int]]) -> int:
@@ -445,7 +453,7 @@ def _fallback(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[dict
 
 
 def _phases(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    pa_, pb = a.get("phases") or {}, b.get("phases") or {}
+    pa_, pb = a.get(phases.SECTION.key) or {}, b.get(phases.SECTION.key) or {}
     out = {k: change(pa_.get(k), pb.get(k)) for k in PHASE_KEYS}
 
     def span(p: Mapping[str, Any]) -> int | None:
@@ -453,6 +461,11 @@ def _phases(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, dict[str, A
         return None if s is None or e is None else int(e) - int(s)
 
     out["trace_span_ns"] = change(span(pa_), span(pb))
+    # preparation (the compile section): "the second run was fast because the cache was warm"
+    ca, cb = a.get("compile") or {}, b.get("compile") or {}
+    for key in PREPARATION_KEYS:
+        out[f"compile.{key}"] = change(ca.get(key), cb.get(key))
+    out["compile_steps"] = change(pa_.get("compile_steps"), pb.get("compile_steps"))
     return out
 
 
@@ -464,11 +477,13 @@ def _stats(durations: list[int]) -> dict[str, int | None]:
 
 
 def _step_stats(steps_a: list[dict[str, int]], steps_b: list[dict[str, int]]) -> dict[str, Any]:
-    """Step time distribution: all steps, and the steady state (every step after the first)."""
+    """Step time distribution: all steps, and the steady state (every step after the first that compiles
+    nothing: compile steps are preparation, docs/compile.md)."""
     da = [int(s["dur_ns"]) for s in steps_a]
     db = [int(s["dur_ns"]) for s in steps_b]
     all_a, all_b = _stats(da), _stats(db)
-    st_a, st_b = _stats(da[1:]), _stats(db[1:])
+    st_a = _stats([int(s["dur_ns"]) for s in steps_a[1:] if not s.get("compile_ns")])
+    st_b = _stats([int(s["dur_ns"]) for s in steps_b[1:] if not s.get("compile_ns")])
     return {
         "count": change(len(da), len(db)),
         "median_ns": change(all_a["median_ns"], all_b["median_ns"]),

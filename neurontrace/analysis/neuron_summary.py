@@ -20,7 +20,7 @@ Rules (:data:`RULES`; Neuron Explorer's "Performance Insights & Recommendations"
                         ``tensor_engine_active_time_percent`` (both shares of ``total_time``)
 ``transpose_flops``     ``transpose_flops`` above 10% of ``hardware_flops``
 ``spill_reload``        ``spill_reload_bytes`` above 25% of ``hbm_read_bytes``
-``throttling``          any per-physical-core throttle time or share above 0
+``throttling``          a per-physical-core throttle time (``throttle_active_nc<k>_time_ns``) above 0
 ``small_dma``           average DMA transfer below 4 KiB: "large payloads (>=4 KiB) are required
                         to saturate HBM bandwidth" (aws-neuron-sdk ``nki/deep-dives/nki-dma-bandwidth-guide.rst``)
 ``low_mfu``             MFU below 10% (neurontrace's own threshold; Neuron documents none)
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neurontrace import units
+from neurontrace.analysis import engine_waits
 from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section
 from neurontrace.trace import Trace
 
@@ -66,6 +67,26 @@ class CoreSummary:
         return {"profile_id": self.profile_id, "device": self.device, "metrics": self.metrics,
                 "derived": self.derived, "throttling_by_physical_core": self.throttling,
                 "findings": self.findings}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CoreSummary:
+        return cls(d.get("profile_id"), d.get("device"), dict(d["metrics"]), dict(d.get("derived") or {}),
+                   dict(d.get("throttling_by_physical_core") or {}), list(d.get("findings") or []))
+
+
+@dataclass
+class NeuronSummary:
+    """The section's value: every device profile's summary, in load (then rank) order. ``--json``: a list
+    (``neuron_summary``), empty without Neuron summaries, so the document has one shape."""
+
+    cores: list[CoreSummary] = field(default_factory=list)
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return [c.as_dict() for c in self.cores]
+
+    @classmethod
+    def from_list(cls, items: list[dict[str, Any]]) -> NeuronSummary:
+        return cls([CoreSummary.from_dict(c) for c in items])
 
 
 def neuron_summaries(trace: Trace) -> list[CoreSummary]:
@@ -202,20 +223,23 @@ def _spill(c: CoreSummary) -> dict[str, Any] | None:
 
 
 def _throttle(c: CoreSummary) -> dict[str, Any] | None:
-    hot = {}
-    for core, f in c.throttling.items():
-        shares = [v.get("active_time_fraction") for v in f.get("by_type", {}).values()]
-        ns = f.get("active_time_ns")
-        frac = max([s for s in shares if s is not None], default=None)
-        if (ns or 0) > 0 or (frac or 0) > 0:
-            hot[core] = (ns, frac)
+    """Only a non-zero ``throttle_active_nc<k>_time_ns`` is evidence of throttling: a 2.32 summary-json on
+    trn3 wrote ``throttle_active_nc4_time_ns`` 0 and ``throttle_avg_util_limit_nc4_percent`` 1 (no limit)
+    beside per-type shares that are not zero, whose meaning Neuron does not document (neuron.md addendum 2);
+    those shares are shown as the file names them, never turned into a finding."""
+    hot = {core: (f["active_time_ns"], f.get("avg_util_limit_fraction")) for core, f in c.throttling.items()
+           if isinstance(f.get("active_time_ns"), int | float) and f["active_time_ns"] > 0}
     if not hot:
         return None
-    parts = [f"physical {core}: " + ", ".join(x for x in (units.duration(ns) if ns else "",
-                                                          f"{_pct(fr)} of the time" if fr else "") if x)
-             for core, (ns, fr) in hot.items()]
+    parts = []
+    for core, (ns, limit) in hot.items():
+        total = c.derived.get("total_time_s")
+        share = f" ({_pct(ns / 1e9 / total)} of total_time)" if total else ""
+        cap = f", average utilisation limit {_pct(limit)}" if isinstance(limit, int | float) else ""
+        parts.append(f"physical {core}: {units.duration(ns)}{share}{cap}")
     return _finding("throttling", "warning", "The device was throttled",
-                    "throttled on " + "; ".join(parts) + " (throttle_* keys name physical cores)",
+                    "throttle_active_nc<k>_time_ns is non-zero on " + "; ".join(parts)
+                    + " (throttle_* keys name physical cores)",
                     "Investigate the cause (power or thermal limits of the instance); compare with an "
                     "unthrottled run.", c)
 
@@ -246,17 +270,17 @@ RULES = (_low_model_flops, _transpose, _spill, _throttle, _small_dma, _low_mfu)
 # -- the diagnose plug-ins (contract: analysis/contract.py) --------------------------------------
 
 
-def _compute(ctx: Context) -> list[dict[str, Any]]:
+def _compute(ctx: Context) -> NeuronSummary:
     # Always present in --json (an empty list without Neuron summaries), so the schema has one shape.
-    return [c.as_dict() for c in neuron_summaries(ctx.trace)]
+    return NeuronSummary(neuron_summaries(ctx.trace))
 
 
-def _text(cores: list[dict[str, Any]]) -> list[str]:
+def _text(summary: NeuronSummary) -> list[str]:
     out = []
-    for c in cores:
-        m, d = c["metrics"], c["derived"]
-        where = c["device"] or c["profile_id"] or "device profile"
-        pid = f" ({c['profile_id']})" if c["profile_id"] else ""
+    for c in summary.cores:
+        m, d = c.metrics, c.derived
+        where = c.device or c.profile_id or "device profile"
+        pid = f" ({c.profile_id})" if c.profile_id else ""
         out.append(f"{where}{pid}: total {units.seconds(d['total_time_s'])}, active "
                    f"{units.seconds(d['active_time_s'])} ({units.share(d['active_share_of_total'])} of total; "
                    "shares below are of active time)")
@@ -276,7 +300,7 @@ def _text(cores: list[dict[str, Any]]) -> list[str]:
         if cc["count"] or cc["active_time_s"]:
             out.append(f"  collectives {cc['count'] or 0:,.0f} ops, active {units.seconds(cc['active_time_s'])} "
                        f"({units.share(cc['share_of_active'])})")
-        for core, t in c["throttling_by_physical_core"].items():
+        for core, t in c.throttling.items():
             kinds = ", ".join(f"{k} {units.share(v.get('active_time_fraction'))}" for k, v in t.get("by_type", {}).items())
             ns = t.get("active_time_ns")
             out.append(f"  throttling on physical {core}: " + "; ".join(
@@ -287,27 +311,32 @@ def _text(cores: list[dict[str, Any]]) -> list[str]:
                                                                     "compiler_version") if k in m]
         if "instance_type" in m or versions:
             out.append(f"  {m.get('instance_type', '')} " + ", ".join(versions))
+        ultra = [f"{k.removeprefix('ultraserver_')} {m[k]}" for k in ("ultraserver_type", "ultraserver_id",
+                 "ultraserver_size", "ultraserver_instance_index") if k in m]
+        if ultra:  # trn3 UltraServer placement (2.32 summary-json, neuron.md addendum 2)
+            out.append("  UltraServer " + ", ".join(ultra))
         out.append(f"  {len(m)} metrics as written in the file: `diagnose --json` → neuron_summary[].metrics")
     return out
 
 
 def _findings(ctx: Context) -> list[Finding]:
-    cores: list[dict[str, Any]] = ctx.sections.get("neuron_summary") or []
-    out = [Finding.from_dict(f) for c in cores for f in c["findings"]]
+    summary: NeuronSummary | None = ctx.sections.get(SECTION.key)
+    out = [Finding.from_dict(f) for c in (summary.cores if summary else []) for f in c.findings]
     # Throttling seen as Throttle rows of a device profile, where no summary key already said so.
     said = {f.device for f in out if f.id == "throttling"}
     for d in ctx.devices:
-        w = d.engine_waits
-        if w is not None and w["throttled_ns"] > 0 and d.device not in said:
+        w = engine_waits.of_device(d)
+        if w is not None and w.throttled_ns > 0 and d.device not in said:
             out.append(Finding("throttling", "warning", "The device was throttled",
-                               f"throttled for {units.duration(w['throttled_ns'])} "
-                               f"({units.share(w['throttled_ns'] / max(1, d.window_ns))}) of {d.device}'s window "
+                               f"throttled for {units.duration(w.throttled_ns)} "
+                               f"({units.share(w.throttled_ns / max(1, d.window_ns))}) of {d.device}'s window "
                                "(Throttle rows)",
                                "Investigate the cause (power or thermal limits of the instance); compare with an "
                                "unthrottled run.", d.device, d.rank))
     return out
 
 
-SECTION = Section("neuron_summary", "Neuron summary", _compute, text=_text,
-                  combine=lambda parts: [c for p in parts for c in p])  # every rank's NeuronCores
+SECTION = Section("neuron_summary", "Neuron summary", _compute, to_json=lambda v: v.as_list(),
+                  from_json=NeuronSummary.from_list, text=_text,
+                  combine=lambda parts: NeuronSummary([c for p in parts for c in p.cores]))  # every rank's cores
 FINDINGS = FindingFamily("Neuron summary rules (Neuron Explorer) and throttling", _findings)

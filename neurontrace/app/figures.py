@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from neurontrace.app import counters, lod
+from neurontrace.app import counters, lod, memory_marker
 from neurontrace.app.model import MARKER_CATEGORIES, DeviceKey, ViewModel
 from neurontrace.app.palette import (
     CATEGORY_COLORS,
@@ -391,6 +391,10 @@ def _counter_trace(model: ViewModel, k: int, w: lod.Window, y: int, traces: list
         "fillcolor": rgba(COUNTER_COLOR, 0.25), "text": [*text, "", ""], "hoveron": "points",
         "hovertemplate": f"<b>{s.label}</b><br>%{{text}} at %{{x:.4f}} ms<extra></extra>",
     })
+    peak = model.memory_peaks.get(s.label)
+    if peak is not None and w.t0 <= peak.ts < w.t0 + w.n_bins * w.bin_ns:  # the peak of this row, in view
+        traces.append(memory_marker.marker_trace(peak, (peak.ts - origin) / 1e6,
+                                                 y + 0.42 - 0.84 * peak.bytes / (s.peak or 1.0)))
 
 
 def _value(v: float, unit: str) -> str:

@@ -113,9 +113,12 @@ def status(model: ViewModel, d: DeviceAttribution, window: tuple[int, int], what
     kernels = sum(r.kernels for r in view.report.rows)
     if not view.report.rows:
         return f"{d.device} · {named} · {where} · no kernel starts in this range: zoom out, or show the analysis window"
-    unplotted = sum(1 for r in view.report.rows if not (r.intensity and r.tflops_per_s))
+    unplotted = sum(1 for r in view.report.rows if not (r.intensity and r.tflops_per_s) or r.over_peak is not None)
+    impossible = view.report.impossible()
     return (f"{d.device} · {named} · {where} · {kernels:,} kernels in {len(view.report.rows)} rows"
-            + (f" ({unplotted} without FLOPs or bytes: in the table, not on the plot)" if unplotted else ""))
+            + (f" ({unplotted} without FLOPs or bytes: in the table, not on the plot)" if unplotted else "")
+            + (f" · warning: {', '.join(sorted({r.op for r in impossible}))} came out above the peak, a bug: "
+               "no % of peak shown" if impossible else ""))
 
 
 def relative(model: ViewModel, window: tuple[int, int]) -> list[int]:

@@ -15,6 +15,7 @@ import argparse
 import inspect
 import os
 import sys
+import traceback
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from neurontrace import errors
 from neurontrace._version import __version__
 from neurontrace.analysis.window import WindowSpec, parse_window
-from neurontrace.load import FORMATS, detect, load
+from neurontrace.load import FORMATS, load_named
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace
 
@@ -106,7 +107,13 @@ def load_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def load_one(path: str | Path, args: argparse.Namespace, progress: Progress = no_progress) -> Trace:
-    return load(path, format=getattr(args, "format", None), progress=progress, **load_options(args))
+    return load_one_named(path, args, progress)[0]
+
+
+def load_one_named(path: str | Path, args: argparse.Namespace,
+                   progress: Progress = no_progress) -> tuple[Trace, str]:
+    """The trace and the name of the format that read it (detected once: load.load_named)."""
+    return load_named(path, format=getattr(args, "format", None), progress=progress, **load_options(args))
 
 
 def load_traces(paths: Sequence[str | Path], args: argparse.Namespace) -> tuple[Trace, list[dict[str, Any]]]:
@@ -115,19 +122,9 @@ def load_traces(paths: Sequence[str | Path], args: argparse.Namespace) -> tuple[
         if not Path(p).exists():
             raise errors.InputNotFoundError(f"{p}: no such file or directory")
     with progress_bar() as progress:
-        traces = [load_one(p, args, progress) for p in paths]
-    fmt = getattr(args, "format", None)
-    inputs = [{"path": str(p), "format": fmt or format_name(Path(p))} for p in paths]
-    return Trace.concat(traces), inputs
-
-
-def format_name(path: Path) -> str:
-    try:
-        return detect(path).name
-    except errors.UnknownFormatError:
-        if path.is_dir():
-            return "a directory of traces"
-        raise
+        loaded = [load_one_named(p, args, progress) for p in paths]
+    inputs = [{"path": str(p), "format": name} for p, (_, name) in zip(paths, loaded, strict=True)]
+    return Trace.concat([t for t, _ in loaded]), inputs
 
 
 def print_accounting(trace: Trace) -> None:
@@ -244,7 +241,8 @@ def build_parser(commands: Sequence[Command]) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"neurontrace {__version__}")
-    parser.add_argument("--traceback", action="store_true", help="show tracebacks of errors (debugging)")
+    parser.add_argument("--traceback", action="store_true",
+                        help="also print the traceback of an error (debugging); the exit code stays the same")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for cmd in commands:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description, epilog=epilog,
@@ -265,8 +263,8 @@ def run(commands: Sequence[Command], argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # a closed pipe shows here, inside the handler below
         return code
     except errors.NeurontraceError as exc:
-        if args.traceback:
-            raise
+        if args.traceback:  # for debugging: the traceback too, and still the documented exit code
+            traceback.print_exc(file=sys.stderr)
         note(f"neurontrace {args.command}: error: {exc}")
         return exc.exit_code
     except BrokenPipeError:

@@ -30,6 +30,10 @@ class DiagnoseCommand(common.Command):
         common.add_fallback_ops(parser, "ops known to have fallen back to the CPU (e.g. aten::nonzero)")
         parser.add_argument("--fallback-log", metavar="FILE", type=Path,
                             help="a TorchNeuron log whose fallback lines name the ops")
+        parser.add_argument("--compile-log", metavar="PATH", type=Path, action="append", default=[],
+                            help="a compile log (TORCH_TRACE log or directory, TORCH_LOGS text, Neuron compiler "
+                                 "lines, a NEFF cache); repeatable. Logs in compile/ or torch_trace/ beside the "
+                                 "trace are read without it (docs/compile.md)")
         parser.add_argument("--top", type=common.positive_int, default=TOP_STALLS,
                             help=f"how many top stalls per device (default {TOP_STALLS})")
         parser.add_argument("--ranks", choices=("summary", "all"), default="summary",
@@ -60,15 +64,19 @@ class DiagnoseCommand(common.Command):
             return self._run_distributed(args, explicit)
         trace, inputs = common.load_traces(args.path, args)
         window, origin = common.resolve_window(args.window, trace)
-        diag = diagnose(trace, inputs=inputs, window=window, fallback_ops=explicit, top=args.top, origin_ns=origin)
+        compiles, compile_warnings = _compile_logs(args)
+        diag = diagnose(trace, inputs=inputs, window=window, fallback_ops=explicit, top=args.top, origin_ns=origin,
+                        compiles=compiles, compile_warnings=compile_warnings)
         self._print(args, diag)
         save_run(args, trace, diag)
         return self._exit_code(args, diag)
 
     def _run_distributed(self, args: argparse.Namespace, explicit: list[str]) -> int:
-        from neurontrace.analysis.diagnose import Diagnosis
         from neurontrace.distributed import diagnose as distributed_diagnose
 
+        if args.compile_log:
+            raise errors.UsageError("--compile-log needs the whole trace in one process; run it without "
+                                    "--workers/--scheduler (or read the logs with `neurontrace compile`)")
         if args.workers is not None and args.scheduler is not None:
             raise errors.UsageError("give --workers N (a local cluster) or --scheduler ADDRESS, not both")
         if getattr(args, "save_run", None) is not None:
@@ -78,17 +86,15 @@ class DiagnoseCommand(common.Command):
             raise errors.WindowError("--window offsets count from the whole job's time 0, which needs every rank; "
                                      "with --workers/--scheduler give abs:START_NS:END_NS")
         with common.progress_bar() as progress:
-            doc = distributed_diagnose(args.path, workers=args.workers, scheduler=args.scheduler, progress=progress,
+            job = distributed_diagnose(args.path, workers=args.workers, scheduler=args.scheduler, progress=progress,
                                        format=args.format, load_options=common.load_options(args),
                                        window=None if args.window is None else
                                        (args.window.start_ns, args.window.end_ns), fallback_ops=explicit, top=args.top)
-        failed = doc.pop("failed_ranks", [])
-        diag = Diagnosis.from_dict(doc)
-        self._print(args, diag)
-        for f in failed:
-            common.note(f"neurontrace diagnose: warning: {f['path']}: not analysed ({f['error']})")
-        code = self._exit_code(args, diag)
-        return errors.EXIT_PARTIAL if failed and code == errors.EXIT_OK else code
+        self._print(args, job.diagnosis)
+        for f in job.failed:
+            common.note(f"neurontrace diagnose: warning: {f.warning()}")
+        code = self._exit_code(args, job.diagnosis)
+        return errors.EXIT_PARTIAL if job.failed and code == errors.EXIT_OK else code
 
     @staticmethod
     def _print(args: argparse.Namespace, diag: Any) -> None:
@@ -106,3 +112,14 @@ class DiagnoseCommand(common.Command):
             return errors.EXIT_FINDINGS
         return errors.EXIT_OK
 
+
+def _compile_logs(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    """The compile logs named with --compile-log (strict) and those beside the traces (passed over if not logs)."""
+    from neurontrace.parsers.compile_logs import beside, read
+
+    found = beside(Path(p) for p in args.path)
+    if not args.compile_log and not found:
+        return None, []
+    log = read(args.compile_log)
+    log.extend(read(found, strict=False))
+    return log.table(), log.warnings()

@@ -83,6 +83,16 @@ def framework_category(name: str | None, cat: str | None) -> str:
     return "other"
 
 
+# Instructions that only wait for a semaphore/event are waits, never compute (neuron.md §12 lists the
+# opcodes with the semaphore/event waits; ActiveTime, "excluding semaphore waits", §3.7): one rule for the
+# Parquet and the legacy JSON paths, charged by analysis.engine_waits to what produced the signal.
+WAIT_OPCODE_PREFIX = "EVENT_SEMAPHORE"
+
+
+def instruction_category(opcode: Any) -> str:
+    return "sync_wait" if opcode is not None and str(opcode).upper().startswith(WAIT_OPCODE_PREFIX) else "compute"
+
+
 def is_hw_event(name: str | None) -> bool:
     return (name or "") in HW_EVENT_CATEGORIES
 

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from neurontrace.schema import DEVICE_EVENTS, DICT_STRING
 
+from . import _neuron_active as active
 from . import _neuron_common as common
 from ._arrow import flat
 from ._neuron_arrow import ColumnSink, count_true, dict_strings, json_objects, map_dict
@@ -43,14 +44,6 @@ from ._neuron_frames import LINK_COLUMNS
 from ._neuron_read import SourceTable
 
 BATCH_ROWS = 1 << 18  # rows decoded at a time
-# Instructions that only wait for a semaphore/event: waits (neuron.md §12 lists the opcodes with the
-# semaphore/event waits), charged by analysis.engine_waits to what produced the signal, never compute.
-WAIT_OPCODE_PREFIX = "EVENT_SEMAPHORE"
-
-
-def _instruction_category(opcode: Any) -> str:
-    return "sync_wait" if opcode is not None and str(opcode).upper().startswith(WAIT_OPCODE_PREFIX) else "compute"
-
 
 @dataclass(frozen=True)
 class Spec:
@@ -111,9 +104,26 @@ def load_device_tables(ctx: Context, tables: dict[str, SourceTable]) -> None:
         if spec.table == "ActiveTime" and "Instruction" in tables:
             n = tables["ActiveTime"].num_rows
             ctx.acct.events_read += n
-            ctx.acct.skip("ActiveTime: merged Instruction intervals, derivable (not loaded)", n)
+            ctx.acct.skip("ActiveTime: merged Instruction intervals (checked against them, not loaded)", n)
+            _check_active_time(ctx, tables["ActiveTime"])
             continue
         _load(ctx, tables[spec.table], spec)
+
+
+def _check_active_time(ctx: Context, table: SourceTable) -> None:
+    """The union of ActiveTime against the union of the Instruction rows read as compute."""
+    start, end, duration = (first_present(table, c) for c in (("start_ts",), ("end_ts",), ("duration_ns",)))
+    if start is None or (end is None and duration is None):
+        return
+    t = table.read(table.present([start, end, duration]))
+    t = t.filter(pc.is_valid(t[start]))
+    s = np.asarray(pc.fill_null(t[start].cast(pa.int64()), 0).to_numpy(), np.int64)
+    if end is not None:
+        e = np.asarray(pc.fill_null(t[end].cast(pa.int64()), 0).to_numpy(), np.int64)
+    else:
+        e = s + np.asarray(pc.fill_null(t[duration or ""].cast(pa.int64()), 0).to_numpy(), np.int64)
+    ctx.checks["neuron.active_time_check"] = active.check(ctx, (s, np.maximum(e, s)), section="ActiveTime",
+                                                          instructions="Instruction")
 
 
 def first_present(table: SourceTable, names: tuple[str, ...]) -> str | None:
@@ -200,7 +210,7 @@ def _batch(ctx: Context, spec: Spec, batch: pa.Table, rows: ColumnSink, waits: C
     frame_id: np.ndarray | None = None
     if spec.table == "Instruction":
         if name_col is not None:
-            cols["category"] = map_dict(batch[name_col], _instruction_category)
+            cols["category"] = map_dict(batch[name_col], common.instruction_category)
         frame_id = rows.view("frame_id", n)
         if not ctx.frames.link_into(batch, frame_id):
             frame_id[:] = -1

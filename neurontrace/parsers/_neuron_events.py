@@ -50,6 +50,7 @@ class Context:
     args_detail: dict[str, str] = field(default_factory=dict)
     columns_read: dict[str, list[str]] = field(default_factory=dict)
     derived: dict[str, int] = field(default_factory=dict)
+    checks: dict[str, Any] = field(default_factory=dict)  # metadata key -> a check's result
 
     def full_args(self, table: str, rows: int) -> bool:
         full = self.detail == "full" or (self.detail == "auto" and rows <= FULL_ARGS_MAX_ROWS)

@@ -35,9 +35,11 @@ from neurontrace.progress import Progress, no_progress
 from neurontrace.run_record import read_run_record
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
 
+from . import _kineto_host_only as host_only
 from . import _kineto_json
 from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
 from ._kineto_frames import link_frames
+from ._kineto_memory import memory_events as _memory_events
 
 FORMAT = "kineto"
 
@@ -83,7 +85,10 @@ def sniff(probe: Probe) -> bool:
     return head.startswith(b"[") and b'"ph"' in head[:4096]
 
 
-def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = None) -> Trace:
+def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = None,
+          device_elsewhere: bool = False) -> Trace:
+    """``device_elsewhere``: the device events of this run come from other files (a Neuron capture's
+    framework trace), so a trace without device events is not reported as a host-only one."""
     content = read_content(path, progress, snapshot=True)
     decoded = _kineto_json.decode(content.data, complete=content.complete,
                                   device_categories=list(DEVICE_CATEGORIES), progress=progress)
@@ -94,7 +99,7 @@ def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = No
     run = read_run_record(path)
     if run is not None:
         decoded.top["neurontrace_run"] = run
-    return normalize(decoded, source=str(path), rank=rank, progress=progress)
+    return normalize(decoded, source=str(path), rank=rank, progress=progress, device_elsewhere=device_elsewhere)
 
 
 def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = None) -> Trace:
@@ -107,7 +112,8 @@ def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = Non
 
 
 def normalize(
-    decoded: _kineto_json.Decoded, *, source: str, rank: int | None = None, progress: Progress = no_progress
+    decoded: _kineto_json.Decoded, *, source: str, rank: int | None = None, progress: Progress = no_progress,
+    device_elsewhere: bool = False,
 ) -> Trace:
     parts, decoded.events = decoded.events, None  # each part is released as soon as it is split
     if parts is None:
@@ -159,9 +165,16 @@ def normalize(
     del device
     acct.keep("system_events", sys_table.num_rows)
     acct.keep("device_events", dev_table.num_rows)
+    acct.warnings += host_only.log_warnings(top, source)  # the profiler's own ERROR/WARNING lists
+    if backend != "cpu" and dev_table.num_rows == 0 and sys_table.num_rows and not device_elsewhere:
+        sys_table, moved = host_only.device_copies(sys_table)
+        acct.warnings.append(host_only.no_device_activity(source, backend, moved))
 
-    counters = pa.concat_tables([_memory_counters(memory_events, host, rank, backend),
+    mem_device = _memory_device_column(memory_events, backend)
+    counters = pa.concat_tables([_memory_counters(memory_events, mem_device, host, rank),
                                  _counter_events(counter_events, host, rank)])
+    # The memory instants are kept as counters (the accounting's table) and, one row each, as memory_events.
+    mem_table = _memory_events(memory_events, sys_table, mem_device, rank, acct)
     acct.keep("counters", memory_events.num_rows + counter_events.num_rows)
     flows = _flows(flow_markers, sys_table, dev_table, rank)
     acct.keep("flows", flow_markers.num_rows)
@@ -195,6 +208,7 @@ def normalize(
         device_events=dev_table,
         flows=flows,
         counters=counters,
+        memory_events=mem_table,
         frames=frames,
         metadata=metadata_table(facts, source=source, rank=rank),
     )
@@ -422,12 +436,15 @@ def _tracks(t: pa.Table, names: dict[str, Any], default: str) -> pa.Array:
     return pa.array([label(p, t) for p, t in pairs], pa.string()).take(pa.array(code))
 
 
-def _memory_counters(t: pa.Table, host: str | None, rank: int | None, backend: str) -> pa.Table:
-    parts = []
+def _memory_device_column(t: pa.Table, backend: str) -> pa.Array:
     dtype = pc.fill_null(t["mem_device_type"], -1)
     did = pc.fill_null(t["mem_device_id"], -1)
     key = pc.binary_join_element_wise(pc.cast(dtype, pa.string()), pc.cast(did, pa.string()), ":")
-    device = map_unique(key, lambda k: _memory_device(k, backend), pa.string())
+    return map_unique(key, lambda k: _memory_device(k, backend), pa.string())
+
+
+def _memory_counters(t: pa.Table, device: pa.Array, host: str | None, rank: int | None) -> pa.Table:
+    parts = []
     first = True
     for col, field in MEMORY_FIELDS.items():
         has = pc.is_valid(t[col])
@@ -456,6 +473,8 @@ def _memory_device(key: str, backend: str) -> str:
         return "cpu"
     if kind == "1":  # c10 DeviceType CUDA, which ROCm builds report too
         return f"{backend if backend == 'rocm' else 'cuda'}:{idx}"
+    if kind == "6":  # c10 DeviceType HIP (ROCm builds that report their own type)
+        return f"rocm:{idx}"
     return f"device_type{kind}:{idx}"
 
 

@@ -51,6 +51,7 @@ from ._neuron_device import SPECS, first_present, load_device_tables
 from ._neuron_events import DETAILS, FULL_ARGS_MAX_ROWS, Context, device_table, system_table
 from ._neuron_flows import load_flows, referenced_tables
 from ._neuron_frames import FrameBuilder
+from ._neuron_memory import memory_events as neuron_memory_events
 from ._neuron_meta import LOOKUP_TABLES, READ_INTO, SKIPPED_TABLES, UNKNOWN_TABLE_ROWS_KEPT, read_profile
 from ._neuron_read import KNOWN_TABLES, SourceTable, looks_like_explorer, open_tables
 from ._neuron_system import (
@@ -160,17 +161,20 @@ def parse(
     }
     if ctx.derived:
         facts["neuron.derived_rows"] = ctx.derived
+    facts.update(ctx.checks)
     if scales:
         facts["neuron.percent_scales"] = scales
     if others:
         facts["neuron.non_table_files"] = others
     facts[ACCOUNTING_KEY] = acct.as_dict()
     progress("neuron tables", steps, steps)
+    counters = _concat(ctx.counters, schema.COUNTERS)
     return checked(Trace(
         system_events=system_table(ctx),
         device_events=device,
         flows=_concat(ctx.flows, schema.FLOWS),
-        counters=_concat(ctx.counters, schema.COUNTERS),
+        counters=counters,
+        memory_events=neuron_memory_events(counters),
         frames=ctx.frames.table(),
         metadata=metadata_table(facts, source=src, rank=rank),
     ), src)

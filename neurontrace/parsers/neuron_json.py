@@ -1,22 +1,29 @@
 """Legacy Neuron JSON (``neuron-profile``/``neuron-explorer view --output-format json``) → `Trace`.
 
-Spec: shared/formats/neuron.md §5 (deprecated output; 2.33 is the last release with it). The top
-level maps snake_case section names to lists of row objects:
+Spec: shared/formats/neuron.md §5 (deprecated output; 2.33 is the last release with it) and its
+addendum 2. The top level maps snake_case section names to lists of row objects, **in no fixed
+order** (real device files write their 21 sections in a different order each time), so a file is
+recognised by its content: the top-level keys visible in its head must include a Neuron section
+(:data:`KNOWN_SECTIONS`), and the whole document one of the required sections
+(:data:`REQUIRED_SECTIONS`: ``instruction`` or ``summary`` for a device profile, ``trace_event``
+for a system profile).
 
-- device files (``ntff.json``, ``device_profile_model_<id>.json``): ``instruction`` → ``device_events``
-  compute on the engine named by ``subgroup``/``label``, with ``hlo_name`` frames; ``dma`` → dma
-  (bytes = ``transfer_size``); ``cc_ops`` → collective; ``layer_summary`` → annotation ranges;
-  ``summary`` → metadata ``neuron.summary`` (``*_percent`` as fractions 0..1);
+- device files (``ntff.json``, ``device_profile_model_<id>.json``, ``<stem>_profile_full.json``):
+  the timeline sections by :mod:`._neuron_json_device` (instructions, waits, DMA, collectives,
+  layers, semaphore updates; ``active_time`` checked against the instructions); ``summary`` →
+  metadata ``neuron.summary`` (``*_percent`` as fractions 0..1); ``neff_header`` →
+  ``neuron.neff_header`` (its ``uuid`` pairs the JSON with its NTFF/NEFF); ``metadata`` →
+  ``neuron.profile_metadata``;
 - system files (``system_profile.json``, ``profile.json``): ``trace_event`` → ``system_events`` (runtime
   and framework; track = ``group``) and ``device_events`` (hardware events such as
   ``nc_exec_running``); ``mem_usage``, ``cpu_util``, ``device_mem_usage`` → ``counters`` (0-100
-  values as fractions); ``warnings`` → load warnings;
-- every other section (``neff_node``, ``annotation``, ``profile_info``, ...) → ``metadata``
-  (``neuron_json.<section>``), and every field without a column → ``args``.
+  values as fractions); ``warnings`` (both kinds) → load warnings;
+- every other section (``pending_dma``, ``nc_mem_usage``, ``dma_throughput``, ``neff_node``, ...) →
+  ``metadata`` (``neuron_json.<section>``), and every field without a column → ``args``.
 
-Device timestamps are taken as nanoseconds on the device clock: the unit is not documented and
-public readers disagree (neuron.md §5.1, §13.4), so ``metadata`` records the assumption. System
-timestamps are Unix-epoch nanoseconds.
+Device timestamps are ns from the profile start on the device clock (addendum 2; the file's own
+``metadata.last_hw_timestamp`` against ``summary.total_time`` is recorded as
+``neuron_json.time_unit_check``). System timestamps are Unix-epoch nanoseconds.
 """
 
 from __future__ import annotations
@@ -32,16 +39,17 @@ import pyarrow.compute as pc
 
 from neurontrace import schema
 from neurontrace._io import read_all
-from neurontrace.errors import MalformedTraceError, NeuronProfileWarning
+from neurontrace.errors import MalformedTraceError, NeuronProfileWarning, UnknownFormatError
 from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
 
 from . import _neuron_common as common
-from ._arrow import flat
-from ._neuron_arrow import constant, json_objects, json_values, map_dict
+from ._neuron_arrow import constant, json_objects, map_dict
 from ._neuron_events import Context, add_events, device_table, system_table, times
 from ._neuron_frames import FrameBuilder
+from ._neuron_json_device import load_device_sections, number, rows_table, time_unit_check
+from ._neuron_json_device import rows as _rows
 from .neuron_summary import summary_fact
 
 FORMAT = "neuron-json"
@@ -49,16 +57,56 @@ DEVICE_SECTIONS = ("summary", "instruction", "cc_ops", "dma", "layer_summary", "
                    "profile_info", "summary_groups")
 SYSTEM_SECTIONS = ("trace_event", "mem_usage", "cpu_util", "device_mem_usage", "system_profile_metadata",
                    "device_profile_list", "warnings")
-_FIRST_KEY = re.compile(rb'^\s*\{\s*"(?P<key>[a-z_]+)"\s*:\s*[\[{"0-9tfn-]')
-_DEVICE_TIME_NOTE = ("legacy device JSON timestamps taken as ns on the device clock (unit undocumented; "
-                     "neuron.md §5.1)")
+# Sections seen in real device files of neuron-profile 2.25-2.28 beyond the documented ones (addendum 2).
+OBSERVED_SECTIONS = ("pending_dma", "ham", "instruction_usage", "terminology", "neff_header", "semaphore_update",
+                     "active_time", "dma_queues_info", "metadata", "dma_throughput", "summary_group_order",
+                     "model_info", "nc_mem_usage")
+KNOWN_SECTIONS = frozenset((*DEVICE_SECTIONS, *SYSTEM_SECTIONS, *OBSERVED_SECTIONS))
+# Words other JSON uses too: alone they do not make a file a Neuron profile.
+_GENERIC = frozenset({"summary", "warnings", "metadata", "terminology", "model_info", "annotation"})
+REQUIRED_SECTIONS = {"device": ("instruction", "summary"), "system": ("trace_event",)}
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]')
+_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+# File names neuron-profile / neuron-explorer give JSON output (neuron.md §5.1, §5.2; addendum 2's reports).
+_DOCUMENTED_NAME = re.compile(r"^(ntff|system_profile|profile)\.json$|^device_profile_model_.+\.json$|"
+                              r"_profile_full\.json$|_nc_\d+_session_\d+\.json$")
+_SPACE = b" \t\r\n"
+_DEVICE_TIME_NOTE = ("legacy device JSON timestamps are ns from the profile start on the device clock "
+                     "(neuron.md addendum 2: metadata.last_hw_timestamp equals summary.total_time in ns)")
+
+
+def top_level_keys(head: bytes) -> list[str]:
+    """The keys of the top-level object that the head of a JSON document shows, in order."""
+    text = head.lstrip(_SPACE)
+    if not text.startswith(b"{"):
+        return []
+    keys: list[str] = []
+    depth = 0
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        if tok in (b"{", b"["):
+            depth += 1
+        elif tok in (b"}", b"]"):
+            depth -= 1
+            if depth <= 0:
+                break
+        elif depth == 1:
+            rest = text[m.end():m.end() + 8].lstrip(_SPACE)
+            if rest.startswith(b":"):
+                keys.append(tok[1:-1].decode("utf-8", "replace"))
+    return keys
 
 
 def sniff(probe: Probe) -> bool:
     if probe.is_dir:
         return False
-    m = _FIRST_KEY.match(probe.head)
-    return m is not None and m.group("key").decode() in (*DEVICE_SECTIONS, *SYSTEM_SECTIONS)
+    keys = top_level_keys(probe.head)
+    if not keys or not all(_KEY.match(k) for k in keys):
+        return False
+    known = KNOWN_SECTIONS.intersection(keys)
+    # A head that shows only a generic first section (cut inside a large one) still counts under a
+    # documented Neuron file name.
+    return bool(known - _GENERIC) or len(known) >= 2 or bool(known and _DOCUMENTED_NAME.search(probe.path.name))
 
 
 def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
@@ -70,11 +118,19 @@ def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
         raise MalformedTraceError(f"{path}: not valid JSON{cut} ({exc}); export the profile again") from exc
     if not isinstance(doc, dict):
         raise MalformedTraceError(f"{path}: expected a JSON object of sections, found {type(doc).__name__}")
+    kind = next((k for k, need in REQUIRED_SECTIONS.items() if any(s in doc for s in need)), None)
+    if kind is None:
+        found = ", ".join(sorted(doc)[:12]) or "no sections"
+        raise UnknownFormatError(
+            f"{path}: a JSON object of snake_case sections ({found}) but none that a Neuron profile must have "
+            "(device: instruction or summary; system: trace_event); export it again with "
+            "`neuron-explorer view ... --output-format json`")
+    system = "trace_event" in doc
     source = str(path)
     acct = ParseAccounting(source=source, format=FORMAT)
-    system = "trace_event" in doc or not any(k in doc for k in DEVICE_SECTIONS)
     ctx = Context(source=source, acct=acct, frames=FrameBuilder({}), device="neuron:nc0", detail="full")
-    facts: dict[str, Any] = {"format": FORMAT, "backend": "neuron", "neuron_json.kind": "system" if system else "device"}
+    facts: dict[str, Any] = {"format": FORMAT, "backend": "neuron", "neuron_json.kind": "system" if system else "device",
+                             "neuron_json.sections": list(doc)}
     sections = dict(doc)
     nc = _device_nc(sections)
     if nc is not None:
@@ -83,8 +139,14 @@ def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
     if summaries:
         facts["neuron.summary"] = [summary_fact(None, {k: v for k, v in s.items() if v is not None})
                                    for s in summaries]
+    unit = time_unit_check(sections, summaries)
+    if unit is not None:
+        facts["neuron_json.time_unit_check"] = unit
+    for key, fact in (("neff_header", "neuron.neff_header"), ("metadata", "neuron.profile_metadata")):
+        if key in sections:
+            facts[fact] = _rows(sections.pop(key), acct, "metadata")
     try:
-        _device_sections(ctx, sections)
+        load_device_sections(ctx, sections, facts)
         _system_sections(ctx, sections, facts)
     except MalformedTraceError as exc:
         raise MalformedTraceError(f"{path}: {exc}; export the profile again") from exc
@@ -93,6 +155,8 @@ def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
         acct.events_read += n
         acct.keep("metadata", n)
         facts[f"neuron_json.{key}"] = value
+    if ctx.derived:
+        facts["neuron.derived_rows"] = ctx.derived
     synthetic = common.is_synthetic_text(sections.get("synthetic")) or any(
         common.is_synthetic_text(r.get("ntff_filename")) for r in sections.get("profile_info", [])
         if isinstance(r, dict))
@@ -117,99 +181,6 @@ def _device_nc(sections: dict[str, Any]) -> int | None:
     return None
 
 
-def _rows(value: Any, acct: ParseAccounting, kept_as: str | None) -> list[dict[str, Any]]:
-    rows = value if isinstance(value, list) else [value]
-    good = [r for r in rows if isinstance(r, dict)]
-    acct.events_read += len(rows)
-    acct.skip("section entry that is not an object", len(rows) - len(good))
-    if kept_as:
-        acct.keep(kept_as, len(good))
-    return good
-
-
-def rows_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """Row objects as columns; a field whose values mix types is kept as JSON text."""
-    keys = dict.fromkeys(k for r in rows for k in r)
-    cols = {}
-    for k in keys:
-        values = [r.get(k) for r in rows]
-        try:
-            cols[k] = pa.array(values)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            cols[k] = pa.array([v if v is None or isinstance(v, str) else json.dumps(v) for v in values], pa.string())
-    return pa.table(cols) if cols else pa.table({"_": pa.nulls(len(rows))}).drop_columns(["_"])
-
-
-def _number(t: pa.Table, col: str, typ: pa.DataType | None = None) -> Any:
-    """A column the parser computes with (times, sizes, values) as numbers; a value that is not one
-    (text, a list, an integer beyond int64) is a named error."""
-    if col not in t.column_names:
-        return None
-    typ = typ or pa.int64()
-    try:
-        return pc.cast(t[col], typ)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        raise MalformedTraceError(f"field {col!r} must hold numbers ({typ}) but holds {t[col].type} values that "
-                                  f"do not convert ({exc})") from exc
-
-
-def _device_sections(ctx: Context, sections: dict[str, Any]) -> None:
-    specs = (
-        ("instruction", "compute", "opcode", None),
-        ("dma", "dma", "variable", "transfer_size"),
-        ("cc_ops", "collective", "operation", "input_size"),
-        ("layer_summary", "annotation", "name", None),
-    )
-    for key, category, name_col, bytes_col in specs:
-        if key not in sections:
-            continue
-        rows = _rows(sections.pop(key), ctx.acct, None)
-        t = rows_table(rows)
-        start = "start" if key == "layer_summary" else "timestamp"
-        if t.num_rows == 0 or start not in t.column_names:
-            ctx.acct.skip(f"{key}: no {start}", t.num_rows)
-            continue
-        valid = pc.is_valid(t[start])
-        ctx.acct.skip(f"{key}: no {start}", t.num_rows - int(pc.sum(pc.cast(valid, pa.int64())).as_py() or 0))
-        t = t.filter(valid)
-        t = t.set_column(t.schema.get_field_index(start), start, _number(t, start))
-        mapped: set[str] = {start, name_col}
-        dur_col: str | None = None
-        if key == "layer_summary" and "end" in t.column_names:
-            t = t.append_column("_dur", pc.subtract(_number(t, "end"), t[start]))
-            dur_col = "_dur"
-            mapped.add("end")
-        elif "duration" in t.column_names:
-            t = t.set_column(t.schema.get_field_index("duration"), "duration", _number(t, "duration"))
-            dur_col = "duration"
-            mapped.add("duration")
-        ts, dur = times(t, start=start, end=None, duration=dur_col, offset_ns=0)
-        name = pc.fill_null(t[name_col].cast(pa.string()), key) if name_col in t.column_names else key
-        extra: dict[str, Any] = {}
-        if key == "instruction":
-            eng = t["subgroup"] if "subgroup" in t.column_names else t["label"] if "label" in t.column_names else None
-            extra["track"] = map_dict(eng, lambda v: common.engine(v) or "unknown engine") if eng is not None \
-                else "unknown engine"
-            extra["frame_id"] = ctx.frames.link(t.select([c for c in ("hlo_name", "layer") if c in t.column_names]))
-        elif key == "dma":
-            extra["track"] = map_dict(t["queue_type"], lambda v: f"dma {v}") if "queue_type" in t.column_names \
-                else "dma"
-            # Endpoints are nested lists ([["WEIGHT"]]): test their JSON spelling.
-            remote = [pc.fill_null(pc.match_substring(json_values(flat(t[c])), "REMOTE", ignore_case=True), False)
-                      for c in ("source", "dest") if c in t.column_names]
-            extra["direction"] = pc.if_else(pc.or_(*remote) if len(remote) == 2 else remote[0], "p2p", "d2d") \
-                if remote else "d2d"
-        else:
-            extra["track"] = "cc ops" if key == "cc_ops" else "layers"
-        if bytes_col and bytes_col in t.column_names:
-            extra["bytes"] = _number(t, bytes_col)
-            mapped.add(bytes_col)
-        add_events(ctx, device_table=True, n=t.num_rows, ts_ns=ts, dur_ns=dur, name=name, category=category,
-                   raw_category=key, phase="X", device=ctx.device,
-                   args=json_objects(t, [c for c in t.column_names if c not in mapped and c != "_dur"]), **extra)
-        ctx.acct.keep("device_events", t.num_rows)
-
-
 def _system_sections(ctx: Context, sections: dict[str, Any], facts: dict[str, Any]) -> None:
     if "trace_event" in sections:
         _trace_events(ctx, rows_table(_rows(sections.pop("trace_event"), ctx.acct, None)))
@@ -225,7 +196,8 @@ def _system_sections(ctx: Context, sections: dict[str, Any], facts: dict[str, An
         rows = _rows(sections.pop("warnings"), ctx.acct, "metadata")
         facts["neuron.warnings"] = rows
         for r in rows:
-            common.warn(ctx.acct, f"{ctx.source}: the profiler warned: {r.get('message')}", NeuronProfileWarning,
+            said = r.get("message") if isinstance(r.get("message"), str) else json.dumps(r, sort_keys=True)
+            common.warn(ctx.acct, f"{ctx.source}: the profiler warned: {said}", NeuronProfileWarning,
                         stacklevel=5)
 
 
@@ -237,9 +209,9 @@ def _trace_events(ctx: Context, t: pa.Table) -> None:
     valid = pc.is_valid(t["timestamp"])
     ctx.acct.skip("trace_event: no timestamp", n - int(pc.sum(pc.cast(valid, pa.int64())).as_py() or 0))
     t = t.filter(valid)
-    t = t.set_column(t.schema.get_field_index("timestamp"), "timestamp", _number(t, "timestamp"))
+    t = t.set_column(t.schema.get_field_index("timestamp"), "timestamp", number(t, "timestamp"))
     if "duration" in t.column_names:
-        t = t.set_column(t.schema.get_field_index("duration"), "duration", _number(t, "duration"))
+        t = t.set_column(t.schema.get_field_index("duration"), "duration", number(t, "duration"))
     hw = map_dict(t["name"], common.is_hw_event, pa.bool_())
     group = pc.fill_null(t["group"].cast(pa.string()), "") if "group" in t.column_names else \
         constant("", pa.string(), t.num_rows)
@@ -272,7 +244,7 @@ def _trace_events(ctx: Context, t: pa.Table) -> None:
             device=(pc.fill_null(pc.binary_join_element_wise("neuron:nc", nc, ""), ctx.device) if nc is not None
                     else ctx.device) if device_rows else (pc.binary_join_element_wise("neuron:nc", nc, "")
                                                           if nc is not None else None),
-            correlation=_number(part, "exec_id") if "exec_id" in part.column_names else None,
+            correlation=number(part, "exec_id") if "exec_id" in part.column_names else None,
             args=json_objects(part, [c for c in part.column_names if c not in mapped]),
         )
         ctx.acct.keep("device_events" if device_rows else "system_events", part.num_rows)
@@ -290,12 +262,12 @@ def _counters(ctx: Context, t: pa.Table, units: dict[str, str] | None, name: str
     device: Any = map_dict(t["cpu_id"], lambda c: "cpu" if c in (None, "average") else f"cpu:{c}") \
         if "cpu_id" in t.column_names else "cpu" if name != "SystemProfileHbmUsage" else ctx.device
     for i, (col, rule_unit) in enumerate(units.items()):
-        v = _number(t, col, pa.float64())
+        v = number(t, col, pa.float64())
         unit = "fraction" if rule_unit == "percent100" else rule_unit
         if rule_unit == "percent100":
             v = pc.divide(v, 100.0)
         ctx.counters.append(pa.table({
-            "ts_ns": _number(t, "timestamp"), "name": constant(name, schema.DICT_STRING, n),
+            "ts_ns": number(t, "timestamp"), "name": constant(name, schema.DICT_STRING, n),
             "field": constant(col, schema.DICT_STRING, n), "value": pc.fill_null(v, float("nan")),
             "unit": constant(unit, schema.DICT_STRING, n),
             "host": t["instance_id"].cast(pa.string()) if "instance_id" in t.column_names else

@@ -3,20 +3,25 @@
 The NTFF record format is undocumented and not decoded here (neuron.md §10.1). This parser
 
 1. reads what the container shows: format version, NEFF name, instance type, tool versions;
-2. finds the paired NEFF by the rules of :mod:`._neuron_ntff`, in order: ``neff=``; the same stem
+2. loads the JSON report neuron-profile already wrote from this NTFF when it lies beside it
+   (``json_reports/<stem>_profile_full.json``, as real capture folders keep it; its
+   ``neff_header.uuid`` must be the NTFF's NEFF UUID): nothing to decode, no NEFF needed;
+3. otherwise finds the paired NEFF by the rules of :mod:`._neuron_ntff`, in order: ``neff=``; the same
+   UUID (NEFF header bytes 204-219 = the NTFF's metadata field 2); the same stem
    (``X[_exec_N|_rank_R].ntff`` ↔ ``X.neff``); the numeric hash (``<h>_instid_<i>_vnc_<n>.ntff`` ↔
    ``neff_<h>[_vnc_<n>].neff``); the NEFF name recorded in the NTFF; the only NEFF in the folder.
    A session NTFF (``profile_nc_<n>_session_<m>.ntff``) pairs with no single NEFF and is decoded
    with its folder (``view -d DIR``); an NTFF version above 7 is refused before any decode;
-3. runs ``neuron-explorer view -n NEFF -s NTFF --output-format parquet`` (or ``neuron-profile``)
+4. runs ``neuron-explorer view -n NEFF -s NTFF --output-format parquet`` (or ``neuron-profile``)
    into a cache keyed by the inputs' content, then loads that Parquet directory;
-4. without the tool, raises :class:`~neurontrace.errors.NeuronToolMissingError` (exit code 9),
+5. without the tool, raises :class:`~neurontrace.errors.NeuronToolMissingError` (exit code 9),
    whose message shows the header facts and the command to run on a Neuron instance; the Parquet
    directory it writes loads with neurontrace on any machine.
 
 A 0-byte NTFF (the sign of a core that ran nothing) raises
-:class:`~neurontrace.errors.EmptyNtffError`; a NEFF whose numeric hash differs,
-:class:`~neurontrace.errors.NeffMismatchError`.
+:class:`~neurontrace.errors.EmptyNtffError`; a NEFF whose UUID or numeric hash differs,
+:class:`~neurontrace.errors.NeffMismatchError`; no NEFF beside it,
+:class:`~neurontrace.errors.NeffNotFoundError` (exit 2: it names the NEFF needed and ``--neff``).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from neurontrace.errors import NeuronToolMissingError, UnknownFormatError
+from neurontrace.errors import NeffNotFoundError, NeuronToolMissingError, UnknownFormatError
 from neurontrace.load import Probe, load
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace, metadata_table
@@ -72,10 +77,21 @@ def parse(
     path = Path(path)
     header = read_header(path)
     check_version(path, header)
+    report = decoded_report(path, header) if neff is None else None
+    if report is not None:
+        return _from_report(path, header, report, progress=progress)
     if is_session(path) and neff is None:
         return _session(path, header, progress=progress, tool=tool, cache_dir=cache_dir, timeout_s=timeout_s,
                         detail=detail)
-    neff_path, rule = find_neff(path, header, neff)
+    try:
+        neff_path, rule = find_neff(path, header, neff)
+    except NeffNotFoundError as exc:
+        if find_tool(tool) is not None:
+            raise
+        raise NeffNotFoundError(f"{exc}. Decoding it also needs AWS's neuron-explorer (aws-neuronx-tools), which is "
+                                f"not on PATH here: on a Neuron instance run `neuron-explorer view -n <the NEFF> -s "
+                                f"{path.name} --output-format parquet --output-file {path.stem}_parquet` and load "
+                                "that folder") from exc
     exe = find_tool(tool)
     if exe is None:
         raise NeuronToolMissingError(missing_tool_message(path, header, neff_path))
@@ -100,6 +116,56 @@ def parse(
         facts["ntff.synthetic"] = True
     # The NTFF's own facts first, so trace.meta("format") says what the user loaded.
     return Trace.concat([Trace(metadata=metadata_table(facts, source=str(path))), *traces])
+
+
+def decoded_report(ntff: Path, header: NtffHeader) -> Path | None:
+    """The full JSON report neuron-profile wrote from this NTFF, when it lies beside it.
+
+    Real capture folders keep ``json_reports/<stem>_profile_full.json`` next to ``<stem>.ntff`` (neuron.md
+    addendum 2). A report whose ``neff_header.uuid`` is not the NTFF's NEFF UUID belongs to another
+    capture and is not used.
+    """
+    for d in (ntff.parent / "json_reports", ntff.parent, ntff.parent.parent / "json_reports"):
+        cand = d / f"{ntff.stem}_profile_full.json"
+        if cand.is_file():
+            uuid = report_uuid(cand)
+            if header.neff_uuid is None or uuid is None or uuid == header.neff_uuid:
+                return cand
+    return None
+
+
+_UUID_IN_REPORT = re.compile(rb'"neff_header"\s*:\s*\[?\s*\{[^{}]*?"uuid"\s*:\s*"(?P<uuid>[0-9a-fA-F-]{32,36})"')
+
+
+def report_uuid(report: Path) -> str | None:
+    """``neff_header.uuid`` of a JSON report, found without decoding the whole file (reports reach 600 MB)."""
+    try:
+        with report.open("rb") as f:
+            chunk, tail = f.read(1 << 20), b""
+            while chunk:
+                m = _UUID_IN_REPORT.search(tail + chunk)
+                if m:
+                    return m.group("uuid").decode().replace("-", "").lower()
+                tail = (tail + chunk)[-4096:]
+                chunk = f.read(1 << 20)
+    except OSError:
+        return None
+    return None
+
+
+def _from_report(path: Path, header: NtffHeader, report: Path, *, progress: Progress) -> Trace:
+    from . import neuron_json  # the JSON reader: imported when a report is there to read
+
+    trace = neuron_json.parse(report, progress=progress)
+    facts: dict[str, Any] = {
+        "format": FORMAT,
+        "ntff.header": header.facts(),
+        "ntff.decoded_by": {"report": str(report), "note": "the JSON report neuron-profile wrote from this NTFF, "
+                            "found beside it (json_reports/<stem>_profile_full.json); nothing was decoded here"},
+    }
+    if header.synthetic:
+        facts["ntff.synthetic"] = True
+    return Trace.concat([Trace(metadata=metadata_table(facts, source=str(path))), trace])
 
 
 def _session(path: Path, header: NtffHeader, **options: Any) -> Trace:

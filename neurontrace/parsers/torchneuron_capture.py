@@ -63,6 +63,7 @@ from neurontrace.progress import Progress, no_progress
 from neurontrace.schema import DICT_STRING
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
 
+from . import _neuron_pb as pb
 from . import neuron_explorer, ntff
 from ._neuron_arrow import constant
 from ._neuron_common import warn
@@ -120,6 +121,7 @@ def parse(
     traces: list[Trace] = []
     leaves: list[dict[str, Any]] = []
     undecoded: list[dict[str, str]] = []
+    system_pb: list[dict[str, Any]] = []
     options = {"tool": tool, "cache_dir": cache_dir, "timeout_s": timeout_s, "detail": detail}
     for position, root in enumerate(roots):
         m = INSTANCE_DIR.match(root.name)
@@ -131,10 +133,11 @@ def parse(
             part, facts = _load_leaf(leaf, acct, host=host, rank_hint=rank_hint, options=options, extra=extra)
             traces.extend(part)
             undecoded += facts.pop("undecoded", [])
+            system_pb += facts.pop("system_pb", [])
             leaves.append(facts)
     if len(roots) > 1:
         for fw in outer:  # beside several process folders: each framework trace on its own
-            traces.append(kineto_parse(fw))
+            traces.append(kineto_parse(fw, device_elsewhere=True))
             acct.events_read += 1
             acct.keep("framework traces", 1)
     if not leaves:
@@ -159,6 +162,8 @@ def parse(
         facts["synthetic"] = True
     if undecoded:
         facts["undecoded_profiles"] = undecoded
+    if system_pb:
+        facts["neuron.system_pb"] = system_pb
     progress("capture", len(leaves), len(leaves))
     # The capture's own facts first, so trace.meta("format"/"clock"/"alignment") describe the whole.
     whole = Trace.concat([Trace(metadata=metadata_table(facts, source=str(path))), *traces])
@@ -280,9 +285,14 @@ def _beside(path: Path, roots: list[Path]) -> tuple[list[Path], list[Path]]:
 def _undecoded_message(path: Path, undecoded: list[dict[str, str]], *, framework: bool) -> str:
     n = sum(1 for u in undecoded if u["ntff"])
     system = " and the system profile" if len(undecoded) > n else ""
-    head = (f"{path}: {n} device profile(s){system} not decoded; loaded the framework trace alone (host side, "
-            "fallback, phases). The device side needs" if framework else
-            f"{path}: no framework trace here, and its {n} device profile(s){system} need")
+    if n == 0 and framework:
+        head = (f"{path}: the system profile was not decoded (what its .pb files show without the tool is in "
+                "metadata neuron.system_pb); what else was there was loaded. Decoding it needs")
+    elif framework:
+        head = (f"{path}: {n} device profile(s){system} not decoded; loaded the framework trace alone (host side, "
+                "fallback, phases). The device side needs")
+    else:
+        head = f"{path}: no framework trace here, and its {n} device profile(s){system} need"
     lines = [(f"{head} AWS's neuron-explorer (package aws-neuronx-tools, on Neuron instances under "
               "/opt/aws/neuron/bin), which is not on PATH here. On a machine that has it, run:")]
     for u in undecoded:
@@ -316,7 +326,7 @@ def _load_leaf(leaf: Path, acct: ParseAccounting, *, host: str | None, rank_hint
         acct.skip("empty NTFF (the NeuronCore ran nothing)", len(empty))
     parts: list[Trace] = []
     for fw in framework:
-        parts.append(kineto_parse(fw))
+        parts.append(kineto_parse(fw, device_elsewhere=True))
         acct.keep("framework traces", 1)
     rank, rank_source = _rank(parts, rank_hint)
     facts.update(rank=rank, rank_source=rank_source, framework=[
@@ -326,6 +336,8 @@ def _load_leaf(leaf: Path, acct: ParseAccounting, *, host: str | None, rank_hint
                                            skip_framework=bool(framework), options=options)
     facts["device_source"] = how
     facts["undecoded"] = undecoded
+    if undecoded:  # what the system .pb files show without neuron-explorer (framing, instance, CPU, files)
+        facts["system_pb"] = [{"folder": str(leaf), **f} for f in pb.describe(leaf)]
     facts["device"] = [t.meta("alignment") for t in device_parts]
     facts["clocks"] += [t.meta("clock") for t in device_parts]
     facts["synthetic"] = any(t.meta("synthetic") or t.meta("kineto.synthetic") for t in [*parts, *device_parts])
@@ -350,9 +362,23 @@ def _device(leaf: Path, files: list[Path], ntffs: list[Path], empty: list[Path],
         return [], "none (no NTFF or system-trace files)", []
     exe = find_tool(options["tool"])
     if exe is None:
-        acct.skip("not decoded: neuron-explorer is not installed", len(raw))
         live = [p for p in ntffs if p not in empty]
-        return [], "not decoded (neuron-explorer missing)", undecoded_profiles(leaf, live)
+        reports = {p: r for p in live if (r := ntff.decoded_report(p, read_header(p))) is not None}
+        parts = [ntff.parse(p) for p in reports]  # the JSON reports neuron-profile already wrote beside them
+        if len(reports) > 1:
+            warn(acct, f"{leaf}: {len(reports)} NTFFs were read from their JSON reports; each report's times count "
+                 "from its own profile start, so analysed together their executions overlap in time. Load one "
+                 f"NTFF (e.g. {next(iter(reports)).name}) to analyse one execution", NeuronProfileWarning)
+        acct.keep("NTFFs read from the JSON report beside them", len(reports))
+        rest = [p for p in live if p not in reports]
+        left = [p for p in raw if p not in reports]
+        neffs = [p for p in left if p.suffix == ".neff"] if reports and not rest else []
+        acct.skip("NEFF not needed: its NTFFs were read from their JSON reports", len(neffs))
+        acct.skip("not decoded: neuron-explorer is not installed", len(left) - len(neffs))
+        system = any((leaf / pb).is_file() for pb in ("trace_info.pb", "ntrace.pb"))
+        undecoded = undecoded_profiles(leaf, rest) if rest or system else []
+        how = "JSON reports beside the NTFFs (json_reports/)" if reports else "not decoded (neuron-explorer missing)"
+        return parts, how, undecoded
     out = decode(exe, ["-d", str(leaf)], raw, cache=cache_root(options["cache_dir"]),
                  timeout_s=options["timeout_s"] if options["timeout_s"] is not None else timeout_default(),
                  what=str(leaf))

@@ -74,6 +74,8 @@ def _ops_table(diff: Diff, top: int) -> Table | Text:
         op = Text(f"{r['kind']} ", style="dim")
         op.append(f"{r['unit']}: " if r["unit"] else "")
         op.append(r["name"] if len(r["name"]) <= 80 else r["name"][:77] + "...")
+        if r.get("shapes"):
+            op.append(f" {r['shapes'] if len(r['shapes']) <= 60 else r['shapes'][:57] + '...'}", style="dim")
         source = r["source"] or "-"
         if r["change_source"]:
             source = f"{source} → {r['change_source']}"
@@ -124,6 +126,12 @@ def render(diff: Diff, console: Console, *, top: int = TOP_OPS, fail_on_regressi
     console.print("[bold]phases[/]: " + "; ".join(_change_line(label, p[key]) for label, key in (
         ("compile", "compile_ns"), ("load", "load_ns"), ("execution", "execution_ns"),
         ("time to first step", "time_to_first_step_ns"))))
+    prep = [(label, p[key]) for label, key in (("recompiles", "compile.recompiles"), ("graph breaks",
+            "compile.graph_breaks"), ("cache hits", "compile.cache_hits"), ("cache misses", "compile.cache_misses"),
+            ("failed compiles", "compile.failed")) if key in p and (p[key]["baseline"] or p[key]["change"])]
+    if prep:
+        console.print("[bold]preparation[/]: " + "; ".join(f"{label} {c['baseline']} → {c['change']}"
+                                                            for label, c in prep))
     console.print(f"[bold]steps[/]: {s['count']['baseline']} → {s['count']['change']}; "
                   + "; ".join(_change_line(label, s[key]) for label, key in (
                       (STEADY_MEDIAN.label, STEADY_MEDIAN.key), ("steady p90", "steady_p90_ns"),
@@ -131,6 +139,12 @@ def render(diff: Diff, console: Console, *, top: int = TOP_OPS, fail_on_regressi
                       ("p90 of all steps", "p90_ns")) if key in s))
     if s.get("why_they_differ"):
         console.print(f"[bold]which is which[/]: {escape(s['why_they_differ'])}")
+    for m in diff.memory:
+        who = m["device"] if m["rank"] is None else f"rank {m['rank']} {m['device']}"
+        console.print(f"[bold]memory[/] {escape(who)}: " + "; ".join(
+            f"{label} {units.size(m[key]['baseline'])} → {units.size(m[key]['change'])} {_pct(m[key]['pct'])}".rstrip()
+            for label, key in (("peak allocated", "peak_allocated_bytes"), ("peak reserved", "peak_reserved_bytes"),
+                               ("growth per step", "growth_bytes_per_step"))))
     for label, key in (("[red]new finding[/]", "appeared"), ("[green]resolved[/]", "resolved")):
         for f in diff.findings[key]:
             where = escape(f" [{f['device']}]") if f["device"] else ""

@@ -9,10 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 from neurontrace import units
-from neurontrace.analysis import cross_rank, registry
+from neurontrace.analysis import cross_rank, dominant, registry
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Finding
 from neurontrace.analysis.diagnose import Diagnosis
+from neurontrace.analysis.dominant import headline as device_line
 from neurontrace.analysis.step_stats import MEAN_PER_STEP, one_run_note
 from neurontrace.causes import CAUSES, COLORS, LABELS
 
@@ -56,8 +57,9 @@ def _device_panel(d: DeviceAttribution, origin: int, diag: Diagnosis) -> Panel:
         stalls.append(f"  {_ms(s.dur_ns):>12}  {s.cause}.{s.detail}", style=COLORS[s.cause])
         stalls.append(f" at {_offset(s.start_ns - origin)}: {s.evidence[0] if s.evidence else '-'}")
         stalls.append(f"\n{'':16}source: {s.source or '-'}\n")
-    head = Text(f"window {_ms(d.window_ns)} ({d.window_source}), {_offset(d.window[0] - origin)} to "
-                f"{_offset(d.window[1] - origin)}")
+    head = Text(device_line(d, d.sections.get(dominant.SECTION.key)) + "\n", style="bold")
+    head.append(f"window {_ms(d.window_ns)} ({d.window_source}), {_offset(d.window[0] - origin)} to "
+                f"{_offset(d.window[1] - origin)}", style="")
     if d.window_steps:
         mean = d.window_ns / d.window_steps
         head.append(f"; {MEAN_PER_STEP.label} {_ms(round(mean))} ({MEAN_PER_STEP.meaning})")
