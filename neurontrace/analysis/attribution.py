@@ -107,12 +107,17 @@ def attribute(
     return out
 
 
+def default_windows(trace: Trace) -> list[tuple[str, int | None, Window]]:
+    """(device, rank, its default analysis window) of every attributed device, in report order: the windows
+    ``diagnose`` analyses without ``--window`` (and ``ops`` too, so both share one table of shares)."""
+    return [(device, rank, choose_window(trace, *reversed(_window_inputs(trace, device, rank))))
+            for device, rank in _attributed(trace)]
+
+
 def default_origin(trace: Trace) -> int | None:
     """The report's time 0: the earliest start of the devices' default analysis windows. ``diagnose`` prints
     times from it, ``--window`` offsets count from it, and it is the viewer's x = 0; None without events."""
-    starts = [choose_window(trace, *reversed(_window_inputs(trace, device, rank))).span[0]
-              for device, rank in _attributed(trace)]
-    return min(starts, default=None)
+    return min((w.span[0] for _, _, w in default_windows(trace)), default=None)
 
 
 def _attributed(trace: Trace) -> list[tuple[str, int | None]]:

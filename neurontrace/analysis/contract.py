@@ -50,14 +50,15 @@ class Finding:
     evidence: str
     advice: str
     device: str | None = None
+    rank: int | None = None  # the rank of ``device`` in a job of several ranks (None: the job's, or one rank)
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "severity": self.severity, "title": self.title, "evidence": self.evidence,
-                "advice": self.advice, "device": self.device}
+                "advice": self.advice, "device": self.device, "rank": self.rank}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Finding:
-        return cls(d["id"], d["severity"], d["title"], d["evidence"], d["advice"], d.get("device"))
+        return cls(d["id"], d["severity"], d["title"], d["evidence"], d["advice"], d.get("device"), d.get("rank"))
 
 
 @dataclass

@@ -50,7 +50,8 @@ from neurontrace.analysis.intervals import union
 from neurontrace.analysis.work import device_categories
 from neurontrace.columns import flat, isin, keep, matches, of_rank, select
 from neurontrace.trace import Trace
-from neurontrace.units import duration
+from neurontrace.units import duration, rate
+from neurontrace.units import size as size_text
 
 # busbw = algbw * factor(n): the share of the data each link carries in the optimal algorithm.
 BUS_FACTOR: dict[str, Callable[[int], float]] = {
@@ -578,7 +579,16 @@ def _pct(x: float) -> str:
 def _text(cr: CrossRank) -> list[str]:
     if not cr.collectives and not cr.step_skew:  # nothing across ranks to speak of (e.g. a Neuron summary)
         return []
-    lines = [f"{len(cr.collectives)} collectives; {cr.matched} matched across {len(cr.ranks)} ranks"]
+    if len(cr.ranks) < 2:  # one rank: there is nothing to match across ranks (not "0 matched across 0 ranks")
+        lines = [f"{len(cr.collectives)} collectives on one rank: nothing to match across ranks"]
+    else:
+        lines = [f"{len(cr.collectives)} collectives; {cr.matched} matched across {len(cr.ranks)} ranks"]
+    slowest = max((c for c in cr.collectives if c.get("dur_ns")), key=lambda c: max(c["dur_ns"]), default=None)
+    if slowest is not None and len(cr.ranks) >= 2:
+        at = int(np.argmax(slowest["dur_ns"]))
+        size = f" of {size_text(slowest['bytes'])}" if slowest.get("bytes") is not None else ""
+        lines.append(f"slowest collective: {slowest['name']}{size} took {duration(max(slowest['dur_ns']))} on rank "
+                     f"{slowest['ranks'][at]} (#{slowest['ordinal']}; last to arrive: rank {slowest['last_rank']})")
     if cr.straggler_rank is not None:
         me = next(p for p in cr.per_rank if p["rank"] == cr.straggler_rank)
         lines.append(f"straggler rank {cr.straggler_rank} (last at {me['last_count']} of {cr.matched}, "
@@ -588,9 +598,13 @@ def _text(cr: CrossRank) -> list[str]:
         worst = max(cr.step_skew, key=lambda s: s["start_skew_ns"])
         lines.append(f"worst step start skew {duration(worst['start_skew_ns'])} ({worst['step']}, "
                      f"last to start: rank {worst['last_to_start_rank']})")
-    bw = [c["busbw_gbps"] for c in cr.collectives if c["busbw_gbps"] is not None]
-    if bw:
-        lines.append(f"bus bandwidth median {float(np.median(bw)):.3f} GB/s over {len(bw)} collectives")
+    by_size: dict[tuple[str, int], list[float]] = defaultdict(list)  # a bandwidth means nothing without its size
+    for c in cr.collectives:
+        if c["busbw_gbps"] is not None and c.get("bytes") is not None:
+            by_size[(str(c["op"]), int(c["bytes"]))].append(float(c["busbw_gbps"]))
+    for (op, nbytes), bw in sorted(by_size.items(), key=lambda kv: -len(kv[1]))[:3]:
+        lines.append(f"bus bandwidth median {rate(float(np.median(bw)) * 1e9)} for {op} of {size_text(nbytes)} "
+                     f"({len(bw)} collective{'s' if len(bw) > 1 else ''})")
     return lines
 
 

@@ -22,6 +22,7 @@ from neurontrace.analysis.compile import check_same_run
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
 from neurontrace.analysis.fallback import FallbackOp, find_fallback, recorded_ops
 from neurontrace.analysis.findings import worst
+from neurontrace.analysis.headline import headline
 from neurontrace.analysis.malformed import sanitize
 from neurontrace.analysis.phases import Phases
 from neurontrace.analysis.runs_check import check_one_run
@@ -52,12 +53,18 @@ class Diagnosis:
         return {} if value is None else dict(value.as_dict())
 
     @property
+    def headline(self) -> str:
+        """The verdict in one line (analysis/headline.py): first in the report, ``headline`` in the JSON."""
+        return headline(self.devices, self.findings)
+
+    @property
     def worst_severity(self) -> str | None:
         return worst(self.findings)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "schema": SCHEMA,
+            "headline": self.headline,
             "synthetic": self.synthetic,
             "origin_ns": self.origin_ns,
             "inputs": self.inputs,

@@ -22,9 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis import load_warnings, phases
+from neurontrace.analysis import load_warnings, phases, step_stats
 from neurontrace.analysis._diff_memory import memory_deltas
 from neurontrace.analysis._diff_ops import COMPARED_SCHEMA, STATUSES, compare_ops, op_table
+from neurontrace.analysis.step_stats import FIRST_STEP, MEAN_PER_STEP, STEADY_MEDIAN
 from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
 
@@ -34,7 +35,7 @@ __all__ = ["CAUSES", "SCHEMA", "STATUSES", "DeviceDelta", "Diff", "Thresholds", 
 SCHEMA = "neurontrace.diff/1"
 DEFAULT_RELATIVE = 0.10  # an op's total time must change by more than 10% of its baseline ...
 DEFAULT_ABSOLUTE_NS = 10_000  # ... and by more than 10 µs to count as faster or slower
-PHASE_KEYS = ("compile_ns", "load_ns", "execution_ns", "time_to_first_step_ns", "first_step_ns")
+PHASE_KEYS = ("compile_ns", "load_ns", "execution_ns", "time_to_first_step_ns", FIRST_STEP.key)
 # From the compile section (docs/compile.md), under phases with a "compile." name.
 PREPARATION_KEYS = ("recompiles", "graph_breaks", "cache_hits", "cache_misses", "failed")
 
@@ -124,7 +125,7 @@ class DeviceDelta:
             "matched_by": self.matched_by,
             "window_ns": change(*self.window_ns),
             "steps": {"baseline": self.steps[0], "change": self.steps[1]},
-            "time_per_step_ns": change(round(tps_a), round(tps_b)),
+            MEAN_PER_STEP.key: change(round(tps_a), round(tps_b)),
             "regression_pct": None if reg is None else round(reg, 3),
             "causes_ns": causes,
             "detail_ns": {k: change(a, b) for k, (a, b) in sorted(self.detail_ns.items())},
@@ -204,7 +205,7 @@ class Diff:
             "devices": [d.as_dict() for d in self.devices],
             "unmatched_devices": self.unmatched_devices,
             "regression": {
-                "metric": "time_per_step_ns",
+                "metric": MEAN_PER_STEP.key,
                 "worst_device": worst.label if worst else None,
                 "worst_pct": None if worst is None or worst.regression_pct is None else round(worst.regression_pct, 3),
             },
@@ -329,10 +330,16 @@ def _compare_diagnoses(baseline: Mapping[str, Any], new: Mapping[str, Any], thre
         if info["synthetic"]:
             notes.append(f"the {side} is SYNTHETIC (a generated profile): its figures are not measurements")
     device_map = {(b["device"], b.get("rank")): (a["device"], a.get("rank")) for a, b, _ in pairs}
+    steps = _step_stats(steps_a, steps_b)
+    worst = max((d for d in devices if d.regression_pct is not None and all(d.steps)),
+                key=lambda d: d.regression_pct or 0.0, default=None)
+    steps["why_they_differ"] = step_stats.why_they_differ(
+        None if worst is None else worst.regression_pct, steps[STEADY_MEDIAN.key]["pct"],
+        steps["durations_ns"]["baseline"], steps["durations_ns"]["change"])
     return Diff(
         baseline=side_a, change=side_b, thresholds=thresholds, devices=devices,
         unmatched_devices=unmatched, fallback=_fallback(baseline, new), phases=_phases(baseline, new),
-        steps=_step_stats(steps_a, steps_b), findings=_findings(baseline, new, device_map), notes=notes,
+        steps=steps, findings=_findings(baseline, new, device_map), notes=notes,
         warnings=[{"side": side, **w} for side, d in (("baseline", baseline), ("change", new))
                   for w in d.get(load_warnings.SECTION.key) or []],
         memory=memory_deltas(baseline, new, change),
@@ -481,8 +488,9 @@ def _step_stats(steps_a: list[dict[str, int]], steps_b: list[dict[str, int]]) ->
         "count": change(len(da), len(db)),
         "median_ns": change(all_a["median_ns"], all_b["median_ns"]),
         "p90_ns": change(all_a["p90_ns"], all_b["p90_ns"]),
-        "steady_median_ns": change(st_a["median_ns"], st_b["median_ns"]),
+        STEADY_MEDIAN.key: change(st_a["median_ns"], st_b["median_ns"]),
         "steady_p90_ns": change(st_a["p90_ns"], st_b["p90_ns"]),
+        FIRST_STEP.key: change(da[0] if da else None, db[0] if db else None),
         "durations_ns": {"baseline": da, "change": db},
     }
 

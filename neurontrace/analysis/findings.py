@@ -230,7 +230,12 @@ def collective_groups(cross_rank: Any) -> dict[str, list[int]]:
 def _devices(ctx: Context) -> list[Finding]:
     # Exposed collectives that are mostly waiting for a late rank get advice about that rank, not the transfer.
     waiting = cross_rank.waiting_advice(ctx.sections.get(cross_rank.SECTION.key))
-    return [f for d in ctx.devices for f in device_findings(d, graph_replay.replays(d), waiting)]
+    out = []
+    for d in ctx.devices:
+        for f in device_findings(d, graph_replay.replays(d), waiting):
+            f.rank = d.rank  # which rank's device, in a job (the report names it)
+            out.append(f)
+    return out
 
 
 DEVICE = FindingFamily("device causes", _devices)

@@ -254,6 +254,9 @@ KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"|^Cijk_"  # ROCm Tensile (hipBLAS/rocBLAS)
         r"|^fc$|^fc_",  # MTIA fully-connected kernels
         re.IGNORECASE)),
+    # Normalization before conv: cuDNN's batch norm kernels (cudnn::bn_fw_tr_1C11_..., cudnn::bn_bw_...) are no
+    # convolution; ATen's batch/layer norm kernels and fused RMSNorm (aiter add_rmsnorm_quant_kernel) are no reduce.
+    ("norm", re.compile(r"cudnn::bn_|batch_?norm|layer_?norm|rms_?norm|group_?norm|instance_?norm", re.IGNORECASE)),
     ("conv", re.compile(r"conv|winograd|implicit_gemm|cudnn", re.IGNORECASE)),  # cuDNN, MIOpen
     ("triton", re.compile(r"^triton_")),  # Inductor-generated Triton kernels
     ("reduce", re.compile(r"reduce|softmax|norm|sum_|mean|argmax|topk", re.IGNORECASE)),  # ATen reductions

@@ -121,6 +121,13 @@ class OpRow:
                 "over_peak": r(self.over_peak, 2), "bound": self.bound}
 
 
+def share_class(r: OpRow) -> str:
+    """The class a row's time is shared under: its kernels' class (names.KERNEL_CLASSES, the attribution's
+    ``compute.<class>``), not its op's formula class (a batch norm op whose kernels cuDNN runs is no "unknown");
+    CPU ops, which run no kernels, by their formula's class."""
+    return r.op_class if r.kernel_class == "cpu_op" else r.kernel_class
+
+
 @dataclass
 class OpsReport:
     rows: list[OpRow]
@@ -141,12 +148,13 @@ class OpsReport:
                 f"{r.over_peak:,.0f}% of {bound(r)}" for r in self.impossible()]
 
     def classes(self, device: str) -> list[dict[str, Any]]:
-        """Per op class on one device: kernel time, its share, and the efficiency of the class."""
+        """Per class on one device: kernel time, its share, and the efficiency of the class. The class is
+        the one classification (:func:`share_class`), so these shares name what diagnose's compute.<class> do."""
         rows = [r for r in self.rows if r.device == device]
         total = sum(r.device_ns for r in rows) or 1
         by: dict[str, list[OpRow]] = defaultdict(list)
         for r in rows:
-            by[r.op_class].append(r)
+            by[share_class(r)].append(r)
         out = []
         for cls, rs in by.items():
             ns = sum(r.device_ns for r in rs)
@@ -556,7 +564,7 @@ def low_efficiency(ctx: Context) -> list[Finding]:
                 f"on {d.device} ({v.peak['device']}): {named}",
                 "Run `neurontrace ops TRACE` for the ops behind each class; small or oddly shaped GEMMs, "
                 "unfused elementwise chains and non-flash attention are the usual causes (larger tiles, "
-                "torch.compile fusion, scaled_dot_product_attention).", d.device))
+                "torch.compile fusion, scaled_dot_product_attention).", d.device, d.rank))
     return out
 
 

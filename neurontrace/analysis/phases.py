@@ -20,6 +20,7 @@ from neurontrace.analysis.compile_spans import compile_spans
 from neurontrace.analysis.contract import Context, Section
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import union
+from neurontrace.analysis.step_stats import FIRST_STEP, STEADY_MEDIAN
 from neurontrace.columns import isin, matches, select
 from neurontrace.trace import Trace
 from neurontrace.units import duration
@@ -161,14 +162,14 @@ def _text(p: Phases) -> list[str]:
     if p.trace_end_ns <= p.trace_start_ns:  # no events (a Neuron summary): no phases to speak of
         return []
     lines = [(f"compile {duration(p.compile_ns)}, load {duration(p.load_ns)}, execution {duration(p.execution_ns)}; "
-              f"first step {duration(p.first_step_ns)}, steady median {duration(p.steady_median_ns)} "
+              f"{FIRST_STEP.label} {duration(p.first_step_ns)}, {STEADY_MEDIAN.label} {duration(p.steady_median_ns)} "
               f"(p90 {duration(p.steady_p90_ns)}), time to first step {duration(p.time_to_first_step_ns)}")]
     if p.first_step_split:
         sp = p.first_step_split
         lines.append(f"time to first step: compile {duration(sp['compile_ns'])}, cache load "
                      f"{duration(sp['cache_load_ns'])}, execution {duration(sp['execution_ns'])}")
     if p.compile_steps:
-        lines.append(f"{len(p.compile_steps)} of {len(p.steps)} steps compile (kept out of the steady median): "
+        lines.append(f"{len(p.compile_steps)} of {len(p.steps)} steps compile (kept out of the {STEADY_MEDIAN.label}): "
                      + ", ".join(f"step {s['step']}" for s in p.compile_steps[:8])
                      + (" ..." if len(p.compile_steps) > 8 else ""))
     if p.split is not None and p.split.text():

@@ -446,6 +446,14 @@ def on_report(state: PageState) -> list[Any]:
     return layout.report(model.analysis.report)
 
 
+def on_headline(state: PageState) -> str:
+    """The title bar's verdict: ``diagnose``'s headline once the analysis is done, empty before."""
+    model = state.model
+    if model is None or model.analysis is None:
+        return ""
+    return model.analysis.diagnosis.headline
+
+
 def analysis_note(model: ViewModel) -> str:
     a = model.analysis
     if a is None:
@@ -486,6 +494,10 @@ def register(app: dash.Dash, state: PageState) -> None:
     @app.callback(Output("nt-report", "children"), Input("nt-analysis-ready", "data"))
     def _report(_ready: Any) -> list[Any]:
         return on_report(state)
+
+    @app.callback(Output("nt-headline", "children"), Input("nt-analysis-ready", "data"))
+    def _headline(_ready: Any) -> str:
+        return on_headline(state)
 
     @app.callback(Output({"type": "nt-tbody", "table": MATCH}, "children"),
                   Output({"type": "nt-sort-state", "table": MATCH}, "data"),

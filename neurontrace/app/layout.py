@@ -44,10 +44,12 @@ GRAPH_CONFIG: Any = {
 }
 
 
-def header(title: str, badges: list[tuple[str, bool]]) -> html.Div:
+def header(title: str, badges: list[tuple[str, bool]], headline: str = "") -> html.Div:
     return html.Div(className="nt-header", children=[
         html.Div(className="nt-logo", children=["neuron", html.Span("trace")]),
         html.Div(title, className="nt-title", id="nt-trace-title"),
+        # diagnose's verdict line (analysis/headline.py), filled in when the analysis is done
+        html.Div(headline, className="nt-headline", id="nt-headline"),
         html.Div(className="nt-spacer"),
         html.Div([html.Span(text, className="nt-badge warn" if warn else "nt-badge") for text, warn in badges]),
     ])

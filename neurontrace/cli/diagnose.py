@@ -36,6 +36,9 @@ class DiagnoseCommand(common.Command):
                                  "trace are read without it (docs/compile.md)")
         parser.add_argument("--top", type=common.positive_int, default=TOP_STALLS,
                             help=f"how many top stalls per device (default {TOP_STALLS})")
+        parser.add_argument("--ranks", choices=("summary", "all"), default="summary",
+                            help="a job of several ranks: one line per rank (summary, the default) or every "
+                                 "rank's cause table, top stalls and op classes too (all)")
         parser.add_argument("--fail-on", choices=SEVERITIES, metavar="SEVERITY",
                             help=f"exit {errors.EXIT_FINDINGS} when a finding reaches SEVERITY "
                                  f"({', '.join(SEVERITIES)})")
@@ -100,7 +103,7 @@ class DiagnoseCommand(common.Command):
         else:
             from neurontrace.render.report import render
 
-            render(diag, common.console())
+            render(diag, common.console(), ranks_all=args.ranks == "all")
 
     @staticmethod
     def _exit_code(args: argparse.Namespace, diag: Any) -> int:

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from neurontrace import units
 from neurontrace.analysis.diff import DeviceDelta, Diff
+from neurontrace.analysis.step_stats import FIRST_STEP, MEAN_PER_STEP, STEADY_MEDIAN
 from neurontrace.causes import CAUSES, COLORS
 
 STATUS_STYLE = {"added": "bold red", "removed": "green", "slower": "red", "faster": "green", "unchanged": "bright_black"}
@@ -48,7 +49,7 @@ def _device_panel(d: DeviceDelta) -> Panel:
     detail = Text("largest detail changes: ", style="bold")
     detail.append(", ".join(f"{k} {fmt_ns(v, '+')}" for k, v in moved) or "none")
     (ta, tb), (sa, sb) = d.time_per_step_ns, d.steps
-    per = "per step" if sa and sb else "window"
+    per = MEAN_PER_STEP.label if sa and sb else "window"
     reg = d.regression_pct
     head = Text(f"window {fmt_ns(d.window_ns[0])} → {fmt_ns(d.window_ns[1])}; {per} {fmt_ns(ta)} → {fmt_ns(tb)} ")
     head.append(_pct(reg), style="red" if reg and reg > 0 else "green")
@@ -133,8 +134,11 @@ def render(diff: Diff, console: Console, *, top: int = TOP_OPS, fail_on_regressi
                                                             for label, c in prep))
     console.print(f"[bold]steps[/]: {s['count']['baseline']} → {s['count']['change']}; "
                   + "; ".join(_change_line(label, s[key]) for label, key in (
-                      ("median", "median_ns"), ("p90", "p90_ns"), ("steady median", "steady_median_ns"),
-                      ("steady p90", "steady_p90_ns"))))
+                      (STEADY_MEDIAN.label, STEADY_MEDIAN.key), ("steady p90", "steady_p90_ns"),
+                      (FIRST_STEP.label, FIRST_STEP.key), ("median of all steps", "median_ns"),
+                      ("p90 of all steps", "p90_ns")) if key in s))
+    if s.get("why_they_differ"):
+        console.print(f"[bold]which is which[/]: {escape(s['why_they_differ'])}")
     for m in diff.memory:
         who = m["device"] if m["rank"] is None else f"rank {m['rank']} {m['device']}"
         console.print(f"[bold]memory[/] {escape(who)}: " + "; ".join(
@@ -153,7 +157,7 @@ def _verdict(diff: Diff, console: Console, pct: float | None) -> None:
     if worst is None:
         console.print("[yellow]no device could be matched, so nothing was compared per device[/]")
         return
-    what = "time per step" if all(worst.steps) else "window time"
+    what = MEAN_PER_STEP.label if all(worst.steps) else "window time"
     figure = escape(f"{worst.label} {what} {_pct(worst.regression_pct)}")
     if pct is None:
         console.print(f"[bold]largest change[/]: {figure}")

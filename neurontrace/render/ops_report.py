@@ -46,7 +46,7 @@ def render(report: OpsReport, console: Console, *, top: int = 30) -> None:
         classes = "; ".join(f"{c['op_class']} {100 * c['share']:.1f}%"
                             + (f" at {c['pct_of_peak']:.1f}% of peak" if c["pct_of_peak"] is not None else "")
                             for c in report.classes(device))
-        console.print(f"  by op class (share of kernel time): {classes}")
+        console.print(f"  by class (share of kernel time; the classes of diagnose's compute.<class>): {classes}")
     if report.links.get("unlinked"):
         total = sum(report.links.values())
         console.print(f"{report.links['unlinked']} of {total} kernels have no launching CPU op (no launch call in "

@@ -24,6 +24,7 @@ import numpy as np
 
 from neurontrace import units
 from neurontrace.analysis.diff import Diff, diff
+from neurontrace.analysis.step_stats import MEAN_PER_STEP
 from neurontrace.app import inputs
 from neurontrace.app.model import ViewModel
 from neurontrace.app.server import FAILED, LOADING, READY, ViewerState
@@ -151,7 +152,7 @@ class CompareState:
         head = ", ".join(f"{n} {s}" for s, n in d.ops_summary().items() if s != "unchanged")
         worst = d.worst_regression
         if worst is not None and worst.regression_pct is not None:
-            head += f" · {worst.label}: {worst.regression_pct:+.1f}% per step"
+            head += f" · {worst.label}: {MEAN_PER_STEP.label} {worst.regression_pct:+.1f}%"
         return head + "".join(f" · {line}" for line in memory_peaks(d.memory))
 
 
