@@ -8,6 +8,7 @@ import json
 import numpy as np
 
 from neurontrace import errors
+from neurontrace.analysis.step_stats import MEAN_PER_STEP, STEADY_MEDIAN
 from neurontrace.cli import _common as common
 from neurontrace.units import duration, share
 
@@ -52,10 +53,13 @@ class WhatifCommand(common.Command):
                    f"{duration(result.own_ns)})")
         common.out(f"  window   {duration(result.old_ns)} -> {duration(result.new_ns)} "
                    f"({duration(-result.gain_ns, sign='+') if result.gain_ns else 'unchanged'})")
-        if result.steps:
-            old = float(np.median([s["old_ns"] for s in result.steps]))
-            new = float(np.median([s["new_ns"] for s in result.steps]))
-            common.out(f"  step     median {duration(old)} -> {duration(new)} over {len(result.steps)} steps")
+        if result.steps:  # the declared step statistics (analysis/step_stats.py), as diagnose computes them
+            n = len(result.steps)
+            common.out(f"  {MEAN_PER_STEP.label}: {duration(result.old_ns / n)} -> {duration(result.new_ns / n)} "
+                       f"({n} steps)")
+            if n > 1:
+                old, new = (float(np.median([s[k] for s in result.steps[1:]])) for k in ("old_ns", "new_ns"))
+                common.out(f"  {STEADY_MEDIAN.label}: {duration(old)} -> {duration(new)}")
         if d["kept"] is not None:
             common.out(f"  the op itself saves {duration(result.saved_ns)}; the window keeps "
                        f"{duration(result.gain_ns)} of it ({share(d['kept'])})")
