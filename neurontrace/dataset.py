@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from neurontrace import schema
+from neurontrace import _replace, schema
 from neurontrace.errors import InputNotFoundError, MalformedTraceError, OutputExistsError
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace
@@ -63,25 +63,31 @@ def write_rank(trace: Trace, directory: str | Path, part: int = 0) -> dict[str, 
 
 
 def start(directory: str | Path, *, force: bool = False) -> Path:
-    """The dataset's temporary sibling to write into (finish() renames it), refusing to clobber."""
-    out = Path(directory)
+    """The writer's own new directory beside the dataset (finish() swaps it in), refusing to clobber.
+
+    A killed writer's leftovers beside it are dealt with first (neurontrace._replace: an old dataset it had
+    moved aside is put back, its partial directory removed)."""
+    out = Path(directory).resolve()
+    _replace.clean_leftovers(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise OutputExistsError(f"{out} already exists and is not empty; pass --force to replace it")
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    return tmp
+    return _replace.make_partial(out)
 
 
-def finish(tmp: Path, directory: str | Path, ranks: list[dict[str, Any]]) -> Path:
-    """Write the marker and move the finished dataset into place (a failure never leaves half a dataset)."""
+def finish(tmp: Path, directory: str | Path, ranks: list[dict[str, Any]], *, force: bool = True) -> Path:
+    """Write the marker and swap the finished dataset in: at every moment the output is the whole old
+    dataset or the whole new one, whenever the process is killed (neurontrace._replace)."""
     out = Path(directory)
     ranks = sorted(ranks, key=lambda r: (r["rank"] is None, r["rank"] or 0, r["part"]))
     marker = {"layout": LAYOUT, "tables": list(schema.TABLES), "ranks": ranks}
     (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-    if out.exists():
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    tmp.rename(out)
+    final = out.resolve()
+    try:
+        _replace.swap(tmp, final, may_replace=lambda: force or (final.is_dir() and not any(final.iterdir())))
+    except FileExistsError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputExistsError(f"{out} was written by someone else meanwhile; pass --force to replace it") \
+            from None
     return out
 
 
@@ -89,6 +95,13 @@ def write_dataset(traces: list[Trace], directory: str | Path, *, force: bool = F
     """A dataset from traces held in memory (one or more ranks each); ``convert`` streams instead."""
 
     tmp = start(directory, force=force)
+    try:
+        return _write_ranks(traces, tmp, directory, force)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already unless something failed
+
+
+def _write_ranks(traces: list[Trace], tmp: Path, directory: str | Path, force: bool) -> Path:
     seen: dict[int | None, int] = {}
     ranks = []
     for t in traces:
@@ -96,7 +109,7 @@ def write_dataset(traces: list[Trace], directory: str | Path, *, force: bool = F
             r = rank_of(one)
             ranks.append(write_rank(one, tmp, seen.get(r, 0)))
             seen[r] = seen.get(r, 0) + 1
-    return finish(tmp, directory, ranks)
+    return finish(tmp, directory, ranks, force=force)
 
 
 def rank_of(trace: Trace) -> int | None:

@@ -261,6 +261,21 @@ def convert(
 
     files = rank_inputs([paths] if isinstance(paths, str | Path) else paths)
     tmp = dataset.start(output, force=force)
+    try:
+        return _convert_into(tmp, files, output, force, workers, scheduler, client, local, progress, format,
+                             load_options)
+    finally:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already (swapped in) unless something failed
+
+
+def _convert_into(tmp: Path, files: list[tuple[str, dict[str, Any]]], output: str | Path, force: bool,
+                  workers: int | None, scheduler: str | None, client: Any, local: bool, progress: Progress,
+                  format: str | None, load_options: dict[str, Any] | None,
+                  ) -> tuple[Path, list[dict[str, Any]], list[RankFailure]]:
+    from neurontrace import dataset
+
     results: list[list[dict[str, Any]] | RankFailure] = []
     progress("ranks", 0, len(files))
     if local:
@@ -279,13 +294,10 @@ def convert(
     failures = [r for r in results if isinstance(r, RankFailure)]
     entries = [e for r in results if not isinstance(r, RankFailure) for e in r]
     if not entries:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
         first = failures[0]
         raise _error(first.exit_code, f"every rank failed; the first: {first.warning()}")
     _check_unique([e["partition"] for e in entries])
-    return dataset.finish(tmp, output, entries), entries, failures
+    return dataset.finish(tmp, output, entries, force=force), entries, failures
 
 
 def _check_unique(partitions: list[str]) -> None:
