@@ -138,19 +138,20 @@ def _exchanger() -> Callable[[Path, Path], bool] | None:
 _EXCHANGE = _exchanger()
 
 
-def swap(tmp: Path, out: Path, *, may_replace: Callable[[], bool]) -> None:
-    """Put the finished directory ``tmp`` in place of ``out`` (see the module docstring); an existing
-    ``out`` is replaced only if ``may_replace()`` says so at that moment, else ``FileExistsError``."""
+def swap(tmp: Path, out: Path, *, force: bool) -> None:
+    """Put the finished directory ``tmp`` in place of ``out`` (see the module docstring). A missing ``out``
+    or an empty directory is taken by one ``rename`` (which fails if someone fills it first); anything else
+    is replaced only when ``force``, else ``FileExistsError``."""
     for _ in range(8):  # another writer may land between our attempts
-        if not out.exists() and not out.is_symlink():
-            try:
-                tmp.rename(out)
-                return
-            except OSError:
-                if not out.exists():
+        try:
+            tmp.rename(out)  # atomic; succeeds over a missing name or an empty directory only
+            return
+        except OSError:
+            if not out.exists() and not out.is_symlink():
+                if not tmp.exists():
                     raise
-                continue
-        if not may_replace():
+                continue  # it went away meanwhile: try again
+        if not force:
             raise FileExistsError(str(out))
         if _EXCHANGE is not None and _EXCHANGE(tmp, out):
             _remove(tmp)  # the old output, under the partial name now

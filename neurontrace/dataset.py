@@ -83,7 +83,7 @@ def finish(tmp: Path, directory: str | Path, ranks: list[dict[str, Any]], *, for
     (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
     final = out.resolve()
     try:
-        _replace.swap(tmp, final, may_replace=lambda: force or (final.is_dir() and not any(final.iterdir())))
+        _replace.swap(tmp, final, force=force)
     except FileExistsError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise OutputExistsError(f"{out} was written by someone else meanwhile; pass --force to replace it") \

@@ -244,7 +244,7 @@ class Trace:
             marker = {"layout_version": PARQUET_LAYOUT_VERSION, "tables": list(schema.TABLES)}
             (tmp / PARQUET_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
             try:
-                _replace.swap(tmp, final, may_replace=lambda: force or (final.is_dir() and not any(final.iterdir())))
+                _replace.swap(tmp, final, force=force)
             except FileExistsError:
                 raise OutputExistsError(f"{out} was written by someone else meanwhile; pass --force to "
                                         "replace it") from None

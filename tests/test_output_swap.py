@@ -46,14 +46,14 @@ def test_swap_replaces_a_whole_directory_by_another(tmp_path: Path, monkeypatch:
     tmp = _replace.make_partial(out)
     (tmp / "new.txt").write_text("new")
     with pytest.raises(FileExistsError):
-        _replace.swap(tmp, out, may_replace=lambda: False)
+        _replace.swap(tmp, out, force=False)
     assert (out / "sub" / "old.txt").read_text() == "old" and (tmp / "new.txt").exists()
-    _replace.swap(tmp, out, may_replace=lambda: True)
+    _replace.swap(tmp, out, force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # the old one deleted after, no leftover
     assert [p.name for p in out.iterdir()] == ["new.txt"]
     (tmp_path / "file").write_text("a file where the directory goes")
     tmp = _replace.make_partial(tmp_path / "file")
-    _replace.swap(tmp, tmp_path / "file", may_replace=lambda: True)
+    _replace.swap(tmp, tmp_path / "file", force=True)
     assert (tmp_path / "file").is_dir()
 
 
