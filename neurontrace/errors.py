@@ -110,8 +110,13 @@ class MalformedTraceError(NeurontraceError):
 
 
 class InputTooLargeError(MalformedTraceError):
-    """The input exceeds a documented safety limit (a gzip that inflates beyond its allowed ratio);
-    the message names the setting that raises the limit."""
+    """The input exceeds a documented safety limit (a gzip that inflates beyond its allowed ratio or
+    absolute cap); the message names the setting that raises the limit."""
+
+
+class InputChangedError(MalformedTraceError):
+    """The input file changed (rewritten, truncated, replaced) while it was read: refused rather than
+    parsed into a table that mixes old and new content."""
 
 
 class TruncatedTraceError(MalformedTraceError):
