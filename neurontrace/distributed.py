@@ -20,6 +20,7 @@ fails is listed in the document's ``warnings`` while the others complete (the CL
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -198,7 +199,12 @@ def _client(client: Any, scheduler: str | None, workers: int | None) -> Iterator
         return
     if scheduler is not None:
         dd = require("distributed", extra="distributed")
-        with dd.Client(scheduler) as c:
+        with contextlib.ExitStack() as stack:
+            try:
+                c = stack.enter_context(dd.Client(scheduler))
+            except (OSError, TimeoutError, ValueError) as exc:  # no scheduler there, or no address
+                raise errors.ClusterError(f"cannot reach the Dask scheduler at {scheduler} ({type(exc).__name__}: "
+                                          f"{exc}); is it running, and is the address right?") from exc
             yield c
         return
     with local_cluster(workers) as c:
@@ -218,9 +224,18 @@ def local_cluster(workers: int | None = None, *, dashboard: str | None = ":0") -
     n = workers or os.cpu_count() or 1
     # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also pins glibc's mmap threshold at 128 KiB:
     # a rank of 291 MB took 31% longer (neurontrace._allocator). A map task trims after a large rank itself.
-    with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": None for k in UNSET_ENV}), \
-            dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dashboard,
-                            silence_logs=logging.ERROR, env=ENV) as cluster, dd.Client(cluster) as c:
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": None for k in UNSET_ENV}))
+            cluster = stack.enter_context(dd.LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dashboard,
+                silence_logs=logging.ERROR, env=ENV))
+            c = stack.enter_context(dd.Client(cluster))
+        except (RuntimeError, OSError, TimeoutError) as exc:  # a worker died while starting ("Nanny failed")
+            raise errors.ClusterError(
+                f"the local Dask cluster of {n} worker process{'es' if n != 1 else ''} could not start "
+                f"({type(exc).__name__}: {exc}): a worker died or was killed while starting (out of memory?); "
+                "try fewer --workers, or run without --workers") from exc
         yield c
 
 
