@@ -30,7 +30,7 @@ import os
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from neurontrace.errors import (
     EmptyInputError,
@@ -51,6 +51,11 @@ DEFAULT_GZIP_MAX_RATIO = 200  # inflated bytes per compressed byte; deflate's ow
 GZIP_FLOOR_BYTES = 256 << 20  # any gzip may inflate to this much, whatever its ratio
 GZIP_CAP_ENV = "NEURONTRACE_GZIP_MAX_BYTES"
 DEFAULT_GZIP_MAX_BYTES = 8 << 30  # no gzip inflates beyond this, whatever its size (the env var raises it)
+
+PARQUET_RATIO_ENV = "NEURONTRACE_PARQUET_MAX_RATIO"
+DEFAULT_PARQUET_MAX_RATIO = 64  # expanded bytes per file byte; real neurontrace and Neuron files: 1-6
+PARQUET_FLOOR_BYTES = 256 << 20  # any Parquet file may expand to this much, whatever its ratio
+PARQUET_CELL_BYTES = 8  # the least an expanded cell is counted as (a row's value in one column)
 
 Data = bytes | bytearray | mmap.mmap
 
@@ -314,3 +319,27 @@ def _inflate(d: zlib._Decompress, piece: bytes, out: bytearray, limit: int, path
             f"compressed size): a gzip bomb, or a trace bigger than the limit. Set {GZIP_RATIO_ENV} (default "
             f"{DEFAULT_GZIP_MAX_RATIO}) to allow a higher inflation ratio, {GZIP_CAP_ENV} (default "
             f"{DEFAULT_GZIP_MAX_BYTES // (1 << 30)} GiB) a higher absolute cap")
+
+
+def check_parquet_expansion(path: Path, meta: Any, file_size: int) -> None:
+    """Refuse, from its footer alone, a Parquet file that would expand beyond
+    ``max(PARQUET_FLOOR_BYTES, ratio * its size)`` (``NEURONTRACE_PARQUET_MAX_RATIO``, default
+    :data:`DEFAULT_PARQUET_MAX_RATIO`): a few MB of constant columns can declare 40 M rows. The expanded
+    size counts the larger of what the footer declares and ``PARQUET_CELL_BYTES`` per row and column."""
+    raw = os.environ.get(PARQUET_RATIO_ENV, "")
+    try:
+        ratio = float(raw) if raw else DEFAULT_PARQUET_MAX_RATIO
+    except ValueError:
+        ratio = float("nan")
+    if not ratio > 0:
+        raise InputTooLargeError(f"{PARQUET_RATIO_ENV}={raw!r}: expected a positive number (default "
+                                 f"{DEFAULT_PARQUET_MAX_RATIO})")
+    declared = sum(max(0, meta.row_group(i).total_byte_size) for i in range(meta.num_row_groups))
+    expanded = max(declared, PARQUET_CELL_BYTES * max(0, meta.num_rows) * max(1, meta.num_columns))
+    limit = max(PARQUET_FLOOR_BYTES, int(min(ratio * file_size, 2.0**62)))
+    if expanded > limit:
+        raise InputTooLargeError(
+            f"{path}: {meta.num_rows:,} rows of {meta.num_columns} columns would expand to about {expanded:,} bytes, "
+            f"{expanded / max(file_size, 1):,.0f}x its {file_size:,} bytes (the limit is {limit:,}): a Parquet bomb, "
+            f"or a table bigger than the limit. Set {PARQUET_RATIO_ENV} (default {DEFAULT_PARQUET_MAX_RATIO}) to "
+            "allow more")

@@ -34,7 +34,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from neurontrace import _replace, schema
-from neurontrace._io import identity, unchanged
+from neurontrace._io import check_parquet_expansion, identity, unchanged
 from neurontrace.errors import (
     InputChangedError,
     InputNotFoundError,
@@ -201,6 +201,8 @@ def _read_part(f: Path, spec: schema.TableSpec, entry: dict[str, Any], name: str
             if isinstance(want, int) and want != before[2]:
                 raise InputChangedError(f"{f}: {before[2]} bytes, the marker says {want}: the partition changed "
                                         f"since it was written; {again}")
+            check_parquet_expansion(f, pq.read_metadata(fh), before[2])
+            fh.seek(0)
             table = pq.read_table(fh)
             unchanged(f, before, os.fstat(fh.fileno()))
     except (OSError, pa.ArrowException) as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -15,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from neurontrace import _replace, schema
+from neurontrace._io import check_parquet_expansion
 from neurontrace.errors import InputNotFoundError, MalformedTraceError, OutputExistsError
 
 ACCOUNTING_KEY = "neurontrace.accounting"
@@ -275,7 +277,10 @@ class Trace:
             if not path.is_file():
                 raise MalformedTraceError(f"{d}: {path.name} is missing; convert the original trace again")
             try:
-                tables[name] = conform(pq.read_table(path), schema.TABLES[name])
+                with path.open("rb") as fh:
+                    check_parquet_expansion(path, pq.read_metadata(fh), os.fstat(fh.fileno()).st_size)
+                    fh.seek(0)
+                    tables[name] = conform(pq.read_table(fh), schema.TABLES[name])
             except (pa.ArrowException, OSError) as exc:
                 raise MalformedTraceError(f"{path}: not readable Parquet ({exc})") from exc
             except ValueError as exc:  # a column missing, added or of another type

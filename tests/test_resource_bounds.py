@@ -1,0 +1,115 @@
+"""Resource bounds on hostile input (README, "Bad input"): refused from what the file declares, before the
+memory is spent, with a named error that names the setting that raises the bound."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import neurontrace
+from neurontrace import _io
+from neurontrace.errors import InputTooLargeError, MalformedTraceError
+from tests.conftest import ROOT, SAMPLES
+
+ROWS = 4_000_000  # the campaign's 40 M rows, scaled down 10x with the floor (1 MiB instead of 256 MiB)
+
+
+def _bomb(path: Path, rows: int = ROWS) -> int:
+    """A Parquet file of ``rows`` rows of five null columns: a few tens of KB declaring ``rows`` rows."""
+    pq.write_table(pa.table({f"c{i}": pa.nulls(rows, pa.int64()) for i in range(5)}), path, compression="zstd")
+    return path.stat().st_size
+
+
+@pytest.fixture(scope="module")
+def bomb(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bomb") / "bomb.parquet"
+    size = _bomb(path)
+    assert size < 200_000 and ROWS * 5 * _io.PARQUET_CELL_BYTES / size > 500  # hundreds of times its size
+    return path
+
+
+def _converted(tmp_path: Path) -> Path:
+    out = tmp_path / "converted"
+    neurontrace.load(SAMPLES / "compare" / "baseline.pt.trace.json.gz").to_parquet(out)
+    return out
+
+
+def test_a_parquet_bomb_in_a_converted_trace_is_refused_from_its_footer(
+        tmp_path: Path, bomb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_io, "PARQUET_FLOOR_BYTES", 1 << 20)
+    out = _converted(tmp_path)
+    assert neurontrace.load(out).num_events > 0  # the real tables pass the bound
+    shutil.copy(bomb, out / "system_events.parquet")
+    with pytest.raises(InputTooLargeError, match="NEURONTRACE_PARQUET_MAX_RATIO") as info:
+        neurontrace.load(out)
+    assert f"{ROWS:,} rows" in str(info.value)
+    monkeypatch.setenv("NEURONTRACE_PARQUET_MAX_RATIO", "1e9")  # raised: read, then refused for its columns
+    with pytest.raises(MalformedTraceError) as other:
+        neurontrace.load(out)
+    assert not isinstance(other.value, InputTooLargeError)
+    monkeypatch.setenv("NEURONTRACE_PARQUET_MAX_RATIO", "zero")
+    with pytest.raises(InputTooLargeError, match="expected a positive number"):
+        neurontrace.load(out)
+
+
+def test_a_parquet_bomb_in_a_neuron_profile_is_refused(tmp_path: Path, bomb: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_io, "PARQUET_FLOOR_BYTES", 1 << 20)
+    src = SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet"  # synthetic: no real Neuron profile exists here
+    dst = tmp_path / "neuron"
+    shutil.copytree(src, dst)
+    victim = sorted(dst.rglob("*.parquet"))[0]
+    shutil.copy(bomb, victim)
+    with pytest.raises(InputTooLargeError, match="Parquet bomb"):
+        neurontrace.load(dst)
+
+
+def test_the_refusal_needs_no_memory_the_bomb_declares(tmp_path: Path, bomb: Path) -> None:
+    # In a child under RLIMIT_AS (1.5 GB of address space): the refusal comes from the footer, before any
+    # table is read, so it never reaches the memory the declared rows would take.
+    out = _converted(tmp_path)
+    shutil.copy(bomb, out / "system_events.parquet")
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000)); "
+            "from neurontrace import _io; _io.PARQUET_FLOOR_BYTES = 1 << 20; import neurontrace\n"
+            "try:\n    neurontrace.load(sys.argv[1])\nexcept neurontrace.errors.InputTooLargeError as e:\n"
+            "    print('refused', type(e).__name__)\n")
+    res = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120, check=False)
+    assert res.returncode == 0 and "refused InputTooLargeError" in res.stdout, res.stderr[-2000:]
+
+
+def test_a_gzip_bomb_stops_at_the_absolute_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 64 MiB of one byte: about 64 KB of gzip, 1000x; the ratio limit alone allows it (its floor is 256 MiB).
+    path = tmp_path / "bomb.json.gz"
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with path.open("wb") as f:
+        f.write(comp.compress(b'{"traceEvents": ['))
+        for _ in range(64):
+            f.write(comp.compress(b" " * (1 << 20)))
+        f.write(comp.compress(b"]}") + comp.flush())
+    assert path.stat().st_size < 200_000
+    monkeypatch.setenv("NEURONTRACE_GZIP_MAX_BYTES", str(8 << 20))
+    with pytest.raises(InputTooLargeError, match="NEURONTRACE_GZIP_MAX_BYTES"):
+        neurontrace.load(path)
+    monkeypatch.setenv("NEURONTRACE_GZIP_MAX_BYTES", "-1")
+    with pytest.raises(InputTooLargeError, match="expected a positive number of bytes"):
+        neurontrace.load(path)
+    monkeypatch.delenv("NEURONTRACE_GZIP_MAX_BYTES")
+    assert _io.gzip_limit(50 << 20) == _io.DEFAULT_GZIP_MAX_BYTES  # a 50 MB bomb: 8 GiB, not 200x = 10 GB
+
+
+def test_nesting_ten_thousand_deep_is_a_named_error(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json.gz"
+    deep = "[" * 10_000 + "]" * 10_000
+    path.write_bytes(gzip.compress(f'{{"traceEvents": [{{"ph": "X", "name": "a", "args": {{"x": {deep}}}}}]}}'
+                                   .encode()))
+    with pytest.raises(MalformedTraceError):
+        neurontrace.load(path)
