@@ -111,7 +111,7 @@ def measure(mode: str, job: Path, workers: int, source: Path) -> dict[str, Any]:
             distributed.rank_inputs([job])  # the driver's imports (format probes) are start-up too
             idle = client.run(_reset_peak)
             t0 = time.perf_counter()
-            doc = distributed.diagnose(job, client=client)
+            doc = distributed.diagnose(job, client=client).as_dict()
             wall = time.perf_counter() - t0
             peak = client.run(_peak_mb)
         return {"wall_s": wall, "cluster_start_s": started, "driver_base_mb": base, "driver_peak_mb": _peak_mb(),

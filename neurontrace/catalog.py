@@ -25,6 +25,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from neurontrace.analysis.phases import SECTION as _PHASES
 from neurontrace.errors import (
     EXIT_MALFORMED,
     EXIT_USAGE,
@@ -34,6 +35,8 @@ from neurontrace.errors import (
 )
 from neurontrace.schema import setup_facts
 from neurontrace.trace import Trace
+
+PHASES_KEY = _PHASES.key  # the stored diagnosis's phases section (analysis/phases.py)
 
 FILE_NAME = "runs.sqlite"
 CATALOG_VERSION = 1  # PRAGMA user_version of the file; a newer file is refused, never rewritten
@@ -128,7 +131,7 @@ class RunRecord:
     def summary(self) -> dict[str, Any]:
         """The headline figures of the stored diagnosis (for listings)."""
         devices = self.diagnosis.get("devices") or []
-        phases = self.diagnosis.get("phases") or {}
+        phases = self.diagnosis.get(PHASES_KEY) or {}
         findings = self.diagnosis.get("findings") or []
         order = ("info", "warning", "error")
         worst = max((f.get("severity") for f in findings if f.get("severity") in order), key=order.index,
@@ -545,7 +548,7 @@ def _run_time(trace: Trace, run: Mapping[str, Any] | None, diagnosis: Mapping[st
             return parse_time(str(run["start_time"]))
         except CatalogUsageError:
             pass
-    start = ((diagnosis or {}).get("phases") or {}).get("trace_start_ns")
+    start = ((diagnosis or {}).get(PHASES_KEY) or {}).get("trace_start_ns")
     if trace.meta("clock") == "unix_epoch_ns" and start:
         when = datetime.fromtimestamp(int(start) / 1e9, tz=timezone.utc)
         return when.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -1,7 +1,7 @@
 """Diagnose a job of many ranks on Dask: one map task per rank file, one reduce.
 
     >>> from neurontrace import distributed
-    >>> doc = distributed.diagnose(["traces/"], workers=8)  # doctest: +SKIP
+    >>> doc = distributed.diagnose(["traces/"], workers=8).as_dict()  # doctest: +SKIP
 
 Per-rank parsing and attribution are independent, and the cross-rank step is a small reduce, so
 the work runs on ``dask.distributed`` (install ``neurontrace[distributed]``):
@@ -31,9 +31,11 @@ from typing import Any, TypeVar
 from neurontrace import errors
 from neurontrace._allocator import ENV, UNSET_ENV, handing_back, use_system_allocator
 from neurontrace._optional import require
+from neurontrace.analysis import load_warnings
 from neurontrace.analysis.contract import Options
-from neurontrace.analysis.diagnose import RankResult, combine, diagnose_rank
-from neurontrace.load import Probe, claiming, load, members
+from neurontrace.analysis.diagnose import Diagnosis, RankResult, combine, diagnose_rank
+from neurontrace.analysis.load_warnings import LoadWarning, LoadWarnings
+from neurontrace.load import DIRECTORY_OF_TRACES, FORMATS, Probe, claiming, load, members
 from neurontrace.progress import Progress, no_progress
 
 _T = TypeVar("_T")
@@ -51,29 +53,68 @@ class RankFailure:
         return f"{self.path}: not analysed ({self.error})"
 
 
-def rank_inputs(paths: Sequence[str | Path]) -> list[tuple[str, dict[str, Any]]]:
-    """The map tasks' inputs, (path, extra load options): a directory of traces expanded into its rank
-    files (as ``load`` does), a neurontrace dataset into its rank partitions.
+@dataclass
+class JobResult:
+    """What :func:`diagnose` returns: the job's diagnosis of every rank analysed, and the ranks that were not
+    (their loudest warning is already in the diagnosis's load-warnings section)."""
+
+    diagnosis: Diagnosis
+    failed: list[RankFailure]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``diagnose --json`` document; ``failed_ranks`` only when some failed (a complete job's document
+        is exactly the single-process one)."""
+        doc = self.diagnosis.as_dict()
+        if self.failed:
+            doc["failed_ranks"] = [{"path": f.path, "error": f.error, "exit_code": f.exit_code} for f in self.failed]
+        return doc
+
+
+@dataclass(frozen=True)
+class RankInput:
+    """One map task's input: a path, the extra load options it needs (a dataset's partition), and the format
+    that claimed it on the driver (then the worker does not detect it again; None: the worker detects)."""
+
+    path: str
+    options: dict[str, Any]
+    format: str | None = None
+
+
+def rank_inputs(paths: Sequence[str | Path], format: str | None = None) -> list[RankInput]:
+    """The map tasks' inputs: a directory of traces expanded into its rank files (as ``load`` does), a
+    neurontrace dataset into its rank partitions (:func:`plan` also names each path's format)."""
+    return plan(paths, format)[0]
+
+
+def plan(paths: Sequence[str | Path], format: str | None = None) -> tuple[list[RankInput], list[str]]:
+    """The map tasks' inputs, and how ``diagnose`` names each given path's format (``inputs``). Every
+    format's sniffer runs once per input here; the workers are told the format found.
 
     A path this process cannot see is passed on as it is: its task fails (a missing rank is reported,
     the others complete), or succeeds on a cluster whose workers see other disks.
     """
     from neurontrace import dataset
 
-    out: list[tuple[str, dict[str, Any]]] = []
+    tasks: list[RankInput] = []
+    names: list[str] = []
     for p in (Path(x) for x in paths):
-        probe = Probe(p)
-        if p.is_dir() and dataset.sniff(probe):
-            out += [(str(p), {"partition": e["partition"], "part": e["part"]})
-                    for e in dataset.open_dataset(p).ranks]
-        elif p.is_dir() and claiming(probe) is None:
-            found = [child for child, _ in members(p)]
+        if not p.exists():
+            tasks.append(RankInput(str(p), {}, format))
+            names.append(format or "missing")
+            continue
+        fmt = FORMATS[format] if format is not None else claiming(Probe(p))
+        names.append(fmt.name if fmt is not None else DIRECTORY_OF_TRACES if p.is_dir() else "unknown")
+        if fmt is not None and fmt.module == dataset.__name__:  # a dataset: one task per rank partition
+            tasks += [RankInput(str(p), {"partition": e["partition"], "part": e["part"]}, fmt.name)
+                      for e in dataset.open_dataset(p).ranks]
+        elif fmt is None and p.is_dir():
+            found = members(p)
             if not found:
                 raise errors.EmptyInputError(f"{p}: no trace files neurontrace can read in this directory")
-            out += [(str(f), {}) for f in found]
+            tasks += [RankInput(str(f), {}, f_fmt.name) for f, f_fmt in found]
         else:
-            out.append((str(p), {}))
-    return out
+            tasks.append(RankInput(str(p), {}, fmt.name if fmt is not None else None))
+    return tasks, names
 
 
 def diagnose_one(path: str, options: Options, format: str | None = None,
@@ -101,8 +142,8 @@ def _map_task(path: str, work: Callable[[], _T]) -> _T | RankFailure:
 
 
 def reduce(results: Sequence[list[RankResult] | RankFailure], options: Options,
-           inputs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The reduce task: every rank's result into the ``neurontrace.diagnose/1`` document."""
+           inputs: list[dict[str, Any]] | None = None) -> JobResult:
+    """The reduce task: every rank's result into the job's diagnosis."""
     failures = [r for r in results if isinstance(r, RankFailure)]
     parts = sorted((p for r in results if not isinstance(r, RankFailure) for p in r), key=_rank_order)
     if not parts:
@@ -110,12 +151,10 @@ def reduce(results: Sequence[list[RankResult] | RankFailure], options: Options,
         raise _error(first.exit_code, f"every rank failed; the first: {first.warning()}")
     diag = combine(parts, options, inputs=inputs)
     if failures:  # the load-warnings section of every report: a rank not analysed is the loudest warning
-        diag.sections["warnings"] = list(diag.sections.get("warnings") or []) + [
-            {"source": f.path, "format": None, "message": f"not analysed: {f.error}"} for f in failures]
-    doc = diag.as_dict()
-    if failures:  # only then: a complete job's document is exactly the single-process one
-        doc["failed_ranks"] = [{"path": f.path, "error": f.error, "exit_code": f.exit_code} for f in failures]
-    return doc
+        found: LoadWarnings = diag.sections.get(load_warnings.SECTION.key) or LoadWarnings()
+        diag.sections[load_warnings.SECTION.key] = LoadWarnings(
+            found.items + [LoadWarning(f.path, None, f"not analysed: {f.error}") for f in failures])
+    return JobResult(diag, failures)
 
 
 def _rank_order(p: RankResult) -> tuple[bool, int]:
@@ -148,8 +187,8 @@ def diagnose(
     window: tuple[int, int] | None = None,
     fallback_ops: Sequence[str] = (),
     top: int | None = None,
-) -> dict[str, Any]:
-    """The ``diagnose --json`` document of a job, computed rank by rank on Dask.
+) -> JobResult:
+    """The diagnosis of a job, computed rank by rank on Dask (``.as_dict()``: the ``diagnose --json`` document).
 
     ``client`` (a ``distributed.Client``) is used as given; else ``scheduler`` (an address such as
     ``tcp://host:8786``) is connected to; else a ``LocalCluster`` of ``workers`` processes (default: one
@@ -157,22 +196,22 @@ def diagnose(
     ``fallback_ops`` and ``top`` are those of ``neurontrace.analysis.diagnose.diagnose``; ``progress``
     is called as ranks finish (stage ``"ranks"``).
     """
-    files = rank_inputs([paths] if isinstance(paths, str | Path) else paths)
+    given = [paths] if isinstance(paths, str | Path) else paths
+    files, named = plan(given, format)
     options = Options(window, tuple(sorted(set(fallback_ops))), top if top is not None else Options().top)
     if inputs is None:
-        inputs = [{"path": str(p), "format": format or _format(Path(p))} for p in
-                  ([paths] if isinstance(paths, str | Path) else paths)]
+        inputs = [{"path": str(p), "format": name} for p, name in zip(given, named, strict=True)]
     with _client(client, scheduler, workers) as c:
         dd = require("distributed", extra="distributed")
         job = _job_id()
-        futures = [c.submit(diagnose_one, f, options, format, {**(load_options or {}), **extra},
-                            key=f"neurontrace-rank-{i}-{job}", pure=False) for i, (f, extra) in enumerate(files)]
+        futures = [c.submit(diagnose_one, f.path, options, f.format, {**(load_options or {}), **f.options},
+                            key=f"neurontrace-rank-{i}-{job}", pure=False) for i, f in enumerate(files)]
         # Submitted at once: the reduce starts on a worker as the last rank finishes, while ranks are counted.
         reduced = c.submit(reduce, futures, options, inputs, key=f"neurontrace-reduce-{job}", pure=False)
         progress("ranks", 0, len(futures))
         for done, _ in enumerate(dd.as_completed(futures), start=1):  # counts ranks; results stay on workers
             progress("ranks", done, len(futures))
-        result: dict[str, Any] = reduced.result()
+        result: JobResult = reduced.result()
         return result
 
 
@@ -182,14 +221,6 @@ def _job_id() -> str:
     import uuid
 
     return uuid.uuid4().hex[:12]
-
-
-def _format(path: Path) -> str:
-    """How ``diagnose`` names an input's format (``neurontrace.cli`` says the same)."""
-    if not path.exists():
-        return "missing"
-    fmt = claiming(Probe(path))
-    return fmt.name if fmt is not None else "a directory of traces" if path.is_dir() else "unknown"
 
 
 @contextmanager
@@ -274,7 +305,7 @@ def convert(
     """
     from neurontrace import dataset
 
-    files = rank_inputs([paths] if isinstance(paths, str | Path) else paths)
+    files = rank_inputs([paths] if isinstance(paths, str | Path) else paths, format)
     tmp = dataset.start(output, force=force)
     try:
         return _convert_into(tmp, files, output, force, workers, scheduler, client, local, progress, format,
@@ -285,7 +316,7 @@ def convert(
         shutil.rmtree(tmp, ignore_errors=True)  # gone already (swapped in) unless something failed
 
 
-def _convert_into(tmp: Path, files: list[tuple[str, dict[str, Any]]], output: str | Path, force: bool,
+def _convert_into(tmp: Path, files: list[RankInput], output: str | Path, force: bool,
                   workers: int | None, scheduler: str | None, client: Any, local: bool, progress: Progress,
                   format: str | None, load_options: dict[str, Any] | None,
                   ) -> tuple[Path, list[dict[str, Any]], list[RankFailure]]:
@@ -294,15 +325,15 @@ def _convert_into(tmp: Path, files: list[tuple[str, dict[str, Any]]], output: st
     results: list[list[dict[str, Any]] | RankFailure] = []
     progress("ranks", 0, len(files))
     if local:
-        for done, (f, extra) in enumerate(files, start=1):
-            results.append(convert_one(f, str(tmp), format, {**(load_options or {}), **extra}))
+        for done, f in enumerate(files, start=1):
+            results.append(convert_one(f.path, str(tmp), f.format, {**(load_options or {}), **f.options}))
             progress("ranks", done, len(files))
     else:
         with _client(client, scheduler, workers) as c:
             dd = require("distributed", extra="distributed")
             job = _job_id()
-            futures = [c.submit(convert_one, f, str(tmp), format, {**(load_options or {}), **extra},
-                                key=f"neurontrace-convert-{i}-{job}", pure=False) for i, (f, extra) in enumerate(files)]
+            futures = [c.submit(convert_one, f.path, str(tmp), f.format, {**(load_options or {}), **f.options},
+                                key=f"neurontrace-convert-{i}-{job}", pure=False) for i, f in enumerate(files)]
             for done, _ in enumerate(dd.as_completed(futures), start=1):
                 progress("ranks", done, len(futures))
             results = c.gather(futures)  # small: one marker entry per rank

@@ -151,19 +151,34 @@ def load(
     parser of the detected format (e.g. ``neff=`` for an NTFF file); an option that format does not
     take is refused with a UsageError.
     """
+    return load_named(path, format=format, progress=progress, **options)[0]
+
+
+DIRECTORY_OF_TRACES = "a directory of traces"  # how an input that no one format claims is named (``inputs``)
+
+
+def load_named(
+    path: str | Path,
+    *,
+    format: str | None = None,
+    progress: Progress = no_progress,
+    **options: Any,
+) -> tuple[Trace, str]:
+    """:func:`load`, and the name of the format that read ``path`` (:data:`DIRECTORY_OF_TRACES` for a
+    directory of traces): every format's sniffer runs once per input, here, and never again for it."""
     p = existing(path)
     if format is not None:
         if format not in FORMATS:
             raise UnknownFormatError(f"unknown format {format!r}; formats are: {', '.join(FORMATS)}")
-        return _parse(FORMATS[format], p, progress, options)
+        return _parse(FORMATS[format], p, progress, options), format
     probe = Probe(p)
     fmt = claiming(probe)
     if fmt is not None:
-        return _parse(fmt, p, progress, options)
+        return _parse(fmt, p, progress, options), fmt.name
     if probe.is_dir:
         if options:
             raise UsageError(f"{p}: options {sorted(options)} apply to a single profile, not a directory of traces")
-        return _load_collection(p, progress)
+        return _load_collection(p, progress), DIRECTORY_OF_TRACES
     raise _unknown(probe)
 
 

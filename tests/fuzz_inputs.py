@@ -369,7 +369,7 @@ def json_value_mutation(doc: Any, rng: random.Random) -> tuple[str, Any]:
     parent = doc
     for key in path[:-1]:
         parent = parent[key]
-    value = rng.choice([5, -1, "x", None, [], {}, [1], [[1]], True, 2**70, -1e300, 1e30, 0.5, "1e400", ""])
+    value: Any = rng.choice([5, -1, "x", None, [], {}, [1], [[1]], True, 2**70, -1e300, 1e30, 0.5, "1e400", ""])
     parent[path[-1]] = value
     return f"{'.'.join(map(str, path))}={value!r}", doc
 

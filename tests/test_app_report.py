@@ -17,7 +17,7 @@ from rich.console import Console
 
 import neurontrace
 from neurontrace.analysis import registry
-from neurontrace.analysis.contract import Context, Section
+from neurontrace.analysis.contract import Context, DeviceSection, Section
 from neurontrace.analysis.diagnose import Diagnosis
 from neurontrace.app import callbacks, layout, tables
 from neurontrace.app.model import ViewModel
@@ -65,7 +65,8 @@ def test_the_report_lists_every_section_with_text_as_diagnose_prints_it(models: 
                  if diag.sections.get(s.key) is not None and s.text(diag.sections[s.key])]
     assert [(r["key"], r["device"].split(" rank ")[0]) for r in rows] == expected
     assert rows, "each of these traces has sections to report"
-    titles = {s.key: s.title for s in (*registry.SECTIONS, *registry.DEVICE_SECTIONS)}
+    every: tuple[Section | DeviceSection, ...] = (*registry.SECTIONS, *registry.DEVICE_SECTIONS)
+    titles = {s.key: s.title for s in every}
     printed = _diagnose_text(diag)
     page = _text(layout.report(rows))
     for r in rows:

@@ -76,11 +76,13 @@ def test_a_window_of_the_index_is_the_table_of_that_window_alone(h100: ViewModel
 
 @pytest.mark.corpus
 def test_the_panel_shows_the_analysis_window_then_the_zoomed_range(h100: ViewModel) -> None:
+    assert h100.analysis is not None
     (d,) = h100.analysis.diagnosis.devices
     opened = {"t0": 0, "t1": 1, "origin": 0, "auto": True}
     fig, table, _sort, status, _drawn = roofline.on_ops(h100, "roofline", opened, None, "view", None, None, None, None)
     expected = op_table(h100.trace, window=d.window, device="cuda:0")
     gemm = max((r for r in expected.rows if r.op_class == "gemm" and r.tflops_per_s), key=lambda r: r.device_ns)
+    assert gemm.intensity is not None and gemm.tflops_per_s is not None
     intensity = round(gemm.intensity, 3)  # as the JSON of `neurontrace ops` rounds it
     (points,) = [t for t in fig["data"] if t["name"] == "gemm" and intensity in t["x"]]
     i = list(points["x"]).index(intensity)
@@ -110,6 +112,7 @@ def test_the_panel_shows_the_analysis_window_then_the_zoomed_range(h100: ViewMod
 @pytest.mark.corpus
 def test_a_pick_outlines_the_ops_kernels_and_a_second_click_clears_it(h100: ViewModel) -> None:
     opened = {"t0": 0, "t1": 1, "auto": True}
+    assert h100.analysis is not None
     view = h100.ops_view(("cuda:0", None), h100.analysis.diagnosis.devices[0].window)
     gemm = next(i for i, r in enumerate(view.report.rows) if r.op_class == "gemm")
     pick = roofline.on_pick(h100, "nt-roof-graph", {"points": [{"customdata": gemm}]}, opened, 0, "view", None)
@@ -119,6 +122,7 @@ def test_a_pick_outlines_the_ops_kernels_and_a_second_click_clears_it(h100: View
     assert sorted(ix.event_id[list(marked)].tolist()) == sorted(view.event_ids_of(gemm).tolist())
     # The timeline outlines them (all in the window: as many outlines as kernels).
     focus = callbacks.focus_view(h100)
+    assert focus is not None
     fig, _view, _status = callbacks.on_timeline(h100, "nt-highlight", None, None, {**opened, "t0": focus[0],
                                                                                      "t1": focus[1]},
                                                 highlight=pick)
@@ -130,6 +134,7 @@ def test_a_pick_outlines_the_ops_kernels_and_a_second_click_clears_it(h100: View
     fig, *_ = roofline.on_ops(h100, "roofline", opened, 0, "view", None, None, pick, "nt-highlight")
     assert any(t["name"] == "picked" for t in fig["data"])
     # Hostile values are ignored.
+    bad: object
     for bad in ({"points": [{"customdata": float("nan")}]}, {"points": [{"customdata": 10**9}]}, {"points": []}, "x"):
         assert roofline.on_pick(h100, "nt-roof-graph", bad, opened, 0, "view", None) is no_update
     assert callbacks.marked(h100, {**pick, "window": [float("inf"), 1]}) == ()
@@ -159,6 +164,7 @@ def test_a_cpu_trace_shows_its_ops_and_outlines_them_on_the_host() -> None:
     assert options[first]["label"] == "cpu"
     _fig, table, _sort, status, _drawn = roofline.on_ops(model, "roofline", opened, first, "view", None, None, None,
                                                          None)
+    assert model.analysis is not None
     (d,) = model.analysis.diagnosis.devices
     rep = op_table(model.trace, window=d.window, device="cpu", rank=d.rank)
     assert rep.rows and len(table) == len(rep.rows) and "cpu" in status
@@ -170,7 +176,7 @@ def test_a_cpu_trace_shows_its_ops_and_outlines_them_on_the_host() -> None:
 
 
 def test_sorting_puts_unknown_values_last_both_ways() -> None:
-    rows = [{"op": "a", "tflops_per_s": 2.0}, {"op": "b", "tflops_per_s": None}, {"op": "c", "tflops_per_s": 10.0}]
+    rows: list[dict[str, Any]] = [{"op": "a", "tflops_per_s": 2.0}, {"op": "b", "tflops_per_s": None}, {"op": "c", "tflops_per_s": 10.0}]
     for desc, order in ((False, ["a", "c", "b"]), (True, ["c", "a", "b"])):
         out = layout.table_rows("roofline", rows, sort={"column": "tflops_per_s", "desc": desc}, kind="nt-roof")
         assert [tr.children[0].children for tr in out] == order

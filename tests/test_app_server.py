@@ -389,7 +389,9 @@ def test_the_page_opens_on_the_analysis_window_and_counts_time_from_its_start() 
     model = ViewModel.build(neurontrace.load(SAMPLES / "cpu_train_loop.pt.trace.json.gz"))
     assert model.time_origin == 0 and model.focus() is None  # before the analysis: the first event
     model.analyse()
-    (device, rank), (w0, w1) = model.focus()
+    focus = model.focus()
+    assert focus is not None and model.analysis is not None
+    (device, rank), (w0, w1) = focus
     d = model.analysis.diagnosis.devices[0]
     assert (device, rank) == (d.device, d.rank) and (w0, w1) == (d.window[0] - model.index.origin_ns,
                                                                   d.window[1] - model.index.origin_ns)

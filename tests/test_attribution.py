@@ -7,6 +7,7 @@ the numbers.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,19 +23,19 @@ from tests.micro import load, x
 US = 1000
 
 
-def step(ts: float, dur: float, n: int = 1) -> dict:
+def step(ts: float, dur: float, n: int = 1) -> dict[str, Any]:
     return x("user_annotation", f"ProfilerStep#{n}", ts, dur)
 
 
-def kernel(name: str, ts: float, dur: float, **args: object) -> dict:
+def kernel(name: str, ts: float, dur: float, **args: object) -> dict[str, Any]:
     return x("kernel", name, ts, dur, pid=0, tid=7, device=0, **args)
 
 
-def copy(direction: str, ts: float, dur: float) -> dict:
+def copy(direction: str, ts: float, dur: float) -> dict[str, Any]:
     return x("gpu_memcpy", f"Memcpy {direction} (Pageable -> Device)", ts, dur, pid=0, tid=7, device=0, bytes=64)
 
 
-def causes(tmp_path: Path, events: list[dict], **kw: object) -> tuple[dict, dict]:
+def causes(tmp_path: Path, events: list[dict[str, Any]], **kw: object) -> tuple[dict[str, Any], dict[str, Any]]:
     (dev,) = attribute(load(tmp_path, events), **kw)  # type: ignore[arg-type]
     return {k: v // US for k, v in dev.causes_ns.items()}, {k: v // US for k, v in dev.detail_ns.items()}
 
@@ -222,7 +223,7 @@ def test_no_nanosecond_stalls_on_a_busy_device(tmp_path: Path) -> None:
 
 
 def test_host_bound_advice_knows_graph_replay_and_step_outliers(tmp_path: Path) -> None:
-    def trace(launch: str) -> list[dict]:
+    def trace(launch: str) -> list[dict[str, Any]]:
         ev = []
         for i in range(6):
             t, d = i * 100, (300 if i == 4 else 100)  # step 5 takes 3x the others

@@ -8,7 +8,9 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -39,7 +41,7 @@ NEURON_META = {"instance_type": "trn2.48xlarge", "runtime_version": "2.29.1", "c
                "profile_schema_version": "7.4.0"}
 
 
-def _with_meta(trace: Trace, facts: dict) -> Trace:
+def _with_meta(trace: Trace, facts: dict[str, Any]) -> Trace:
     meta = pa.concat_tables([trace.metadata, metadata_table(facts)])
     return Trace(**{**trace.tables, "metadata": meta})
 
@@ -50,7 +52,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 @pytest.fixture
-def catalog(tmp_path: Path, pair: tuple[Path, Path]) -> RunCatalog:
+def catalog(tmp_path: Path, pair: tuple[Path, Path]) -> Iterator[RunCatalog]:
     a, b = pair
     cat = RunCatalog(tmp_path / "runs", create=True)
     ta = _with_meta(neurontrace.load(a), {"run": RUN_JSON})

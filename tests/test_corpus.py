@@ -165,7 +165,8 @@ def expected_direction(e: dict[str, Any]) -> str | None:
 
 def rows(table: pa.Table, *columns: str) -> list[dict[str, Any]]:
     """Selected columns as a list of row dicts (dictionary columns decoded to their values)."""
-    return table.select(list(columns)).to_pylist()
+    out: list[dict[str, Any]] = table.select(list(columns)).to_pylist()
+    return out
 
 
 # -- the per-file fixture -------------------------------------------------------------------------
@@ -178,6 +179,7 @@ def _rel(p: Path) -> str:
 
 
 _FILES = corpus_files()
+_PARAMS: list[Path | None] = [*_FILES] or [None]  # one "no-corpus" case where the corpus is absent
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,7 @@ class Case:
 
 
 # Module scope makes pytest run every test of one file together, so each file is decoded once.
-@pytest.fixture(scope="module", params=_FILES or [None], ids=[_rel(p) for p in _FILES] or ["no-corpus"])
+@pytest.fixture(scope="module", params=_PARAMS, ids=[_rel(p) for p in _FILES] or ["no-corpus"])
 def corpus_file(request: pytest.FixtureRequest) -> Path | None:
     return request.param  # type: ignore[no-any-return]
 
@@ -268,7 +270,7 @@ def test_rows_are_the_raw_events(case: Case) -> None:
     raw, trace = case.raw, case.trace
     ev = raw.events
     for table, device in ((trace.system_events, False), (trace.device_events, True)):
-        bad = []
+        bad: list[tuple[Any, ...]] = []
         for r in rows(table, "event_id", "name", "phase", "raw_category", "category", "pid", "tid"):
             i = r["event_id"]
             assert 0 <= i < len(ev), f"event_id {i} is not an index into traceEvents"
@@ -293,7 +295,7 @@ def test_timestamps_exact(case: Case) -> None:
     """ts_ns == baseTimeNanoseconds + ts·1000 and dur_ns == max(0, dur·1000), exactly, for every row."""
     raw, trace = case.raw, case.trace
     base = base_ns(raw)
-    bad = []
+    bad: list[tuple[Any, ...]] = []
     for table in (trace.system_events, trace.device_events):
         for r in rows(table, "event_id", "ts_ns", "dur_ns"):
             e = raw.events[r["event_id"]]
@@ -323,9 +325,9 @@ def test_device_time_per_device(case: Case) -> None:
         want[group][f"{backend}:{index}"] += max(0, ns(e.get("dur", 0)))
     got: dict[str, Counter[str]] = {"kernel": Counter(), "memcpy": Counter()}
     for r in rows(trace.device_events, "device", "category", "dur_ns"):
-        group = {"compute": "kernel", "collective": "kernel", "memcpy": "memcpy"}.get(r["category"])
-        if group:
-            got[group][r["device"]] += r["dur_ns"]
+        kind = {"compute": "kernel", "collective": "kernel", "memcpy": "memcpy"}.get(r["category"])
+        if kind:
+            got[kind][r["device"]] += r["dur_ns"]
     assert got == want
     assert trace.meta("backend") == backend
 
@@ -333,7 +335,7 @@ def test_device_time_per_device(case: Case) -> None:
 def test_links_and_bytes(case: Case) -> None:
     """correlation, External id (either spelling) and memcpy/memset bytes come from args."""
     raw, trace = case.raw, case.trace
-    bad = []
+    bad: list[tuple[Any, ...]] = []
     for table, device in ((trace.system_events, False), (trace.device_events, True)):
         cols = ["event_id", "correlation", "external_id"] + (["bytes", "category"] if device else [])
         for r in rows(table, *cols):
@@ -352,7 +354,7 @@ def test_links_and_bytes(case: Case) -> None:
 def test_args_kept(case: Case) -> None:
     """Every args key without a column of its own survives, value for value, in the args text."""
     raw, trace = case.raw, case.trace
-    bad = []
+    bad: list[tuple[Any, ...]] = []
     for table in (trace.system_events, trace.device_events):
         for r in rows(table, "event_id", "args"):
             want = {k: v for k, v in args_of(raw.events[r["event_id"]]).items() if k not in LIFTABLE_ARGS}
@@ -367,7 +369,7 @@ def test_args_kept(case: Case) -> None:
 
 def test_memcpy_direction(case: Case) -> None:
     raw, trace = case.raw, case.trace
-    bad = []
+    bad: list[tuple[Any, ...]] = []
     for r in rows(trace.device_events, "event_id", "category", "direction"):
         e = raw.events[r["event_id"]]
         if e.get("cat") in MEMCPY_CATS:
@@ -405,6 +407,7 @@ def test_rank(case: Case) -> None:
     raw, trace = case.raw, case.trace
     info = raw.top.get("distributedInfo")
     given = info.get("rank") if isinstance(info, dict) else None
+    allowed: set[int | None]
     if isinstance(given, int):
         allowed = {given}
     else:

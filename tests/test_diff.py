@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -26,12 +27,13 @@ def micro(tmp_path_factory: pytest.TempPathFactory) -> Diff:
     return diff(neurontrace.load(a), neurontrace.load(b), fallback_ops=["aten::nonzero"])
 
 
-def _row(d: Diff, kind: str, name: str, source: str | None = None) -> dict:
+def _row(d: Diff, kind: str, name: str, source: str | None = None) -> dict[str, Any]:
     assert d.ops is not None
     hits = [r for r in d.ops.to_pylist() if r["kind"] == kind and r["name"] == name
             and (source is None or r["source"] == source)]
     assert len(hits) == 1, hits
-    return hits[0]
+    hit: dict[str, Any] = hits[0]
+    return hit
 
 
 def test_micro_pair_ops_are_classified_and_matched_by_source(micro: Diff) -> None:
@@ -66,7 +68,7 @@ def test_micro_pair_devices_causes_steps_fallback_findings(micro: Diff) -> None:
     (dev,) = micro.devices
     assert (dev.label, dev.matched_by, dev.steps, dev.window_ns) == ("cuda:0 rank 0", "name+rank", (2, 2),
                                                                      (200 * US, 300 * US))
-    assert dev.time_per_step_ns == (100 * US, 150 * US) and dev.regression_pct == pytest.approx(50.0)
+    assert dev.time_per_step_ns == (100.0 * US, 150.0 * US) and dev.regression_pct == pytest.approx(50.0)
     for side in (0, 1):  # conservation carries over: both sides' causes sum to their windows
         assert sum(v[side] for v in dev.causes_ns.values()) == dev.window_ns[side]
     assert dev.causes_ns["compute"] == (60 * US, 80 * US)

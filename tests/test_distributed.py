@@ -47,7 +47,7 @@ def _corrupt(src: Path, dst: Path, rank: int) -> Path:
 
 def test_identical_to_the_single_process_path(dask_client: Any) -> None:
     want = diagnose(neurontrace.load(JOB), inputs=INPUTS).as_dict()
-    got = distributed.diagnose(JOB, client=dask_client)
+    got = distributed.diagnose(JOB, client=dask_client).as_dict()
     assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
     assert [d["rank"] for d in got["devices"]] == list(range(8)) and got["cross_rank"]["straggler_rank"] == 7
 
@@ -59,19 +59,21 @@ def test_two_jobs_at_once_on_one_client_keep_their_own_results(dask_client: Any)
 
     pair = [SAMPLES / "compare/baseline.pt.trace.json.gz", SAMPLES / "compare/slowed.pt.trace.json.gz"]
     want = {"job": diagnose(neurontrace.load(JOB), inputs=INPUTS).as_dict(),
-            "pair": distributed.diagnose(pair, client=dask_client)}
+            "pair": distributed.diagnose(pair, client=dask_client).as_dict()}
     with ThreadPoolExecutor(2) as pool:
         for _ in range(2):
             job = pool.submit(distributed.diagnose, JOB, client=dask_client)
             two = pool.submit(distributed.diagnose, pair, client=dask_client)
-            assert json.dumps(job.result(), sort_keys=True) == json.dumps(want["job"], sort_keys=True)
-            assert json.dumps(two.result(), sort_keys=True) == json.dumps(want["pair"], sort_keys=True)
+            assert json.dumps(job.result().as_dict(), sort_keys=True) == json.dumps(want["job"], sort_keys=True)
+            assert json.dumps(two.result().as_dict(), sort_keys=True) == json.dumps(want["pair"], sort_keys=True)
     assert len(want["pair"]["devices"]) == 2 and want["pair"]["devices"] != want["job"]["devices"][:2]
 
 
 def test_a_corrupt_rank_is_reported_and_the_others_complete(dask_client: Any, tmp_path: Path) -> None:
     job = _corrupt(JOB, tmp_path / "job", rank=3)
-    doc = distributed.diagnose([job, tmp_path / "rank-9.missing.json"], client=dask_client)
+    result = distributed.diagnose([job, tmp_path / "rank-9.missing.json"], client=dask_client)
+    assert {Path(f.path).name for f in result.failed} == {"rank-3.pt.trace.json.gz", "rank-9.missing.json"}
+    doc = result.as_dict()
     assert [d["rank"] for d in doc["devices"]] == [0, 1, 2, 4, 5, 6, 7]
     failed = {Path(f["path"]).name: f for f in doc["failed_ranks"]}
     assert failed["rank-3.pt.trace.json.gz"]["exit_code"] == errors.EXIT_MALFORMED
@@ -105,7 +107,7 @@ def test_dataset_round_trip_rank_by_rank(dask_client: Any, tmp_path: Path) -> No
     a = diagnose(neurontrace.load(path), inputs=[{"path": str(path), "format": "neurontrace-dataset"}]).as_dict()
     b = diagnose(whole).as_dict()
     assert {k: v for k, v in a.items() if k != "inputs"} == {k: v for k, v in b.items() if k != "inputs"}
-    assert distributed.diagnose(path, client=dask_client) == a  # on Dask: one task per rank partition
+    assert distributed.diagnose(path, client=dask_client).as_dict() == a  # on Dask: one task per rank partition
 
 
 def test_open_dataset_filters_one_rank_without_reading_the_others(tmp_path: Path) -> None:

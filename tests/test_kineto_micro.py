@@ -10,7 +10,7 @@ import pytest
 
 import neurontrace
 from neurontrace.errors import MalformedTraceError, TruncatedTraceError, TruncatedTraceWarning
-from neurontrace.parsers import kineto
+from neurontrace.parsers import _kineto_json
 from tests.micro import load, rows, write, x
 
 BASE = 1_790_857_026_000_000_000
@@ -249,7 +249,7 @@ def test_many_chunks_decode_like_one(tmp_path: Path, monkeypatch: pytest.MonkeyP
     ev = [x("cpu_op", f"op{i}", i, 1, **{"External id": i}) for i in range(500)]
     path = write(tmp_path, ev, indent=2)
     whole = neurontrace.load(path)
-    monkeypatch.setattr(kineto._kineto_json, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(_kineto_json, "CHUNK_BYTES", 1000)
     chunked = neurontrace.load(path)
     assert chunked.equals(whole)
     assert chunked.system_events["event_id"].to_pylist() == list(range(500))

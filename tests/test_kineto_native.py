@@ -50,7 +50,7 @@ def decoder(trace: Trace) -> str:
 def assert_same_outcome(path: Path, monkeypatch: pytest.MonkeyPatch) -> str | None:
     """Both decoders give the same tables or fail with the same error; the native run's decoder
     fact when it loaded (None when both failed)."""
-    outcomes = []
+    outcomes: list[tuple[str, Any, Any]] = []
     for mode in ("python", "native"):
         monkeypatch.setenv(_kineto_native.ENV, mode)
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -19,7 +20,7 @@ from tests.micro import load, x
 US = 1000
 
 
-def kernel(name: str, ts: float, dur: float, tid: int = 7, **args: object) -> dict:
+def kernel(name: str, ts: float, dur: float, tid: int = 7, **args: object) -> dict[str, Any]:
     return x("kernel", name, ts, dur, pid=0, tid=tid, device=0, **args)
 
 
@@ -146,7 +147,7 @@ def test_host_overflows_agree_with_a_plain_stack_walk(tmp_path: Path) -> None:
     assert checks.counts["overflows_parent"] == sum(e["ts"] + e["dur"] != want[e["name"]] for e in events) > 50
 
 
-def _flow(fid: int, ts: float, pid: int, tid: int, end: bool) -> dict:
+def _flow(fid: int, ts: float, pid: int, tid: int, end: bool) -> dict[str, Any]:
     ev = {"ph": "f" if end else "s", "id": fid, "pid": pid, "tid": tid, "ts": ts, "cat": "ac2g", "name": "ac2g"}
     return {**ev, "bp": "e"} if end else ev
 

@@ -127,10 +127,11 @@ def _facts_keys(tree: ast.AST) -> Iterator[tuple[ast.AST, int]]:
                 if getattr(node.func, "id", None) == "metadata_table":
                     dicts += node.args[:1]
             for d in dicts:
+                line = getattr(node, "lineno", 0)  # ast.walk yields nodes typed as plain AST
                 if isinstance(d, ast.Dict):
-                    yield from ((k, node.lineno) for k in d.keys if k is not None)
+                    yield from ((k, line) for k in d.keys if k is not None)
                 elif isinstance(d, ast.DictComp):
-                    yield d.key, node.lineno
+                    yield d.key, line
 
 
 def test_every_key_in_the_parsers_source_is_declared() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 import neurontrace
 from neurontrace import errors
-from neurontrace.parsers import _neuron_tool, ntff
+from neurontrace.parsers import _neuron_ntff, _neuron_tool, ntff
 from neurontrace.parsers._neuron_ntff import read_header
 from neurontrace.testing import synthetic_neuron as syn
 
@@ -106,7 +106,7 @@ def test_neff_found_by_numeric_hash(tmp_path: Path) -> None:
     p = capture(tmp_path, ntff_name="395760075800974_instid_0_vnc_1.ntff", neff_name=None)
     for name in ("neff_395760075800974_vnc_0.neff", "neff_395760075800974_vnc_1.neff"):
         syn.write_neff(syn.Scenario(), p.parent / name)
-    neff, rule = ntff.find_neff(p, read_header(p), None)
+    neff, rule = _neuron_ntff.find_neff(p, read_header(p), None)
     assert neff.name == "neff_395760075800974_vnc_1.neff" and rule == "same numeric hash as the NTFF name"
 
 
@@ -123,7 +123,7 @@ def test_hash_mismatch_is_a_named_error(tmp_path: Path) -> None:
                                                  ("file.neff", "the only NEFF in the folder")])
 def test_neff_found_by_recorded_name_or_as_the_only_one(tmp_path: Path, neff_name: str, rule: str) -> None:
     p = capture(tmp_path, neff_name=neff_name)
-    neff, found_by = ntff.find_neff(p, read_header(p), None)
+    neff, found_by = _neuron_ntff.find_neff(p, read_header(p), None)
     assert (neff.name, found_by) == (neff_name, rule)
 
 
@@ -155,9 +155,9 @@ def test_every_pairing_convention_in_order(tmp_path: Path, ntff_name: str, neffs
     p = syn.write_ntff(syn.Scenario(), d / ntff_name, neff_name=recorded)
     for name in neffs:
         syn.write_neff(syn.Scenario(), d / name)
-    neff, found_by = ntff.find_neff(p, read_header(p), None)
+    neff, found_by = _neuron_ntff.find_neff(p, read_header(p), None)
     assert (neff.name, found_by) == (expected, rule)
-    assert ntff.find_neff(p, read_header(p), d / neffs[-1])[1] == "given explicitly"  # --neff wins over all
+    assert _neuron_ntff.find_neff(p, read_header(p), d / neffs[-1])[1] == "given explicitly"  # --neff wins over all
 
 
 def test_a_miss_lists_every_rule_tried(tmp_path: Path) -> None:
@@ -167,7 +167,7 @@ def test_a_miss_lists_every_rule_tried(tmp_path: Path) -> None:
     for name in ("a.neff", "b.neff"):
         syn.write_neff(syn.Scenario(), d / name)
     with pytest.raises(errors.NeffNotFoundError) as info:
-        ntff.find_neff(p, read_header(p), None)
+        _neuron_ntff.find_neff(p, read_header(p), None)
     msg = str(info.value)
     for part in ("same stem: stream_exec_2.neff", "same stem: stream.neff", "recorded in the NTFF: file.neff",
                  "the only NEFF in the folder", "NEFFs in the folder: a.neff, b.neff", "--neff"):
@@ -185,7 +185,7 @@ def test_a_session_ntff_says_to_decode_its_folder(tmp_path: Path) -> None:
         ntff.parse(p)
     assert "session NTFF" in str(info.value) and f"neuron-explorer view -d {d} " in str(info.value)
     with pytest.raises(errors.NeffNotFoundError, match="pairs with no single NEFF"):
-        ntff.find_neff(p, read_header(p), None)
+        _neuron_ntff.find_neff(p, read_header(p), None)
 
 
 def test_a_session_ntff_is_decoded_with_its_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

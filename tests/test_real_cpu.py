@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,8 +39,9 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Trace]:
     return path, neurontrace.load(path)
 
 
-def _raw(path: Path) -> dict:
-    return json.loads(gzip.decompress(path.read_bytes()), parse_float=decimal.Decimal)
+def _raw(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(gzip.decompress(path.read_bytes()), parse_float=decimal.Decimal)
+    return doc
 
 
 @pytest.mark.parametrize("which", ["fresh", "shipped"])

@@ -17,9 +17,10 @@ import pyarrow as pa
 import pytest
 
 import neurontrace
+from neurontrace.analysis import engine_waits
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
 from neurontrace.analysis.diff import Diff, diff
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, corpus_root
 from tests.diff_pairs import write_pair
 
 # Fields that are not part of the document, on purpose.
@@ -60,7 +61,7 @@ def _same(a: Any, b: Any, where: str, filled: set[tuple[str, str]]) -> None:
 
 def _rounded(t: pa.Table) -> list[dict[str, Any]]:
     """Op rows as the document keeps them (percentages to three decimals)."""
-    rows = t.to_pylist()
+    rows: list[dict[str, Any]] = t.to_pylist()
     for r in rows:
         pct = r["delta_pct"]
         r["delta_pct"] = None if pct is None or math.isnan(pct) else round(pct, 3)
@@ -103,8 +104,46 @@ def test_a_diagnosis_comes_back_whole_from_its_json(diagnoses: list[Diagnosis]) 
         again = Diagnosis.from_dict(doc)
         _same(diag, again, "diagnosis", filled)
         assert again.as_dict() == doc
-    assert any(d.devices and d.devices[0].engine_waits for d in diagnoses)  # the field this test began with
+    assert any(d.devices and engine_waits.of_device(d.devices[0]) for d in diagnoses)  # the field it began with
     missing = _fields(Diagnosis, DeviceAttribution, Stall, FallbackOp, Finding) - filled - set(NOT_SERIALIZED)
+    assert not missing, f"no input exercises {sorted(missing)}: add one that does"
+
+
+def test_every_registered_section_comes_back_whole(diagnoses: list[Diagnosis]) -> None:
+    """Every section's value is a dataclass that survives its JSON (``from_json(to_json(v))``), field by field;
+    each section, and each field of each section's dataclass, holds something in at least one input."""
+    from neurontrace.analysis import registry
+    from neurontrace.analysis.contract import DeviceSection, Section
+
+    root = corpus_root()
+    if root is None:
+        pytest.skip("needs the real-trace corpus: its SGLang decode trace replays HIP graphs (graph_launches)")
+    # Real traces for what the samples lack: a ROCm decode that replays HIP graphs (graph_launches), a
+    # CUDA event-sync trace whose ops have FLOP formulas but no recorded shapes (ops.skipped), an HTA example
+    # with a step longer than the trace (event_checks: counted and clipped, ns_removed).
+    diagnoses = [*diagnoses, *(diagnose(_load(root / p)) for p in (
+        "TraceLens/tests/traces/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
+        "HolisticTraceAnalysis/tests/data/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz",
+        "HolisticTraceAnalysis/tests/data/triton_example/triton_example.json.gz"))]
+    seen: dict[str, int] = {}
+    value_types: set[type] = set()
+    filled: set[tuple[str, str]] = set()
+    sections: list[Section | DeviceSection] = [*registry.DEVICE_SECTIONS, *registry.SECTIONS]
+    for diag in diagnoses:
+        held: list[tuple[Section | DeviceSection, Any]] = [
+            (s, v) for s in registry.SECTIONS for v in [diag.sections.get(s.key)] if v is not None]
+        held += [(s, v) for d in diag.devices for s in registry.DEVICE_SECTIONS for v in [d.sections.get(s.key)]
+                 if v is not None]
+        for section, value in held:
+            assert dataclasses.is_dataclass(value) and not isinstance(value, type), section.key
+            value_types.add(type(value))
+            doc = json.loads(json.dumps(section.to_json(value)))
+            again = section.from_json(doc)
+            _same(value, again, section.key, filled)
+            assert json.loads(json.dumps(section.to_json(again))) == doc, section.key
+            seen[section.key] = seen.get(section.key, 0) + 1
+    assert not {s.key for s in sections} - set(seen), f"no input has {sorted({s.key for s in sections} - set(seen))}"
+    missing = _fields(*value_types) - filled
     assert not missing, f"no input exercises {sorted(missing)}: add one that does"
 
 

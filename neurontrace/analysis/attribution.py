@@ -28,7 +28,7 @@ from neurontrace.analysis.default_window import Window, choose_window
 from neurontrace.analysis.driving import driving_host_events
 from neurontrace.analysis.intervals import NONE, layered, sweep
 from neurontrace.analysis.labels import Label, labels_of, spans
-from neurontrace.analysis.stalls import TOP_STALLS, Stall, top_stalls
+from neurontrace.analysis.stalls import TOP_STALLS, Stall, frame_sources, top_stalls
 from neurontrace.analysis.work import DEVICE_WORK, HOST_WORK, device_categories
 from neurontrace.causes import CAUSES
 from neurontrace.columns import flat, isin, keep, matches, of_rank, select, take
@@ -54,12 +54,6 @@ class DeviceAttribution:
     sections: dict[str, Any] = field(default_factory=dict)  # device sections (analysis/contract.py), by key
 
     @property
-    def engine_waits(self) -> dict[str, Any] | None:
-        """Neuron devices: waits by producer (analysis/engine_waits.py); None elsewhere."""
-        value = self.sections.get("engine_waits")
-        return value if isinstance(value, dict) else None
-
-    @property
     def window_ns(self) -> int:
         return self.window[1] - self.window[0]
 
@@ -83,20 +77,25 @@ def attribute(
     window: tuple[int, int] | None = None,
     fallback_event_ids: np.ndarray | None = None,
     top: int = TOP_STALLS,
+    frames: dict[int, str] | None = None,
 ) -> list[DeviceAttribution]:
     """Attribution for every device of ``trace`` (or the host CPU when it has no device activity).
 
     A trace without events (a Neuron summary, a capture whose profiles were not decoded) has nothing
-    to attribute: no device, rather than an empty ``cpu`` window.
+    to attribute: no device, rather than an empty ``cpu`` window. ``frames``: the trace's
+    :func:`~neurontrace.analysis.stalls.frame_sources` where the caller has them (found once otherwise).
     """
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
     out = []
-    for device, rank in _attributed(trace):
+    attributed = _attributed(trace)
+    if attributed and frames is None:
+        frames = frame_sources(trace)  # once for every device's stalls
+    for device, rank in attributed:
         work, host = _window_inputs(trace, device, rank)
         win = Window(window, "option", "--window") if window else choose_window(trace, host, work)
         labels = (_cpu_labels(host, work, fallback) if trace.device_events.num_rows == 0 else
                   _device_labels(work) + _host_labels(host, fallback))
-        out.append(_finish(trace, device, rank, win, labels, top))
+        out.append(_finish(trace, device, rank, win, labels, top, frames or {}))
     return out
 
 
@@ -149,7 +148,7 @@ def _cpu_labels(host: pa.Table, ops: pa.Table, fallback: np.ndarray) -> list[Lab
 
 
 def _finish(trace: Trace, device: str, rank: int | None, window: Window, labels: list[Label],
-            top: int) -> DeviceAttribution:
+            top: int, frames: dict[int, str]) -> DeviceAttribution:
     win = window.span
     labels = _ordered(labels)
     owned, unexplained, unions = layered(win, [(lb.starts, lb.ends) for lb in labels])
@@ -165,7 +164,7 @@ def _finish(trace: Trace, device: str, rank: int | None, window: Window, labels:
         detail["idle.unexplained"] = unexplained
     out = DeviceAttribution(device, rank, win, window.source, causes, detail, window_rule=window.rule,
                             window_steps=window.steps, device_lag_ns=window.lag_ns)
-    out.top_stalls = top_stalls(trace, win, labels, unions, top)
+    out.top_stalls = top_stalls(trace, win, labels, unions, top, frames)
     out.check()
     return out
 

@@ -329,6 +329,12 @@ class CrossRank:
                 "straggler_work": self.straggler_work, "step_skew": self.step_skew,
                 "collectives": self.collectives}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CrossRank:
+        return cls(list(d.get("collectives") or []), list(d.get("ranks") or []), list(d.get("per_rank") or []),
+                   d.get("straggler_rank"), d.get("most_waiting_rank"), d.get("wait_share"),
+                   int(d.get("matched_collectives") or 0), d.get("straggler_work"), list(d.get("step_skew") or []))
+
 
 def cross_rank(records: pa.Table | Sequence[pa.Table],
                steps: Iterable[tuple[int, str, int, int]] = ()) -> CrossRank:
@@ -615,12 +621,6 @@ def _combine(parts: list[RankPart]) -> CrossRank:
     return cross_rank([p.records for p in parts], [s for p in parts for s in p.steps])
 
 
-def _from_json(d: dict[str, Any]) -> CrossRank:
-    return CrossRank(list(d.get("collectives") or []), list(d.get("ranks") or []), list(d.get("per_rank") or []),
-                     d.get("straggler_rank"), d.get("most_waiting_rank"), d.get("wait_share"),
-                     int(d.get("matched_collectives") or 0), d.get("straggler_work"), list(d.get("step_skew") or []))
-
-
-SECTION = Section("cross_rank", "cross-rank", _compute, to_json=CrossRank.as_dict, from_json=_from_json,
+SECTION = Section("cross_rank", "cross-rank", _compute, to_json=lambda v: v.as_dict(), from_json=CrossRank.from_dict,
                   text=_text, combine=_combine)
 FINDINGS = FindingFamily("cross-rank collectives", findings)

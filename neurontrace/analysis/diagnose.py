@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from neurontrace.analysis import registry
+from neurontrace.analysis import cross_rank, malformed, phases, registry
 from neurontrace.analysis.attribution import DeviceAttribution, attribute, default_origin
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
 from neurontrace.analysis.fallback import FallbackOp, find_fallback, recorded_ops
@@ -41,12 +41,12 @@ class Diagnosis:
 
     @property
     def phases(self) -> Phases:
-        value: Phases = self.sections["phases"]
+        value: Phases = self.sections[phases.SECTION.key]
         return value
 
     @property
     def cross_rank(self) -> dict[str, Any]:
-        value = self.sections.get("cross_rank")
+        value = self.sections.get(cross_rank.SECTION.key)
         return {} if value is None else dict(value.as_dict())
 
     @property
@@ -143,14 +143,15 @@ def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
     """The map step: attribution, fallback and every section's per-rank value for one rank's trace."""
     options = options or Options()
     trace, checks = sanitize(trace)  # malformed events: one rule each, counted (analysis/malformed.py)
-    frames = frame_sources(trace)
-    named = set(options.fallback_ops) | set(recorded_ops(trace)[0])
-    fallback = find_fallback(trace, options.fallback_ops, frames)  # adds run.json's get_fallback_ops() itself
+    frames = frame_sources(trace)  # once per rank: the fallback ops' and the stalls' sources
+    recorded = recorded_ops(trace)  # run.json's fallback and executed ops, once per rank
+    named = set(options.fallback_ops) | set(recorded[0])
+    fallback = find_fallback(trace, options.fallback_ops, frames, recorded)  # adds run.json's fallback ops itself
     fallback_ids = [i for op in fallback if op.charged for i in op.event_ids]
     devices = attribute(trace, window=options.window, fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64),
-                        top=options.top)
+                        top=options.top, frames=frames)
     ctx = Context(trace, devices, fallback, frames, replace(options, fallback_ops=tuple(sorted(named))),
-                  {"event_checks": checks})
+                  {malformed.SECTION.key: checks})
     for d in devices:
         for ds in registry.DEVICE_SECTIONS:
             value = ds.compute(ctx, d)

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neurontrace.analysis import load_warnings, phases
 from neurontrace.analysis._diff_ops import COMPARED_SCHEMA, STATUSES, compare_ops, op_table
 from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
@@ -326,7 +327,7 @@ def _compare_diagnoses(baseline: Mapping[str, Any], new: Mapping[str, Any], thre
         unmatched_devices=unmatched, fallback=_fallback(baseline, new), phases=_phases(baseline, new),
         steps=_step_stats(steps_a, steps_b), findings=_findings(baseline, new, device_map), notes=notes,
         warnings=[{"side": side, **w} for side, d in (("baseline", baseline), ("change", new))
-                  for w in d.get("warnings") or []],
+                  for w in d.get(load_warnings.SECTION.key) or []],
     )
 
 
@@ -388,7 +389,7 @@ def _order(d: Mapping[str, Any]) -> tuple[int, str]:
 
 
 def _steps(d: Mapping[str, Any]) -> list[dict[str, int]]:
-    return list((d.get("phases") or {}).get("steps") or [])
+    return list((d.get(phases.SECTION.key) or {}).get("steps") or [])
 
 
 def _steps_in(device: Mapping[str, Any], window: tuple[int, int], steps: list[dict[str, int]]) -> int:
@@ -437,7 +438,7 @@ def _fallback(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, list[dict
 
 
 def _phases(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    pa_, pb = a.get("phases") or {}, b.get("phases") or {}
+    pa_, pb = a.get(phases.SECTION.key) or {}, b.get(phases.SECTION.key) or {}
     out = {k: change(pa_.get(k), pb.get(k)) for k in PHASE_KEYS}
 
     def span(p: Mapping[str, Any]) -> int | None:

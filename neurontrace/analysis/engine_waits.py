@@ -20,6 +20,7 @@ Throttled time (``throttle`` rows) and the device's Summary metrics (fractions 0
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,30 @@ from neurontrace.units import duration
 
 CHARGE = {"dma": "data_movement", "collective": "collectives", "compute": "compute_dependency"}
 TOLERANCE_NS = 2_000  # a producer may finish this long after the wait ends (clock skew between engines)
+
+
+@dataclass
+class EngineWaits:
+    """The section's value for one Neuron device (``--json``: ``devices[].engine_waits``)."""
+
+    waits_ns: dict[str, int]  # charge (collectives, data_movement, compute_dependency, unknown) -> ns
+    waits_by_engine_ns: dict[str, dict[str, int]]  # engine track -> charge -> ns (non-zero only)
+    wait_count: int
+    throttled_ns: int
+    summary: dict[str, Any] = field(default_factory=dict)  # the device's Summary metrics (fractions 0..1)
+    wait_wall_ns: int | None = None  # union over all engines; None in documents written before it existed
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"waits_ns": self.waits_ns, "waits_by_engine_ns": self.waits_by_engine_ns}
+        if self.wait_wall_ns is not None:
+            out["wait_wall_ns"] = self.wait_wall_ns
+        out.update(wait_count=self.wait_count, throttled_ns=self.throttled_ns, summary=self.summary)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EngineWaits:
+        return cls(dict(d["waits_ns"]), {k: dict(v) for k, v in (d.get("waits_by_engine_ns") or {}).items()},
+                   int(d["wait_count"]), int(d["throttled_ns"]), dict(d.get("summary") or {}), d.get("wait_wall_ns"))
 
 
 def engine_waits(trace: Trace, device: str, rank: int | None, window: tuple[int, int]) -> dict[str, Any] | None:
@@ -117,16 +142,25 @@ def _summary(trace: Trace, device: str) -> dict[str, Any]:
     return {}
 
 
-def _text(w: dict[str, Any]) -> list[str]:
-    waits = ", ".join(f"{k} {duration(v)}" for k, v in w["waits_ns"].items() if v) or "none"
-    mfu = w["summary"].get("mfu_estimated_percent")
+def _text(w: EngineWaits) -> list[str]:
+    waits = ", ".join(f"{k} {duration(v)}" for k, v in w.waits_ns.items() if v) or "none"
+    mfu = w.summary.get("mfu_estimated_percent")
     extra = f"; MFU {100 * mfu:.1f}%" if isinstance(mfu, int | float) else ""
-    wall = f" (unions per engine; {duration(w['wait_wall_ns'])} with any engine waiting)" if "wait_wall_ns" in w else ""
-    return [f"engine waits ({w['wait_count']}): {waits}{wall}; throttled {duration(w['throttled_ns'])}{extra}"]
+    wall = (f" (unions per engine; {duration(w.wait_wall_ns)} with any engine waiting)"
+            if w.wait_wall_ns is not None else "")
+    return [f"engine waits ({w.wait_count}): {waits}{wall}; throttled {duration(w.throttled_ns)}{extra}"]
 
 
-def _compute(ctx: Context, d: DeviceAttribution) -> dict[str, Any] | None:
-    return engine_waits(ctx.trace, d.device, d.rank, d.window)
+def _compute(ctx: Context, d: DeviceAttribution) -> EngineWaits | None:
+    found = engine_waits(ctx.trace, d.device, d.rank, d.window)
+    return None if found is None else EngineWaits.from_dict(found)
 
 
-SECTION = DeviceSection("engine_waits", "engine waits", _compute, text=_text)
+def of_device(d: DeviceAttribution) -> EngineWaits | None:
+    """Neuron devices: this section's value for ``d`` (waits by producer); None elsewhere."""
+    value = d.sections.get(SECTION.key)
+    return value if isinstance(value, EngineWaits) else None
+
+
+SECTION = DeviceSection("engine_waits", "engine waits", _compute, to_json=lambda v: v.as_dict(),
+                        from_json=EngineWaits.from_dict, text=_text)

@@ -107,15 +107,17 @@ def _short(name: str) -> str:
     return name.split("::", 1)[-1]
 
 
-def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, str] | None = None) -> list[FallbackOp]:
+def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, str] | None = None,
+                  recorded: tuple[list[str], list[str] | None] | None = None) -> list[FallbackOp]:
     """Named fallback ops (run.json's get_fallback_ops() first, then ``explicit``), then signature suspects
-    not already named; each with its evidence state (module docstring)."""
+    not already named; each with its evidence state (module docstring). ``recorded``: the trace's
+    :func:`recorded_ops` where the caller has them (read here otherwise)."""
     ops = select(trace.system_events, "category", "framework_op")
     busy_s, busy_e = _device_busy(trace)
     frames = frames or {}
-    recorded, executed = recorded_ops(trace)
+    recorded_names, executed = recorded_ops(trace) if recorded is None else recorded
     named_by: dict[str, list[str]] = {}
-    for n in recorded:
+    for n in recorded_names:
         named_by.setdefault(n, []).append("run.json get_fallback_ops()")
     for n in explicit:
         if n and "run.json get_fallback_ops()" not in named_by.get(n, []):

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from neurontrace import units
-from neurontrace.analysis import cross_rank, names
+from neurontrace.analysis import cross_rank, graph_replay, names, phases
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, FindingFamily
 from neurontrace.analysis.fallback import FallbackOp
@@ -43,8 +43,11 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def device_findings(a: DeviceAttribution, graphs: bool = False) -> list[Finding]:
-    """The rules over one device's causes; ``graphs``: the host replays CUDA/HIP graphs."""
+def device_findings(a: DeviceAttribution, graphs: bool = False, waiting: str | None = None) -> list[Finding]:
+    """The rules over one device's causes; ``graphs``: the host replays CUDA/HIP graphs; ``waiting``: the
+    advice for exposed collectives when most of their time is ranks waiting for a straggler
+    (:func:`cross_rank.waiting_advice`), given by the caller so that this family's advice is decided here,
+    once, never rewritten after."""
     out = []
     f = a.fraction
     detail = a.detail_ns
@@ -60,7 +63,7 @@ def device_findings(a: DeviceAttribution, graphs: bool = False) -> list[Finding]
         out.append(Finding(
             "exposed_collectives", "warning", "Communication is not hidden behind compute",
             f"{_pct(f('collectives'))} of {a.device}'s window is collectives with no compute running",
-            "Overlap communication with compute (bucketed/async all-reduce, FSDP prefetch), or reduce "
+            waiting or "Overlap communication with compute (bucketed/async all-reduce, FSDP prefetch), or reduce "
             "message volume (gradient compression, larger buckets).", a.device))
     if f("data_movement") > EXPOSED_DATA_MOVEMENT:
         top = max((k for k in detail if k.startswith("data_movement.")), key=detail.__getitem__, default="")
@@ -186,20 +189,17 @@ def collective_groups(cross_rank: Any) -> dict[str, list[int]]:
 
 # The finding families of this module (registered in analysis/registry.py).
 def _devices(ctx: Context) -> list[Finding]:
-    out = [f for d in ctx.devices for f in device_findings(d, bool(d.sections.get("graph_launches")))]
-    waiting = cross_rank.waiting_advice(ctx.sections.get("cross_rank"))
-    for f in out:
-        if f.id == "exposed_collectives" and waiting is not None:  # waiting for a late rank, not the transfer
-            f.advice = waiting
-    return out
+    # Exposed collectives that are mostly waiting for a late rank get advice about that rank, not the transfer.
+    waiting = cross_rank.waiting_advice(ctx.sections.get(cross_rank.SECTION.key))
+    return [f for d in ctx.devices for f in device_findings(d, graph_replay.replays(d), waiting)]
 
 
 DEVICE = FindingFamily("device causes", _devices)
 FALLBACK = FindingFamily("fallback suspects", lambda ctx: fallback_findings(ctx.fallback))
-PHASES = FindingFamily("phases", lambda ctx: phase_findings(ctx.sections["phases"])
-                       + step_outliers(ctx.sections["phases"]))
-COLLECTIVES = FindingFamily("collective outliers",
-                            lambda ctx: collective_outliers(collective_groups(ctx.sections.get("cross_rank"))))
+PHASES = FindingFamily("phases", lambda ctx: phase_findings(ctx.sections[phases.SECTION.key])
+                       + step_outliers(ctx.sections[phases.SECTION.key]))
+COLLECTIVES = FindingFamily("collective outliers", lambda ctx: collective_outliers(
+    collective_groups(ctx.sections.get(cross_rank.SECTION.key))))
 
 
 def worst(findings: Iterable[Finding]) -> str | None:

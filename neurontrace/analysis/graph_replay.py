@@ -5,6 +5,8 @@ A device fed by graph replays is not helped by the advice "use CUDA graphs" (the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from neurontrace.analysis import names
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection
@@ -12,17 +14,39 @@ from neurontrace.analysis.overlap import device_and_host
 from neurontrace.columns import matches, select
 
 
-def _compute(ctx: Context, d: DeviceAttribution) -> int | None:
+@dataclass(frozen=True)
+class GraphLaunches:
+    """The section's value: graph launches counted on the driving host. ``--json``: the count, an integer
+    (``devices[].graph_launches``; absent where there are none)."""
+
+    count: int
+
+    def as_int(self) -> int:
+        return self.count
+
+    @classmethod
+    def from_int(cls, n: int) -> GraphLaunches:
+        return cls(int(n))
+
+
+def _compute(ctx: Context, d: DeviceAttribution) -> GraphLaunches | None:
     dev, host = device_and_host(ctx, d)
     if dev.num_rows == 0:
         return None
     runtime = select(host, "category", "runtime", "driver")
     n = int(matches(runtime["name"], names.GRAPH_LAUNCH).sum()) if runtime.num_rows else 0
-    return n or None
+    return GraphLaunches(n) if n else None
 
 
-def _text(n: int) -> list[str]:
-    return [f"{n} graph launches (CUDA/HIP graph replay)"]
+def replays(d: DeviceAttribution) -> bool:
+    """The host driving ``d`` replays CUDA/HIP graphs (advice that says "use CUDA graphs" does not apply)."""
+    value = d.sections.get(SECTION.key)
+    return isinstance(value, GraphLaunches) and value.count > 0
 
 
-SECTION = DeviceSection("graph_launches", "graph replay", _compute, text=_text)
+def _text(v: GraphLaunches) -> list[str]:
+    return [f"{v.count} graph launches (CUDA/HIP graph replay)"]
+
+
+SECTION = DeviceSection("graph_launches", "graph replay", _compute, to_json=lambda v: v.as_int(),
+                        from_json=GraphLaunches.from_int, text=_text)

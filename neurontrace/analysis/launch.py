@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neurontrace.analysis import graph_replay
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
 from neurontrace.analysis.driving import correlation_calls
@@ -53,6 +54,11 @@ class Launch:
                 "call_ns_median": self.call_ns_median, "queue_depth_max": self.queue_depth_max,
                 "queue_depth_median": self.queue_depth_median, "short_kernel_share": self.short_kernel_share,
                 "streams": self.streams}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Launch:
+        fields: dict[str, Any] = {k: d.get(k) for k in cls.__dataclass_fields__ if k != "streams"}
+        return cls(**fields, streams=list(d.get("streams") or []))
 
 
 def launch_calls(host: pa.Table, flows: pa.Table, dev: pa.Table) -> np.ndarray:
@@ -139,11 +145,6 @@ LAUNCH_BOUND_DEPTH = 2.0  # ... and the median queue depth after a launch is at 
 LAUNCH_BOUND_MIN_OPS = 100  # evidence enough: at least this many launches
 
 
-def _from_json(d: dict[str, Any]) -> Launch:
-    fields: dict[str, Any] = {k: d.get(k) for k in Launch.__dataclass_fields__ if k != "streams"}
-    return Launch(**fields, streams=list(d.get("streams") or []))
-
-
 def _text(v: Launch) -> list[str]:
     if not v.kernels:
         return [f"no launch calls recorded for {v.unmatched} device ops"] if v.unmatched else []
@@ -171,7 +172,7 @@ _ADVICE_REPLAYING = ("The trace already replays CUDA/HIP graphs: capture the ops
 def launch_bound(ctx: Context) -> list[Finding]:
     out = []
     for d in ctx.devices:
-        v = d.sections.get("launch")
+        v = d.sections.get(SECTION.key)
         if (not isinstance(v, Launch) or v.kernels < LAUNCH_BOUND_MIN_OPS or v.short_kernel_share is None
                 or v.queue_depth_median is None):
             continue
@@ -181,10 +182,10 @@ def launch_bound(ctx: Context) -> list[Finding]:
                 f"{100 * v.short_kernel_share:.1f}% of {v.kernels} ops on {d.device} are shorter than their launch "
                 f"call (median call {duration(v.call_ns_median)}) and the queue holds a median {v.queue_depth_median:g} "
                 f"op(s) after each launch",
-                _ADVICE_REPLAYING if d.sections.get("graph_launches") else _ADVICE, d.device))
+                _ADVICE_REPLAYING if graph_replay.replays(d) else _ADVICE, d.device))
     return out
 
 
-SECTION = DeviceSection("launch", "launch latency", _compute, to_json=Launch.as_dict, from_json=_from_json,
+SECTION = DeviceSection("launch", "launch latency", _compute, to_json=lambda v: v.as_dict(), from_json=Launch.from_dict,
                         text=_text)
 FINDINGS = FindingFamily("launch bound", launch_bound)

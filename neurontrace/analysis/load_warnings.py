@@ -9,33 +9,66 @@ came from, in load order, then the events each input skipped (by reason) and the
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
+from neurontrace.analysis import malformed
 from neurontrace.analysis.contract import Context, Section
 
 
-def _compute(ctx: Context) -> list[dict[str, Any]]:
-    out = [{"source": a.source, "format": a.format, "message": w} for a in ctx.trace.accounting for w in a.warnings]
+@dataclass(frozen=True)
+class LoadWarning:
+    """One warning: the input it came from (or ``diagnose``), its format, the message (may span lines)."""
+
+    source: str
+    format: str | None
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "format": self.format, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LoadWarning:
+        return cls(str(d["source"]), d.get("format"), str(d["message"]))
+
+
+@dataclass
+class LoadWarnings:
+    """The section's value; ``--json``: a list of ``{source, format, message}`` (``warnings``)."""
+
+    items: list[LoadWarning] = field(default_factory=list)
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return [w.as_dict() for w in self.items]
+
+    @classmethod
+    def from_list(cls, items: list[dict[str, Any]]) -> LoadWarnings:
+        return cls([LoadWarning.from_dict(w) for w in items])
+
+
+def _compute(ctx: Context) -> LoadWarnings:
+    out = [LoadWarning(a.source, a.format, w) for a in ctx.trace.accounting for w in a.warnings]
     # Events the parser read but could not keep, by reason (parse accounting: read == kept + skipped).
-    out += [{"source": a.source, "format": a.format, "message": f"{a.source}: {n} event(s) skipped: {reason}"}
+    out += [LoadWarning(a.source, a.format, f"{a.source}: {n} event(s) skipped: {reason}")
             for a in ctx.trace.accounting for reason, n in sorted(a.skipped.items()) if n]
-    checks = ctx.sections.get("event_checks")  # malformed events (analysis/malformed.py), found before attribution
+    checks = ctx.sections.get(malformed.SECTION.key)  # malformed events, found before attribution
     if checks is not None:
-        out += [{"source": "diagnose", "format": "event_checks", "message": m} for m in checks.warnings()]
-    return out
+        out += [LoadWarning("diagnose", malformed.SECTION.key, m) for m in checks.warnings()]
+    return LoadWarnings(out)
 
 
-def _combine(values: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+def _combine(values: list[LoadWarnings]) -> LoadWarnings:
     """Every rank's warnings once each, in rank order (inputs that several ranks share warn once)."""
-    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    seen: dict[tuple[str, str], LoadWarning] = {}
     for value in values:
-        for w in value:
-            seen.setdefault((w["source"], w["message"]), w)
-    return list(seen.values())
+        for w in value.items:
+            seen.setdefault((w.source, w.message), w)
+    return LoadWarnings(list(seen.values()))
 
 
-def _text(warnings: list[dict[str, Any]]) -> list[str]:
-    return [line for w in warnings for line in str(w["message"]).splitlines()]
+def _text(warnings: LoadWarnings) -> list[str]:
+    return [line for w in warnings.items for line in w.message.splitlines()]
 
 
-SECTION = Section("warnings", "load warnings", _compute, text=_text, combine=_combine)
+SECTION = Section("warnings", "load warnings", _compute, to_json=lambda v: v.as_list(),
+                  from_json=LoadWarnings.from_list, text=_text, combine=_combine)

@@ -224,7 +224,7 @@ def _apply(table: pa.Table, drop: np.ndarray, start: np.ndarray, end: np.ndarray
 
 def _compute(ctx: Context) -> EventChecks | None:
     """``diagnose_rank`` runs :func:`sanitize` before attribution and hands its result over here."""
-    checks: EventChecks | None = ctx.sections.get("event_checks")
+    checks: EventChecks | None = ctx.sections.get(SECTION.key)
     return checks
 
 
@@ -237,5 +237,5 @@ def _combine(values: list[EventChecks]) -> EventChecks:
     return out
 
 
-SECTION = Section("event_checks", "malformed events", _compute, to_json=EventChecks.as_dict,
+SECTION = Section("event_checks", "malformed events", _compute, to_json=lambda v: v.as_dict(),
                   from_json=EventChecks.from_dict, combine=_combine)  # its lines print with the warnings

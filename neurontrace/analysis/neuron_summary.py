@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neurontrace import units
+from neurontrace.analysis import engine_waits
 from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section
 from neurontrace.trace import Trace
 
@@ -66,6 +67,26 @@ class CoreSummary:
         return {"profile_id": self.profile_id, "device": self.device, "metrics": self.metrics,
                 "derived": self.derived, "throttling_by_physical_core": self.throttling,
                 "findings": self.findings}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CoreSummary:
+        return cls(d.get("profile_id"), d.get("device"), dict(d["metrics"]), dict(d.get("derived") or {}),
+                   dict(d.get("throttling_by_physical_core") or {}), list(d.get("findings") or []))
+
+
+@dataclass
+class NeuronSummary:
+    """The section's value: every device profile's summary, in load (then rank) order. ``--json``: a list
+    (``neuron_summary``), empty without Neuron summaries, so the document has one shape."""
+
+    cores: list[CoreSummary] = field(default_factory=list)
+
+    def as_list(self) -> list[dict[str, Any]]:
+        return [c.as_dict() for c in self.cores]
+
+    @classmethod
+    def from_list(cls, items: list[dict[str, Any]]) -> NeuronSummary:
+        return cls([CoreSummary.from_dict(c) for c in items])
 
 
 def neuron_summaries(trace: Trace) -> list[CoreSummary]:
@@ -237,17 +258,17 @@ RULES = (_low_model_flops, _transpose, _spill, _throttle, _small_dma, _low_mfu)
 # -- the diagnose plug-ins (contract: analysis/contract.py) --------------------------------------
 
 
-def _compute(ctx: Context) -> list[dict[str, Any]]:
+def _compute(ctx: Context) -> NeuronSummary:
     # Always present in --json (an empty list without Neuron summaries), so the schema has one shape.
-    return [c.as_dict() for c in neuron_summaries(ctx.trace)]
+    return NeuronSummary(neuron_summaries(ctx.trace))
 
 
-def _text(cores: list[dict[str, Any]]) -> list[str]:
+def _text(summary: NeuronSummary) -> list[str]:
     out = []
-    for c in cores:
-        m, d = c["metrics"], c["derived"]
-        where = c["device"] or c["profile_id"] or "device profile"
-        pid = f" ({c['profile_id']})" if c["profile_id"] else ""
+    for c in summary.cores:
+        m, d = c.metrics, c.derived
+        where = c.device or c.profile_id or "device profile"
+        pid = f" ({c.profile_id})" if c.profile_id else ""
         out.append(f"{where}{pid}: total {units.seconds(d['total_time_s'])}, active "
                    f"{units.seconds(d['active_time_s'])} ({units.share(d['active_share_of_total'])} of total; "
                    "shares below are of active time)")
@@ -267,7 +288,7 @@ def _text(cores: list[dict[str, Any]]) -> list[str]:
         if cc["count"] or cc["active_time_s"]:
             out.append(f"  collectives {cc['count'] or 0:,.0f} ops, active {units.seconds(cc['active_time_s'])} "
                        f"({units.share(cc['share_of_active'])})")
-        for core, t in c["throttling_by_physical_core"].items():
+        for core, t in c.throttling.items():
             kinds = ", ".join(f"{k} {units.share(v.get('active_time_fraction'))}" for k, v in t.get("by_type", {}).items())
             ns = t.get("active_time_ns")
             out.append(f"  throttling on physical {core}: " + "; ".join(
@@ -283,22 +304,23 @@ def _text(cores: list[dict[str, Any]]) -> list[str]:
 
 
 def _findings(ctx: Context) -> list[Finding]:
-    cores: list[dict[str, Any]] = ctx.sections.get("neuron_summary") or []
-    out = [Finding.from_dict(f) for c in cores for f in c["findings"]]
+    summary: NeuronSummary | None = ctx.sections.get(SECTION.key)
+    out = [Finding.from_dict(f) for c in (summary.cores if summary else []) for f in c.findings]
     # Throttling seen as Throttle rows of a device profile, where no summary key already said so.
     said = {f.device for f in out if f.id == "throttling"}
     for d in ctx.devices:
-        w = d.engine_waits
-        if w is not None and w["throttled_ns"] > 0 and d.device not in said:
+        w = engine_waits.of_device(d)
+        if w is not None and w.throttled_ns > 0 and d.device not in said:
             out.append(Finding("throttling", "warning", "The device was throttled",
-                               f"throttled for {units.duration(w['throttled_ns'])} "
-                               f"({units.share(w['throttled_ns'] / max(1, d.window_ns))}) of {d.device}'s window "
+                               f"throttled for {units.duration(w.throttled_ns)} "
+                               f"({units.share(w.throttled_ns / max(1, d.window_ns))}) of {d.device}'s window "
                                "(Throttle rows)",
                                "Investigate the cause (power or thermal limits of the instance); compare with an "
                                "unthrottled run.", d.device))
     return out
 
 
-SECTION = Section("neuron_summary", "Neuron summary", _compute, text=_text,
-                  combine=lambda parts: [c for p in parts for c in p])  # every rank's NeuronCores
+SECTION = Section("neuron_summary", "Neuron summary", _compute, to_json=lambda v: v.as_list(),
+                  from_json=NeuronSummary.from_list, text=_text,
+                  combine=lambda parts: NeuronSummary([c for p in parts for c in p.cores]))  # every rank's cores
 FINDINGS = FindingFamily("Neuron summary rules (Neuron Explorer) and throttling", _findings)

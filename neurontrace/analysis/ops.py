@@ -599,28 +599,46 @@ def _cpu_table(host: pa.Table, tops: np.ndarray, costs: _Costs, skipped: dict[st
 # -- diagnose: the op-efficiency device section and the low_efficiency finding -----------------
 
 
-def _section(ctx: Context, d: DeviceAttribution) -> dict[str, Any] | None:
+@dataclass
+class OpEfficiency:
+    """The device section's value: the device's peak, its op classes, the top rows of its op table."""
+
+    device_name: str | None  # as the trace names the device (None: it does not)
+    peak: dict[str, Any] | None  # the peak figures used (DevicePeak.peak.as_dict()); None: unknown device
+    classes: list[dict[str, Any]]  # OpsReport.classes(device)
+    top: list[dict[str, Any]]  # the first TOP_ROWS rows of the op table (OpRow.as_dict())
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"device_name": self.device_name, "peak": self.peak, "classes": self.classes, "top": self.top,
+                "skipped": self.skipped}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OpEfficiency:
+        return cls(d.get("device_name"), d.get("peak"), list(d.get("classes") or []), list(d.get("top") or []),
+                   dict(d.get("skipped") or {}))
+
+
+def _section(ctx: Context, d: DeviceAttribution) -> OpEfficiency | None:
     rep = op_table(ctx.trace, window=d.window, device=d.device, rank=d.rank)
     if not rep.rows:
         return None
     peak = rep.devices.get(d.device)
-    return {"device_name": peak.name if peak else None,
-            "peak": peak.peak.as_dict() if peak and peak.peak else None,
-            "classes": rep.classes(d.device), "top": [r.as_dict() for r in rep.rows[:TOP_ROWS]],
-            "skipped": rep.skipped}
+    return OpEfficiency(peak.name if peak else None, peak.peak.as_dict() if peak and peak.peak else None,
+                        rep.classes(d.device), [r.as_dict() for r in rep.rows[:TOP_ROWS]], rep.skipped)
 
 
-def _text(v: dict[str, Any]) -> list[str]:
-    pk = v["peak"]
+def _text(v: OpEfficiency) -> list[str]:
+    pk = v.peak
     head = (f"peak: {pk['device']} ({pk['source']})" if pk else
-            f"peak: unknown device {v['device_name']!r}: no % of peak" if v["device_name"] else
+            f"peak: unknown device {v.device_name!r}: no % of peak" if v.device_name else
             "peak: the trace does not name the device: no % of peak")
     parts = [f"{c['op_class']} {100 * c['share']:.1f}% of kernel time"
              + (f" at {c['pct_of_peak']:.1f}% of peak" if c["pct_of_peak"] is not None else "")
-             for c in v["classes"][:6]]
+             for c in v.classes[:6]]
     out = [head, "; ".join(parts)]
-    if v["skipped"].get("no shapes"):
-        out.append(f"{v['skipped']['no shapes']} ops have a FLOP formula but no recorded shapes: profile with "
+    if v.skipped.get("no shapes"):
+        out.append(f"{v.skipped['no shapes']} ops have a FLOP formula but no recorded shapes: profile with "
                    "record_shapes=True to count their FLOPs")
     return out
 
@@ -628,17 +646,17 @@ def _text(v: dict[str, Any]) -> list[str]:
 def low_efficiency(ctx: Context) -> list[Finding]:
     out = []
     for d in ctx.devices:
-        v = d.sections.get("ops")
-        if not isinstance(v, dict):
+        v = d.sections.get(SECTION.key)
+        if not isinstance(v, OpEfficiency) or v.peak is None:
             continue
-        slow = [c for c in v["classes"] if c["share"] >= LOW_EFFICIENCY_SHARE and c["pct_of_peak"] is not None
+        slow = [c for c in v.classes if c["share"] >= LOW_EFFICIENCY_SHARE and c["pct_of_peak"] is not None
                 and c["pct_of_peak"] < 100 * LOW_EFFICIENCY]
         if slow:
             named = ", ".join(f"{c['op_class']} ({100 * c['share']:.1f}% of kernel time at {c['pct_of_peak']:.1f}% "
                               f"of its roofline bound)" for c in slow)
             out.append(Finding(
                 "low_efficiency", "info", "Some op classes run far below the device's peak",
-                f"on {d.device} ({v['peak']['device']}): {named}",
+                f"on {d.device} ({v.peak['device']}): {named}",
                 "Run `neurontrace ops TRACE` for the ops behind each class; small or oddly shaped GEMMs, "
                 "unfused elementwise chains and non-flash attention are the usual causes (larger tiles, "
                 "torch.compile fusion, scaled_dot_product_attention).", d.device))
@@ -646,5 +664,6 @@ def low_efficiency(ctx: Context) -> list[Finding]:
 
 
 TOP_ROWS = 10  # rows of the op table kept in the diagnose JSON (``neurontrace ops`` prints all)
-SECTION = DeviceSection("ops", "op efficiency", _section, text=_text)
+SECTION = DeviceSection("ops", "op efficiency", _section, to_json=lambda v: v.as_dict(),
+                        from_json=OpEfficiency.from_dict, text=_text)
 FINDINGS = FindingFamily("low efficiency", low_efficiency)

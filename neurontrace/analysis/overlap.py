@@ -65,6 +65,11 @@ class Overlap:
                 "copies_total_ns": self.copies_total_ns, "copies_overlapped_ns": self.copies_overlapped_ns,
                 "steps": self.steps}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Overlap:
+        return cls(int(d["collectives_total_ns"]), int(d["collectives_overlapped_ns"]), int(d["copies_total_ns"]),
+                   int(d["copies_overlapped_ns"]), list(d.get("steps") or []))
+
 
 def _union_of(dev: pa.Table, categories: tuple[str, ...], lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     # The category each event counts as (names.device_category): a symmetric-memory all-reduce kernel
@@ -124,11 +129,6 @@ def step_spans(host: pa.Table, window: tuple[int, int]) -> list[tuple[str, int, 
     return [(str(n), int(a), int(b)) for n, a, b in zip(names, s, e, strict=True) if b > window[0] and a < window[1]]
 
 
-def _from_json(d: dict[str, Any]) -> Overlap:
-    return Overlap(int(d["collectives_total_ns"]), int(d["collectives_overlapped_ns"]), int(d["copies_total_ns"]),
-                   int(d["copies_overlapped_ns"]), list(d.get("steps") or []))
-
-
 def _text(o: Overlap) -> list[str]:
     out = []
     if o.collectives_total_ns:
@@ -157,5 +157,5 @@ def _compute(ctx: Context, d: DeviceAttribution) -> Overlap | None:
     return overlap(dev, d.window, step_spans(host, d.window))
 
 
-SECTION = DeviceSection("overlap", "communication overlap", _compute, to_json=Overlap.as_dict,
-                        from_json=_from_json, text=_text)
+SECTION = DeviceSection("overlap", "communication overlap", _compute, to_json=lambda v: v.as_dict(),
+                        from_json=Overlap.from_dict, text=_text)

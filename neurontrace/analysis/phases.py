@@ -134,5 +134,5 @@ def combine(parts: list[Phases]) -> Phases:
                   _merge_steps([dict(s) for p in parts for s in p.steps]))
 
 
-SECTION = Section("phases", "phases", _compute, to_json=Phases.as_dict, from_json=Phases.from_dict, text=_text,
+SECTION = Section("phases", "phases", _compute, to_json=lambda v: v.as_dict(), from_json=Phases.from_dict, text=_text,
                   combine=combine)

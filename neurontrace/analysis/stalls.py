@@ -37,7 +37,8 @@ class Stall:
 
 
 def top_stalls(trace: Trace, win: tuple[int, int], labels: list[Label],
-                unions: list[tuple[np.ndarray, np.ndarray]], top: int) -> list[Stall]:
+                unions: list[tuple[np.ndarray, np.ndarray]], top: int,
+                frames: dict[int, str] | None = None) -> list[Stall]:
     """The longest stretches of one non-compute cause, with the events that explain them.
 
     Stalls live in the gaps between compute. Gaps are visited longest first and cut into runs of
@@ -61,7 +62,7 @@ def top_stalls(trace: Trace, win: tuple[int, int], labels: list[Label],
         runs += [r for r in found if r[0] >= MIN_STALL_NS]
         runs.sort(key=lambda r: (-r[0], r[1]))
         del runs[top:]
-    frames = frame_sources(trace)
+    frames = frame_sources(trace) if frames is None else frames
     out = []
     for length, start, k, cause in runs:
         lb = labels[k] if k != NONE else None

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from neurontrace import errors
 from neurontrace._version import __version__
 from neurontrace.analysis.window import WindowSpec, parse_window
-from neurontrace.load import FORMATS, detect, load
+from neurontrace.load import FORMATS, load_named
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace
 
@@ -107,7 +107,13 @@ def load_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def load_one(path: str | Path, args: argparse.Namespace, progress: Progress = no_progress) -> Trace:
-    return load(path, format=getattr(args, "format", None), progress=progress, **load_options(args))
+    return load_one_named(path, args, progress)[0]
+
+
+def load_one_named(path: str | Path, args: argparse.Namespace,
+                   progress: Progress = no_progress) -> tuple[Trace, str]:
+    """The trace and the name of the format that read it (detected once: load.load_named)."""
+    return load_named(path, format=getattr(args, "format", None), progress=progress, **load_options(args))
 
 
 @contextmanager
@@ -141,26 +147,13 @@ def load_traces(paths: Sequence[str | Path], args: argparse.Namespace, side: str
         if not Path(p).exists():
             with naming_input(side, p):
                 raise errors.InputNotFoundError(f"{p}: no such file or directory")
-    traces = []
     with progress_bar() as progress:
+        loaded = []
         for p in paths:
             with naming_input(side, p):
-                traces.append(load_one(p, args, progress))
-    fmt = getattr(args, "format", None)
-    inputs = []
-    for p in paths:
-        with naming_input(side, p):
-            inputs.append({"path": str(p), "format": fmt or format_name(Path(p))})
-    return Trace.concat(traces), inputs
-
-
-def format_name(path: Path) -> str:
-    try:
-        return detect(path).name
-    except errors.UnknownFormatError:
-        if path.is_dir():
-            return "a directory of traces"
-        raise
+                loaded.append(load_one_named(p, args, progress))
+    inputs = [{"path": str(p), "format": name} for p, (_, name) in zip(paths, loaded, strict=True)]
+    return Trace.concat([t for t, _ in loaded]), inputs
 
 
 def print_accounting(trace: Trace) -> None:

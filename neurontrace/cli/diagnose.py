@@ -63,7 +63,6 @@ class DiagnoseCommand(common.Command):
         return self._exit_code(args, diag)
 
     def _run_distributed(self, args: argparse.Namespace, explicit: list[str]) -> int:
-        from neurontrace.analysis.diagnose import Diagnosis
         from neurontrace.distributed import diagnose as distributed_diagnose
 
         if args.workers is not None and args.scheduler is not None:
@@ -75,17 +74,15 @@ class DiagnoseCommand(common.Command):
             raise errors.WindowError("--window offsets count from the whole job's time 0, which needs every rank; "
                                      "with --workers/--scheduler give abs:START_NS:END_NS")
         with common.progress_bar() as progress:
-            doc = distributed_diagnose(args.path, workers=args.workers, scheduler=args.scheduler, progress=progress,
+            job = distributed_diagnose(args.path, workers=args.workers, scheduler=args.scheduler, progress=progress,
                                        format=args.format, load_options=common.load_options(args),
                                        window=None if args.window is None else
                                        (args.window.start_ns, args.window.end_ns), fallback_ops=explicit, top=args.top)
-        failed = doc.pop("failed_ranks", [])
-        diag = Diagnosis.from_dict(doc)
-        self._print(args, diag)
-        for f in failed:
-            common.note(f"neurontrace diagnose: warning: {f['path']}: not analysed ({f['error']})")
-        code = self._exit_code(args, diag)
-        return errors.EXIT_PARTIAL if failed and code == errors.EXIT_OK else code
+        self._print(args, job.diagnosis)
+        for f in job.failed:
+            common.note(f"neurontrace diagnose: warning: {f.warning()}")
+        code = self._exit_code(args, job.diagnosis)
+        return errors.EXIT_PARTIAL if job.failed and code == errors.EXIT_OK else code
 
     @staticmethod
     def _print(args: argparse.Namespace, diag: Any) -> None:

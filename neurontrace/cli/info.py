@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from neurontrace import errors
 from neurontrace.cli import _common as common
@@ -16,9 +15,8 @@ class InfoCommand(common.Command):
         common.add_input(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        fmt = args.format or common.format_name(Path(args.path))
         with common.progress_bar() as progress:
-            trace = common.load_one(args.path, args, progress)
+            trace, fmt = common.load_one_named(args.path, args, progress)
         common.out(f"{args.path}: {fmt}")
         for name, table in trace.tables.items():
             common.out(f"  {name:<14} {table.num_rows:>10} rows")

@@ -11,7 +11,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -185,7 +185,9 @@ def test_both_timelines_show_before_the_analyses_and_a_zoom_survives_the_alignme
         # Now the analyses and the diff: the strips, the analysed alignment and the table fill in.
         threading.Thread(target=state.analyse, daemon=True).start()
         wait_for(browser, "return document.querySelector('#nt-cmp-diff-pending') === null;", timeout=30)
-        assert state.diff is not None and (align_point(a) != provisional_point(a)) == moves  # x = 0 of A moves?
+        # state.diff was None above; the analysing thread sets it (read into a name: mypy narrowed the attribute).
+        diffed = state.diff is not None
+        assert diffed and (align_point(a) != provisional_point(a)) == moves
         wait_for(browser, "const e = document.querySelector('#nt-cmp-align');"
                           "return e && e.innerText.includes('first analysed step');")
         # B's stall-cause row is drawn once B is analysed, by the redraw that switches the alignment.
@@ -279,9 +281,10 @@ def test_search_details_keys_and_flow_follow_on_a_gpu_pair(browser: Any, corpus:
                                                        f"{0.01 * fit_ms} ? ra.slice()"))  # in both timelines
         assert fitted[0] < (int(model.index.start[p]) - origins[s]) / 1e6 < fitted[1]
         assert fit_ms < before[1] - before[0]
-        for key, check in (("s", lambda old, new: new[1] - new[0] > 1.5 * (old[1] - old[0])),
+        checks: tuple[tuple[str, Callable[[list[float], list[float]], bool]], ...] = (("s", lambda old, new: new[1] - new[0] > 1.5 * (old[1] - old[0])),
                            ("w", lambda old, new: new[1] - new[0] < 0.7 * (old[1] - old[0])),
-                           ("d", lambda old, new: new[0] > old[0])):
+                           ("d", lambda old, new: new[0] > old[0]))
+        for key, check in checks:
             old = browser.execute_script(x_range("a"))
             body.send_keys(key)
             wait_for(browser, moved_from("a", old[0]))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import neurontrace
-from neurontrace.analysis.attribution import CAUSES
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
+from neurontrace.causes import CAUSES
 from tests.conformance.expectations import EXPECTATIONS, TOLERANCE, Expect
 from tests.conftest import SAMPLES, corpus_files, corpus_root
 
