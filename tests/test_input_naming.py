@@ -44,7 +44,7 @@ def test_an_input_that_hits_a_bug_is_an_internal_error_naming_it(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     # Synthetic: a reader bug on one input (the crash classes themselves are fixed where they occur); the
     # command still ends with one line naming that input, exit 1, and the cause chained for --traceback.
-    real = _common.load_one
+    real = _common.load_one_named
     bad = tmp_path / "b.json.gz"
     bad.write_bytes(GOOD.read_bytes())
 
@@ -53,7 +53,7 @@ def test_an_input_that_hits_a_bug_is_an_internal_error_naming_it(tmp_path: Path,
             raise TypeError("'int' object is not iterable")
         return real(path, *a, **k)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_common, "load_one", buggy)
+    monkeypatch.setattr(_common, "load_one_named", buggy)
     assert main(["diff", str(GOOD), str(bad)]) == errors.EXIT_INTERNAL
     err = capsys.readouterr().err
     assert f"input B (change) ({bad}): internal error while reading it (TypeError" in err and "Traceback" not in err
