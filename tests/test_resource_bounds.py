@@ -113,3 +113,26 @@ def test_nesting_ten_thousand_deep_is_a_named_error(tmp_path: Path) -> None:
                                    .encode()))
     with pytest.raises(MalformedTraceError):
         neurontrace.load(path)
+
+
+@pytest.mark.parametrize("decoder", ["", "python"])
+def test_a_huge_event_name_is_cut_and_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decoder: str) -> None:
+    # The campaign's 200 MB name took `diagnose` 178 s (20 MB: 44 s); names are kept to MAX_NAME_CHARS.
+    import json
+
+    from neurontrace.parsers.kineto import MAX_NAME_CHARS
+
+    doc = json.loads(gzip.decompress((SAMPLES / "compare" / "baseline.pt.trace.json.gz").read_bytes()))
+    op = next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op")
+    op["name"] = "é" * (4 << 20)  # 8 MB of UTF-8
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setenv("NEURONTRACE_KINETO_DECODER", decoder)
+    with pytest.warns(UserWarning):
+        trace = neurontrace.load(path)
+    names = [str(n) for n in trace.system_events["name"].cast(pa.string()).to_pylist()]
+    longest = max(names, key=len)
+    assert len(longest) == MAX_NAME_CHARS and longest.endswith("…") and longest.startswith("é" * 100)
+    assert any("1 event names longer than 4,096 characters were cut" in w for w in trace.accounting[0].warnings)
+    assert trace.system_events.num_rows == neurontrace.load(SAMPLES / "compare" / "baseline.pt.trace.json.gz"
+                                                            ).system_events.num_rows
