@@ -136,3 +136,24 @@ def test_a_huge_event_name_is_cut_and_counted(tmp_path: Path, monkeypatch: pytes
     assert any("1 event names longer than 4,096 characters were cut" in w for w in trace.accounting[0].warnings)
     assert trace.system_events.num_rows == neurontrace.load(SAMPLES / "compare" / "baseline.pt.trace.json.gz"
                                                             ).system_events.num_rows
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm, caps RLIMIT_AS")
+def test_a_fallback_log_with_a_huge_line_is_read_in_bounded_pieces(tmp_path: Path) -> None:
+    # A 2 GB line, scaled down with the piece size (64 KiB instead of 1 MiB): 64 MiB of junk on one line,
+    # between real TorchNeuron fallback messages; the child's address space is capped at 96 MB above what it
+    # uses once imported, below what reading the whole file as text takes (64 MiB of bytes + 2x as str).
+    log = tmp_path / "neuron.log"
+    with log.open("wb") as f:
+        f.write(b"2026-01-01 WARNING Operator 'aten::nonzero' executed via CPU fallback\n")
+        for _ in range(64):
+            f.write(b"\xff junk \xe9" * (1 << 17))
+        f.write(b"\nOperator 'aten::unique' fell back to CPU\n")
+    code = ("import resource, sys\nfrom neurontrace.analysis import fallback\nfallback.LOG_PIECE_BYTES = 1 << 16\n"
+            "used = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (used + 96_000_000, used + 96_000_000))\n"
+            "print(fallback.ops_from_log(sys.argv[1]))\n")
+    res = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True, cwd=ROOT,
+                         timeout=120, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip() == "['aten::nonzero', 'aten::unique']"
