@@ -7,8 +7,15 @@ Three rules keep a hostile or changing file from taking the process down:
   instead (:class:`Snapshot`): one copy, whose scanned pages can still be handed back to the OS.
 - **Bounded inflation.** Gzip is inflated in a stream into one growing buffer (about one copy of
   the output), and refused with :class:`~neurontrace.errors.InputTooLargeError` beyond
-  ``max(GZIP_FLOOR_BYTES, ratio * compressed size)``; the ratio is ``NEURONTRACE_GZIP_MAX_RATIO``
-  (default :data:`DEFAULT_GZIP_MAX_RATIO`; real traces inflate 10-30x).
+  ``min(cap, max(GZIP_FLOOR_BYTES, ratio * compressed size))``; the ratio is ``NEURONTRACE_GZIP_MAX_RATIO``
+  (default :data:`DEFAULT_GZIP_MAX_RATIO`; real traces inflate 10-30x), the absolute cap
+  ``NEURONTRACE_GZIP_MAX_BYTES`` (default :data:`DEFAULT_GZIP_MAX_BYTES`), so a 50 MB bomb stops at the
+  cap, not at 10 GB.
+- **Read once, or refuse.** The file's identity (device, inode, size, modification and change times) is
+  taken from the open descriptor before reading and again after; a file rewritten, truncated or
+  replaced meanwhile is refused with :class:`~neurontrace.errors.InputChangedError`, never parsed into
+  a table mixing old and new bytes. A snapshot's released pages are read again only from a file of the
+  same identity (:meth:`Snapshot.restore`).
 - **Damage is named, and what comes before it is kept.** A gzip stream that breaks off or turns
   corrupt gives back every byte inflated before the damage, with ``complete=False`` and a note
   saying which; bytes after a complete stream are ignored with a note; a UTF-8 byte-order mark is
@@ -23,9 +30,15 @@ import os
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from neurontrace.errors import EmptyInputError, InputNotFoundError, InputTooLargeError, MalformedTraceError
+from neurontrace.errors import (
+    EmptyInputError,
+    InputChangedError,
+    InputNotFoundError,
+    InputTooLargeError,
+    MalformedTraceError,
+)
 from neurontrace.progress import Progress, no_progress
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -36,6 +49,13 @@ _REPLAY_STEP = 64  # ... to within this many compressed bytes (a damaged piece i
 GZIP_RATIO_ENV = "NEURONTRACE_GZIP_MAX_RATIO"
 DEFAULT_GZIP_MAX_RATIO = 200  # inflated bytes per compressed byte; deflate's own ceiling is ~1032
 GZIP_FLOOR_BYTES = 256 << 20  # any gzip may inflate to this much, whatever its ratio
+GZIP_CAP_ENV = "NEURONTRACE_GZIP_MAX_BYTES"
+DEFAULT_GZIP_MAX_BYTES = 8 << 30  # no gzip inflates beyond this, whatever its size (the env var raises it)
+
+PARQUET_RATIO_ENV = "NEURONTRACE_PARQUET_MAX_RATIO"
+DEFAULT_PARQUET_MAX_RATIO = 64  # expanded bytes per file byte; real neurontrace and Neuron files: 1-6
+PARQUET_FLOOR_BYTES = 256 << 20  # any Parquet file may expand to this much, whatever its ratio
+PARQUET_CELL_BYTES = 8  # the least an expanded cell is counted as (a row's value in one column)
 
 Data = bytes | bytearray | mmap.mmap
 
@@ -123,21 +143,45 @@ def read_all(path: Path, progress: Progress = no_progress) -> tuple[bytes | byte
 
 def read_content(path: Path, progress: Progress = no_progress, *, snapshot: bool = False) -> Content:
     """The whole content with notes. ``snapshot``: a plain file comes as a :class:`Snapshot`
-    (whose scanned pages can be released) rather than a bytearray."""
-    size = path.stat().st_size
-    if size == 0:
-        raise EmptyInputError(f"{path}: the file is empty (0 bytes); was the profiler stopped before export?")
+    (whose scanned pages can be released) rather than a bytearray. A file that changes while it is
+    read is refused (:class:`~neurontrace.errors.InputChangedError`)."""
     with path.open("rb") as f:
+        before = identity(os.fstat(f.fileno()))
+        size = before[2]
+        if size == 0:
+            raise EmptyInputError(f"{path}: the file is empty (0 bytes); was the profiler stopped before export?")
         head = f.read(len(UTF8_BOM))
         if head.startswith(GZIP_MAGIC):
             f.seek(0)
             content = _gunzip(f, size, path, progress)
             if bytes(content.data[:len(UTF8_BOM)]) == UTF8_BOM:
                 del content.data[:len(UTF8_BOM)]  # type: ignore[union-attr]  # always a bytearray here
-            return content
-        start = len(UTF8_BOM) if head == UTF8_BOM else 0
-        f.seek(start)
-        return _copy(f, path, size, start, progress, snapshot and os.name == "posix")
+        else:
+            start = len(UTF8_BOM) if head == UTF8_BOM else 0
+            f.seek(start)
+            content = _copy(f, path, size, start, progress, snapshot and os.name == "posix")
+        unchanged(path, before, os.fstat(f.fileno()))
+        if isinstance(content.data, Snapshot):
+            content.data.identity = before
+    return content
+
+
+Identity = tuple[int, int, int, int, int]
+
+
+def identity(st: os.stat_result) -> Identity:
+    """What says a file is still the one read: device, inode, size, modification and change times."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def unchanged(path: Path, before: Identity, now: os.stat_result) -> None:
+    """Refuse a file whose identity changed since ``before`` (InputChangedError)."""
+    after = identity(now)
+    if after != before:
+        what = ("was replaced by another file" if after[:2] != before[:2] else
+                f"changed size from {before[2]} to {after[2]} bytes" if after[2] != before[2] else "was rewritten")
+        raise InputChangedError(f"{path}: the file {what} while it was read, so what was read may mix old and new "
+                                "content; read it again once whatever writes it has finished")
 
 
 class Snapshot(mmap.mmap):
@@ -149,6 +193,7 @@ class Snapshot(mmap.mmap):
     path: Path
     offset: int  # file offset of byte 0 (a skipped byte-order mark)
     released: tuple[int, int]  # the byte range handed back, page-aligned ((0, 0): none)
+    identity: Identity | None = None  # the file's, when read (restore() reads only from that same file)
 
     def release(self, start: int, end: int) -> None:
         """Hand back the whole pages within [start, end); one growing range per snapshot."""
@@ -166,8 +211,12 @@ class Snapshot(mmap.mmap):
         if hi <= lo:
             return
         with self.path.open("rb") as f:
+            if self.identity is not None:  # the pages come back from the file read, or not at all
+                unchanged(self.path, self.identity, os.fstat(f.fileno()))
             f.seek(self.offset + lo)
             got = f.readinto(memoryview(self)[lo:hi])
+            if self.identity is not None:
+                unchanged(self.path, self.identity, os.fstat(f.fileno()))
         if got != hi - lo:
             raise MalformedTraceError(f"{self.path}: the file shrank while it was read; read it again once "
                                       "whatever writes it has finished")
@@ -193,12 +242,10 @@ def _copy(f: BinaryIO, path: Path, size: int, start: int, progress: Progress, sn
         done += got
         progress("read", done, n)
     view.release()
-    if done == n:
-        return Content(buf)
-    # The file shrank between stat() and read(): keep what was there, as for a cut-off file.
-    data = bytes(memoryview(buf)[:done])
-    note = f"{path}: the file shrank from {size} to {start + done} bytes while it was read (still being written?)"
-    return Content(data, note)
+    if done != n:  # it shrank while read (read_content names the change)
+        raise InputChangedError(f"{path}: the file shrank from {size} to {start + done} bytes while it was read "
+                                "(still being written?); read it again once whatever writes it has finished")
+    return Content(buf)
 
 
 def gzip_limit(compressed: int) -> int:
@@ -211,7 +258,15 @@ def gzip_limit(compressed: int) -> int:
     if not ratio > 0:
         raise InputTooLargeError(f"{GZIP_RATIO_ENV}={raw!r}: expected a positive number (default "
                                  f"{DEFAULT_GZIP_MAX_RATIO})")
-    return max(GZIP_FLOOR_BYTES, int(min(ratio * compressed, 2.0**62)))
+    raw_cap = os.environ.get(GZIP_CAP_ENV, "")
+    try:
+        cap = int(float(raw_cap)) if raw_cap else DEFAULT_GZIP_MAX_BYTES
+    except (ValueError, OverflowError):
+        cap = 0
+    if cap <= 0:
+        raise InputTooLargeError(f"{GZIP_CAP_ENV}={raw_cap!r}: expected a positive number of bytes (default "
+                                 f"{DEFAULT_GZIP_MAX_BYTES})")
+    return min(cap, max(GZIP_FLOOR_BYTES, int(min(ratio * compressed, 2.0**62))))
 
 
 def _gunzip(f: BinaryIO, size: int, path: Path, progress: Progress) -> Content:
@@ -262,4 +317,29 @@ def _inflate(d: zlib._Decompress, piece: bytes, out: bytearray, limit: int, path
         raise InputTooLargeError(
             f"{path}: inflates to more than {limit} bytes ({limit // max(path.stat().st_size, 1)}x its "
             f"compressed size): a gzip bomb, or a trace bigger than the limit. Set {GZIP_RATIO_ENV} (default "
-            f"{DEFAULT_GZIP_MAX_RATIO}) to allow a higher inflation ratio")
+            f"{DEFAULT_GZIP_MAX_RATIO}) to allow a higher inflation ratio, {GZIP_CAP_ENV} (default "
+            f"{DEFAULT_GZIP_MAX_BYTES // (1 << 30)} GiB) a higher absolute cap")
+
+
+def check_parquet_expansion(path: Path, meta: Any, file_size: int) -> None:
+    """Refuse, from its footer alone, a Parquet file that would expand beyond
+    ``max(PARQUET_FLOOR_BYTES, ratio * its size)`` (``NEURONTRACE_PARQUET_MAX_RATIO``, default
+    :data:`DEFAULT_PARQUET_MAX_RATIO`): a few MB of constant columns can declare 40 M rows. The expanded
+    size counts the larger of what the footer declares and ``PARQUET_CELL_BYTES`` per row and column."""
+    raw = os.environ.get(PARQUET_RATIO_ENV, "")
+    try:
+        ratio = float(raw) if raw else DEFAULT_PARQUET_MAX_RATIO
+    except ValueError:
+        ratio = float("nan")
+    if not ratio > 0:
+        raise InputTooLargeError(f"{PARQUET_RATIO_ENV}={raw!r}: expected a positive number (default "
+                                 f"{DEFAULT_PARQUET_MAX_RATIO})")
+    declared = sum(max(0, meta.row_group(i).total_byte_size) for i in range(meta.num_row_groups))
+    expanded = max(declared, PARQUET_CELL_BYTES * max(0, meta.num_rows) * max(1, meta.num_columns))
+    limit = max(PARQUET_FLOOR_BYTES, int(min(ratio * file_size, 2.0**62)))
+    if expanded > limit:
+        raise InputTooLargeError(
+            f"{path}: {meta.num_rows:,} rows of {meta.num_columns} columns would expand to about {expanded:,} bytes, "
+            f"{expanded / max(file_size, 1):,.0f}x its {file_size:,} bytes (the limit is {limit:,}): a Parquet bomb, "
+            f"or a table bigger than the limit. Set {PARQUET_RATIO_ENV} (default {DEFAULT_PARQUET_MAX_RATIO}) to "
+            "allow more")

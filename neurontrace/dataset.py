@@ -22,7 +22,9 @@ DuckDB relation. ``neurontrace.load(DATASET)`` and ``neurontrace diagnose DATASE
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,10 +33,17 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
-from neurontrace import schema
-from neurontrace.errors import InputNotFoundError, MalformedTraceError, OutputExistsError
+from neurontrace import _replace, schema
+from neurontrace._io import check_parquet_expansion, identity, unchanged
+from neurontrace.errors import (
+    InputChangedError,
+    InputNotFoundError,
+    MalformedTraceError,
+    OutputExistsError,
+    TraceWarning,
+)
 from neurontrace.progress import Progress, no_progress
-from neurontrace.trace import Trace
+from neurontrace.trace import Trace, checked, conform
 
 MARKER = "neurontrace-dataset.json"
 LAYOUT = "neurontrace-dataset/1"
@@ -52,36 +61,43 @@ def write_rank(trace: Trace, directory: str | Path, part: int = 0) -> dict[str, 
     if len(ranks) > 1:
         raise ValueError(f"write_rank takes one rank's trace, got ranks {sorted(ranks, key=str)}")
     rank = next(iter(ranks), None)
-    rows = {}
+    rows, sizes = {}, {}
     for name, table in trace.tables.items():
         out = Path(directory) / name / partition(rank)
         out.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, out / f"part-{part}.parquet", compression="zstd")
         rows[name] = table.num_rows
+        sizes[name] = (out / f"part-{part}.parquet").stat().st_size
     return {"rank": rank, "partition": partition(rank), "part": part,
-            "sources": [a.source for a in trace.accounting], "rows": rows}
+            "sources": [a.source for a in trace.accounting], "rows": rows, "bytes": sizes}
 
 
 def start(directory: str | Path, *, force: bool = False) -> Path:
-    """The dataset's temporary sibling to write into (finish() renames it), refusing to clobber."""
-    out = Path(directory)
+    """The writer's own new directory beside the dataset (finish() swaps it in), refusing to clobber.
+
+    A killed writer's leftovers beside it are dealt with first (neurontrace._replace: an old dataset it had
+    moved aside is put back, its partial directory removed)."""
+    out = Path(directory).resolve()
+    _replace.clean_leftovers(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise OutputExistsError(f"{out} already exists and is not empty; pass --force to replace it")
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    return tmp
+    return _replace.make_partial(out)
 
 
-def finish(tmp: Path, directory: str | Path, ranks: list[dict[str, Any]]) -> Path:
-    """Write the marker and move the finished dataset into place (a failure never leaves half a dataset)."""
+def finish(tmp: Path, directory: str | Path, ranks: list[dict[str, Any]], *, force: bool = True) -> Path:
+    """Write the marker and swap the finished dataset in: at every moment the output is the whole old
+    dataset or the whole new one, whenever the process is killed (neurontrace._replace)."""
     out = Path(directory)
     ranks = sorted(ranks, key=lambda r: (r["rank"] is None, r["rank"] or 0, r["part"]))
     marker = {"layout": LAYOUT, "tables": list(schema.TABLES), "ranks": ranks}
     (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-    if out.exists():
-        shutil.rmtree(out) if out.is_dir() else out.unlink()
-    tmp.rename(out)
+    final = out.resolve()
+    try:
+        _replace.swap(tmp, final, force=force)
+    except FileExistsError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputExistsError(f"{out} was written by someone else meanwhile; pass --force to replace it") \
+            from None
     return out
 
 
@@ -89,6 +105,13 @@ def write_dataset(traces: list[Trace], directory: str | Path, *, force: bool = F
     """A dataset from traces held in memory (one or more ranks each); ``convert`` streams instead."""
 
     tmp = start(directory, force=force)
+    try:
+        return _write_ranks(traces, tmp, directory, force)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already unless something failed
+
+
+def _write_ranks(traces: list[Trace], tmp: Path, directory: str | Path, force: bool) -> Path:
     seen: dict[int | None, int] = {}
     ranks = []
     for t in traces:
@@ -96,7 +119,7 @@ def write_dataset(traces: list[Trace], directory: str | Path, *, force: bool = F
             r = rank_of(one)
             ranks.append(write_rank(one, tmp, seen.get(r, 0)))
             seen[r] = seen.get(r, 0) + 1
-    return finish(tmp, directory, ranks)
+    return finish(tmp, directory, ranks, force=force)
 
 
 def rank_of(trace: Trace) -> int | None:
@@ -106,23 +129,35 @@ def rank_of(trace: Trace) -> int | None:
 
 @dataclass(frozen=True)
 class Dataset:
-    """A neurontrace dataset opened lazily: nothing is read until a table is scanned or a rank loaded."""
+    """A neurontrace dataset opened lazily: nothing is read until a table is scanned or a rank loaded.
+
+    Only the part files its marker lists are ever read: a partition added beside them (by hand, or by
+    another writer) is left out and listed in ``extra`` (and a TraceWarning says how many); one the marker
+    lists that is missing is a named error when the dataset is opened; one that changed since it was
+    written (its size), or while it is read, or that holds another schema (a newer neurontrace's), is a
+    named error when it is loaded."""
 
     path: Path
     ranks: list[dict[str, Any]]  # the marker's entries: rank, partition, part, sources, rows per table
+    extra: tuple[str, ...] = ()  # part files (relative paths) beside the listed ones, never read
 
     @property
     def tables(self) -> list[str]:
         return list(schema.TABLES)
 
+    def files(self, table: str) -> list[Path]:
+        """The part files of one table that the marker lists, in its order."""
+        return [self.path / table / e["partition"] / f"part-{e['part']}.parquet" for e in self.ranks]
+
     def dataset(self, table: str = "system_events") -> pads.Dataset:
-        """A ``pyarrow.dataset`` over one table's partitions (``rank`` is the partition key)."""
+        """A ``pyarrow.dataset`` over one table's listed partitions (``rank`` is the partition key)."""
         if table not in schema.TABLES:
             raise KeyError(f"no table {table!r}; tables are {', '.join(schema.TABLES)}")
         spec = schema.TABLES[table]
         if spec.optional and not (self.path / table).is_dir():  # a dataset written before the table existed
             return pads.dataset(spec.empty())
-        return pads.dataset(self.path / table, format="parquet", partitioning=PARTITIONING, schema=spec.schema)
+        return pads.dataset([str(f) for f in self.files(table)], format="parquet", partitioning=PARTITIONING,
+                            partition_base_dir=str(self.path / table), schema=spec.schema)
 
     def to_polars(self, table: str = "system_events") -> Any:
         """One table as a polars ``LazyFrame`` (filters and projections pushed into the scan)."""
@@ -149,21 +184,49 @@ class Dataset:
 
     def load_part(self, partition: str, part: int = 0) -> Trace:
         """One part file set (``partition`` as in the marker, e.g. ``rank=3``) as a Trace."""
+        entry = next((e for e in self.ranks if e["partition"] == partition and e["part"] == part), None)
+        if entry is None:
+            raise InputNotFoundError(f"{self.path}: no {partition} part {part} in this dataset's marker")
         tables = {}
         for name in schema.TABLES:
             f = self.path / name / partition / f"part-{part}.parquet"
             if schema.TABLES[name].optional and not f.is_file():
                 continue  # a dataset written before this table existed
-            try:
-                tables[name] = pq.read_table(f)
-            except (OSError, pa.ArrowException) as exc:
-                raise MalformedTraceError(f"{f}: not readable Parquet ({exc}); convert the original trace again")\
-                    from exc
-        return Trace(**tables)
+            tables[name] = _read_part(f, schema.TABLES[name], entry, name)
+        return checked(Trace(**tables), str(self.path / partition))
+
+
+def _read_part(f: Path, spec: schema.TableSpec, entry: dict[str, Any], name: str) -> pa.Table:
+    """One part file, read once from one open descriptor and checked against the marker and the schema."""
+    again = "convert the original traces again"
+    try:
+        with f.open("rb") as fh:
+            before = identity(os.fstat(fh.fileno()))
+            want = (entry.get("bytes") or {}).get(name)
+            if isinstance(want, int) and want != before[2]:
+                raise InputChangedError(f"{f}: {before[2]} bytes, the marker says {want}: the partition changed "
+                                        f"since it was written; {again}")
+            check_parquet_expansion(f, pq.read_metadata(fh), before[2])
+            fh.seek(0)
+            table = pq.read_table(fh)
+            unchanged(f, before, os.fstat(fh.fileno()))
+    except (OSError, pa.ArrowException) as exc:
+        raise MalformedTraceError(f"{f}: not readable Parquet ({exc}); {again}") from exc
+    try:
+        table = conform(table, spec)
+    except ValueError as exc:  # a column missing, added or of another type: another version wrote it
+        raise MalformedTraceError(f"{f}: not the schema this neurontrace reads ({exc}); written by another "
+                                  f"version? {again}") from exc
+    rows = (entry.get("rows") or {}).get(name)
+    if isinstance(rows, int) and rows != table.num_rows:
+        raise InputChangedError(f"{f}: {table.num_rows} rows, the marker says {rows}: the partition changed since "
+                                f"it was written; {again}")
+    return table
 
 
 def open_dataset(path: str | Path) -> Dataset:
-    """Open a dataset written by ``neurontrace convert DIR -o DATASET`` (reads only its marker)."""
+    """Open a dataset written by ``neurontrace convert DIR -o DATASET`` (reads only its marker, and lists its
+    files: a listed part file that is missing is a named error, one not listed is left out with a warning)."""
     p = Path(path)
     marker = p / MARKER
     if not marker.is_file():
@@ -171,12 +234,40 @@ def open_dataset(path: str | Path) -> Dataset:
                                  f"`neurontrace convert DIR -o {p}`")
     try:
         doc = json.loads(marker.read_text())
-    except ValueError as exc:
+    except (ValueError, UnicodeError) as exc:
         raise MalformedTraceError(f"{marker}: unreadable ({exc})") from exc
-    if doc.get("layout") != LAYOUT:
-        raise MalformedTraceError(f"{p}: layout {doc.get('layout')!r}, this neurontrace reads {LAYOUT}; "
+    if not isinstance(doc, dict) or doc.get("layout") != LAYOUT:
+        got = doc.get("layout") if isinstance(doc, dict) else type(doc).__name__
+        raise MalformedTraceError(f"{p}: layout {got!r}, this neurontrace reads {LAYOUT}; "
                                   "convert the original traces again")
-    return Dataset(p, list(doc["ranks"]))
+    ranks = doc.get("ranks")
+    if not isinstance(ranks, list) or not all(_entry_ok(e) for e in ranks):
+        raise MalformedTraceError(f"{marker}: 'ranks' is not a list of entries with a partition (rank=N) and a "
+                                  "part number; convert the original traces again")
+    ds = Dataset(p, list(ranks))
+    listed = {str(f.relative_to(p)) for t in schema.TABLES for f in ds.files(t)}
+    missing = sorted(f for f in listed if not (p / f).is_file())
+    if missing:
+        raise MalformedTraceError(f"{p}: {len(missing)} part file{'s' if len(missing) != 1 else ''} its marker lists "
+                                  f"{'are' if len(missing) != 1 else 'is'} missing ({', '.join(missing[:3])}"
+                                  f"{', ...' if len(missing) > 3 else ''}); convert the original traces again")
+    found = {str(f.relative_to(p)) for f in p.glob("*/rank=*/*.parquet")}
+    extra = tuple(sorted(found - listed))
+    if extra:
+        warnings.warn(TraceWarning(
+            f"{p}: {len(extra)} part file{'s' if len(extra) != 1 else ''} not in its marker "
+            f"({', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}) left out; only the listed ranks are read"),
+            stacklevel=2)
+    return Dataset(p, list(ranks), extra)
+
+
+def _entry_ok(e: Any) -> bool:
+    if not isinstance(e, dict):
+        return False
+    part, where = e.get("part"), e.get("partition")
+    return (isinstance(part, int) and not isinstance(part, bool) and 0 <= part < 1 << 20 and isinstance(where, str)
+            and where.startswith("rank=") and "/" not in where and "\\" not in where and ".." not in where
+            and (e.get("rank") is None or (isinstance(e.get("rank"), int) and not isinstance(e.get("rank"), bool))))
 
 
 # -- the load() registry entry (neurontrace.load: format "neurontrace-dataset") -------------------

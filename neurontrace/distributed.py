@@ -20,6 +20,7 @@ fails is listed in the document's ``warnings`` while the others complete (the CL
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -229,7 +230,12 @@ def _client(client: Any, scheduler: str | None, workers: int | None) -> Iterator
         return
     if scheduler is not None:
         dd = require("distributed", extra="distributed")
-        with dd.Client(scheduler) as c:
+        with contextlib.ExitStack() as stack:
+            try:
+                c = stack.enter_context(dd.Client(scheduler))
+            except (OSError, TimeoutError, ValueError) as exc:  # no scheduler there, or no address
+                raise errors.ClusterError(f"cannot reach the Dask scheduler at {scheduler} ({type(exc).__name__}: "
+                                          f"{exc}); is it running, and is the address right?") from exc
             yield c
         return
     with local_cluster(workers) as c:
@@ -249,9 +255,18 @@ def local_cluster(workers: int | None = None, *, dashboard: str | None = ":0") -
     n = workers or os.cpu_count() or 1
     # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also pins glibc's mmap threshold at 128 KiB:
     # a rank of 291 MB took 31% longer (neurontrace._allocator). A map task trims after a large rank itself.
-    with dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": None for k in UNSET_ENV}), \
-            dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dashboard,
-                            silence_logs=logging.ERROR, env=ENV) as cluster, dd.Client(cluster) as c:
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(dask.config.set({f"distributed.nanny.pre-spawn-environ.{k}": None for k in UNSET_ENV}))
+            cluster = stack.enter_context(dd.LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=dashboard,
+                silence_logs=logging.ERROR, env=ENV))
+            c = stack.enter_context(dd.Client(cluster))
+        except (RuntimeError, OSError, TimeoutError) as exc:  # a worker died while starting ("Nanny failed")
+            raise errors.ClusterError(
+                f"the local Dask cluster of {n} worker process{'es' if n != 1 else ''} could not start "
+                f"({type(exc).__name__}: {exc}): a worker died or was killed while starting (out of memory?); "
+                "try fewer --workers, or run without --workers") from exc
         yield c
 
 
@@ -292,6 +307,21 @@ def convert(
 
     files = rank_inputs([paths] if isinstance(paths, str | Path) else paths, format)
     tmp = dataset.start(output, force=force)
+    try:
+        return _convert_into(tmp, files, output, force, workers, scheduler, client, local, progress, format,
+                             load_options)
+    finally:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already (swapped in) unless something failed
+
+
+def _convert_into(tmp: Path, files: list[RankInput], output: str | Path, force: bool,
+                  workers: int | None, scheduler: str | None, client: Any, local: bool, progress: Progress,
+                  format: str | None, load_options: dict[str, Any] | None,
+                  ) -> tuple[Path, list[dict[str, Any]], list[RankFailure]]:
+    from neurontrace import dataset
+
     results: list[list[dict[str, Any]] | RankFailure] = []
     progress("ranks", 0, len(files))
     if local:
@@ -310,13 +340,10 @@ def convert(
     failures = [r for r in results if isinstance(r, RankFailure)]
     entries = [e for r in results if not isinstance(r, RankFailure) for e in r]
     if not entries:
-        import shutil
-
-        shutil.rmtree(tmp, ignore_errors=True)
         first = failures[0]
         raise _error(first.exit_code, f"every rank failed; the first: {first.warning()}")
     _check_unique([e["partition"] for e in entries])
-    return dataset.finish(tmp, output, entries), entries, failures
+    return dataset.finish(tmp, output, entries, force=force), entries, failures
 
 
 def _check_unique(partitions: list[str]) -> None:

@@ -21,6 +21,7 @@ EXIT_EXTERNAL_TOOL = 9
 EXIT_FINDINGS = 10
 EXIT_REGRESSION = 11
 EXIT_PARTIAL = 12
+EXIT_CLUSTER = 13
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`... | head`)
 
@@ -44,6 +45,8 @@ EXIT_CODES: tuple[tuple[int, str], ...] = (
                        "than PCT%")),
     (EXIT_PARTIAL, ("`diagnose` / `convert` of many ranks: some ranks could not be analysed (each is listed in the "
                     "report's warnings); the others' results were printed")),
+    (EXIT_CLUSTER, ("`--workers` / `--scheduler`: the Dask cluster could not start or be reached (a worker died "
+                    "while starting); nothing was analysed")),
     (EXIT_INTERRUPTED, "interrupted (Ctrl+C)"),
     (EXIT_BROKEN_PIPE, "the reader of the output went away (output piped into `head`, say); nothing is printed"),
 )
@@ -114,8 +117,13 @@ class MalformedTraceError(NeurontraceError):
 
 
 class InputTooLargeError(MalformedTraceError):
-    """The input exceeds a documented safety limit (a gzip that inflates beyond its allowed ratio);
-    the message names the setting that raises the limit."""
+    """The input exceeds a documented safety limit (a gzip that inflates beyond its allowed ratio or
+    absolute cap); the message names the setting that raises the limit."""
+
+
+class InputChangedError(MalformedTraceError):
+    """The input file changed (rewritten, truncated, replaced) while it was read: refused rather than
+    parsed into a table that mixes old and new content."""
 
 
 class UnsafePickleError(MalformedTraceError):
@@ -178,6 +186,13 @@ class NeuronToolFailedError(NeurontraceError):
 
 class NeuronToolTimeoutError(NeuronToolFailedError):
     """``neuron-explorer`` did not finish within the time allowed."""
+
+
+class ClusterError(NeurontraceError):
+    """The Dask cluster of ``--workers N`` could not start (a worker process died or was killed while
+    starting), or the one of ``--scheduler`` could not be reached."""
+
+    exit_code = EXIT_CLUSTER
 
 
 class TraceWarning(UserWarning):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
-import tempfile
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -16,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from neurontrace import schema
+from neurontrace import _replace, schema
+from neurontrace._io import check_parquet_expansion
 from neurontrace.errors import InputNotFoundError, MalformedTraceError, OutputExistsError
 
 ACCOUNTING_KEY = "neurontrace.accounting"
@@ -233,15 +233,19 @@ class Trace:
             raise OutputExistsError(f"{out} is the current directory or one above it; write to a new directory")
         if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
             raise OutputExistsError(f"{out} already exists and is not empty; pass --force to replace it")
-        out.resolve().parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.resolve().parent / f".{out.resolve().name}.partial-{uuid.uuid4().hex[:12]}"
-        tmp.mkdir()  # unique per writer; made by mkdir, so it gets the usual permissions
+        final = out.resolve()
+        _replace.clean_leftovers(final)  # a killed writer's old output put back, dead writers' partials removed
+        tmp = _replace.make_partial(final)  # unique per writer, with its pid in the name
         try:
             for name, table in self.tables.items():
                 pq.write_table(table, tmp / f"{name}.parquet", compression="zstd")
             marker = {"layout_version": PARQUET_LAYOUT_VERSION, "tables": list(schema.TABLES)}
             (tmp / PARQUET_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
-            _replace(tmp, out, force)
+            try:
+                _replace.swap(tmp, final, force=force)
+            except FileExistsError:
+                raise OutputExistsError(f"{out} was written by someone else meanwhile; pass --force to "
+                                        "replace it") from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)  # gone already unless something failed
         return out
@@ -271,7 +275,10 @@ class Trace:
             if not path.is_file():
                 raise MalformedTraceError(f"{d}: {path.name} is missing; convert the original trace again")
             try:
-                tables[name] = conform(pq.read_table(path), schema.TABLES[name])
+                with path.open("rb") as fh:
+                    check_parquet_expansion(path, pq.read_metadata(fh), os.fstat(fh.fileno()).st_size)
+                    fh.seek(0)
+                    tables[name] = conform(pq.read_table(fh), schema.TABLES[name])
             except (pa.ArrowException, OSError) as exc:
                 raise MalformedTraceError(f"{path}: not readable Parquet ({exc})") from exc
             except ValueError as exc:  # a column missing, added or of another type
@@ -359,28 +366,6 @@ def checked(trace: Trace, source: str) -> Trace:
             raise MalformedTraceError(f"{source}: the {name} read from it are damaged ({exc}); a Parquet page "
                                       "was corrupted. Regenerate or copy the files again") from exc
     return trace
-
-
-def _replace(tmp: Path, out: Path, force: bool) -> None:
-    """Rename ``tmp`` to ``out``; an ``out`` that exists by then is replaced when ``force``."""
-    for _ in range(8):  # another writer may land between our attempts
-        try:
-            tmp.rename(out)  # atomic; succeeds over a missing or empty directory
-            return
-        except OSError:
-            if not out.exists():
-                raise
-            if not force and (not out.is_dir() or any(out.iterdir())):
-                raise OutputExistsError(f"{out} was written by someone else meanwhile; pass --force to "
-                                        "replace it") from None
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        try:
-            out.rename(old / "trace")  # move the existing output aside, then try again
-        except FileNotFoundError:
-            pass  # another writer moved it first
-        finally:
-            shutil.rmtree(old, ignore_errors=True)
-    raise OutputExistsError(f"{out}: other writers kept replacing it; try again")
 
 
 def _plain(t: pa.Table) -> pa.Table:

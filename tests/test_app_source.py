@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -125,3 +129,68 @@ def test_each_root_is_tried_in_turn(tree: tuple[Path, Path], tmp_path: Path) -> 
     assert reader.read("pkg/model.py", 1).status == OK
     assert reader.read("train.py", 2).lines[-1] == "b"
     assert SourceReader([]).read("train.py", 1).status == NOT_FOUND
+
+
+def _exchange() -> Callable[[Path, Path], None] | None:
+    """Linux's renameat2(RENAME_EXCHANGE): swap two names in one step (None where libc lacks it)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(libc, "renameat2", None)
+    if fn is None:
+        return None
+    at_fdcwd, rename_exchange = -100, 2
+
+    def swap(a: Path, b: Path) -> None:
+        if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) != 0:
+            raise OSError(ctypes.get_errno(), "renameat2")
+
+    return swap
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges on Windows")
+def test_a_directory_swapped_for_a_symlink_while_reads_run_never_serves_an_outside_byte(tmp_path: Path) -> None:
+    # The campaign's race: a directory inside the root and a symlink to an outside directory trade places
+    # (an atomic exchange, or two renames where there is none) in a loop while the panel reads. Checking a
+    # path and opening it again lost this race 28,733 times in 100,000; opening once beneath the root never.
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "pkg").mkdir(parents=True)
+    (outside / "pkg").mkdir(parents=True)
+    (root / "pkg" / "model.py").write_text("inside\n" * 20)
+    (outside / "pkg" / "model.py").write_text("TOP SECRET\n" * 20)
+    link = root / "swap"
+    link.symlink_to(outside / "pkg")
+    swap = _exchange()
+    stop = threading.Event()
+    swaps = [0]
+
+    def racer() -> None:
+        aside = root / "pkg.aside"
+        while not stop.is_set():
+            if swap is not None:
+                swap(root / "pkg", link)
+            else:
+                (root / "pkg").rename(aside)
+                link.rename(root / "pkg")
+                (root / "pkg").rename(link)
+                aside.rename(root / "pkg")
+            swaps[0] += 1
+
+    reader = SourceReader([root])
+    statuses: dict[str, int] = {}
+    t = threading.Thread(target=racer, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            for path in ("pkg/model.py", str(root / "pkg" / "model.py")):
+                s = reader.read(path, 3)
+                assert not any("SECRET" in x for x in s.lines), (s.status, s.message)
+                assert "SECRET" not in s.message
+                statuses[s.status] = statuses.get(s.status, 0) + 1
+                assert s.status in (OK, REFUSED, NOT_FOUND), s.message
+    finally:
+        stop.set()
+        t.join()
+    assert swaps[0] > 100, swaps  # the race really ran
+    assert statuses.get(OK, 0) > 0 and statuses.get(REFUSED, 0) > 0, statuses  # both states were seen

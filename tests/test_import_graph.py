@@ -23,7 +23,7 @@ PACKAGE = ROOT / "neurontrace"
 # the parsers and the analyses beside each other; rendering, the catalog and the capture;
 # the front ends (cli, app). The synthetic writers in testing/ serve tests and samples only.
 CORE = ("neurontrace.errors", "neurontrace._version", "neurontrace.causes", "neurontrace.units",
-        "neurontrace.progress", "neurontrace._optional", "neurontrace._io", "neurontrace._allocator", "neurontrace.schema",
+        "neurontrace.progress", "neurontrace._optional", "neurontrace._io", "neurontrace._allocator", "neurontrace._replace", "neurontrace.schema",
         "neurontrace.trace", "neurontrace.load", "neurontrace.run_record", "neurontrace.columns")
 ABOVE_CORE = ("neurontrace.parsers", "neurontrace.analysis", "neurontrace.render", "neurontrace.catalog",
               "neurontrace.capture", "neurontrace._capture", "neurontrace.cli", "neurontrace.app",

@@ -83,10 +83,20 @@ class FallbackOp:
                    d.get("evidence", ""), list(d.get("named_by") or []), d.get("also_executed_on_device"))
 
 
+LOG_PIECE_BYTES = 1 << 20  # a log is scanned a line at a time, a longer line in pieces of this size
+
+
 def ops_from_log(path: str | Path) -> list[str]:
-    """Op names from a TorchNeuron log (formats/neuron.md §9.3)."""
-    text = Path(path).read_text(errors="replace")
-    return sorted({m.group("op") for m in names.FALLBACK_LOG.finditer(text)})
+    """Op names from a TorchNeuron log (formats/neuron.md §9.3).
+
+    Read a line at a time, and a line longer than ``LOG_PIECE_BYTES`` (a 2 GB line of junk) a piece at a time,
+    so memory stays about one piece (bytes, and its text up to four times that) whatever the file holds; a
+    message cut by a piece boundary of such a line is not found. Bytes that are not UTF-8 read as U+FFFD."""
+    found: set[str] = set()
+    with Path(path).open("rb") as f:
+        while piece := f.readline(LOG_PIECE_BYTES):
+            found.update(m.group("op") for m in names.FALLBACK_LOG.finditer(piece.decode("utf-8", "replace")))
+    return sorted(found)
 
 
 def recorded_ops(trace: Trace) -> tuple[list[str], list[str] | None]:

@@ -28,6 +28,7 @@ from dash import ALL, MATCH, Input, Output, State, html, no_update
 from neurontrace.app import critical_path, figures, layout
 from neurontrace.app.inputs import MAX_NS, as_int, highlight_of, op_pick_of, view_of
 from neurontrace.app.model import ViewModel
+from neurontrace.app.search import MAX_QUERY_CHARS, matching_names
 from neurontrace.app.source import SourceReader
 from neurontrace.causes import CAUSES
 
@@ -259,21 +260,14 @@ def on_url(model: ViewModel, search: Any) -> tuple[Any, Any]:
 
 def search(model: ViewModel, text: Any) -> tuple[np.ndarray, str]:
     """Positions (in start order) of the events whose name matches ``text``: a case-insensitive
-    substring, or a regular expression written ``/like this/``; and a line saying what was found."""
-    if not isinstance(text, str) or not text.strip() or len(text) > 500:
+    substring, or a regular expression written ``/like this/`` (RE2, linear time: app/search.py); and a
+    line saying what was found, or why the pattern was refused."""
+    hit_names, refused = matching_names(model.index.names, text)
+    if refused is not None:
+        return np.zeros(0, dtype=np.int64), refused
+    if not isinstance(text, str) or not text.strip() or len(text) > MAX_QUERY_CHARS:
         return np.zeros(0, dtype=np.int64), ""
-    needle = text.strip()
-    names = model.index.names
-    if len(needle) > 2 and needle.startswith("/") and needle.endswith("/"):
-        try:
-            pattern = re.compile(needle[1:-1], re.IGNORECASE)
-        except re.error as exc:
-            return np.zeros(0, dtype=np.int64), f"not a valid regular expression: {exc}"
-        hit_names = [i for i, n in enumerate(names.tolist()) if pattern.search(str(n))]
-    else:
-        low = needle.lower()
-        hit_names = [i for i, n in enumerate(names.tolist()) if low in str(n).lower()]
-    pos = np.flatnonzero(np.isin(model.index.name, hit_names)) if hit_names else np.zeros(0, dtype=np.int64)
+    pos = np.flatnonzero(np.isin(model.index.name, hit_names)) if len(hit_names) else np.zeros(0, dtype=np.int64)
     pos = pos[np.argsort(model.index.start[pos], kind="stable")]
     return pos, f"{len(pos):,} event{'s' if len(pos) != 1 else ''} match"
 

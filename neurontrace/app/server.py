@@ -119,7 +119,7 @@ class ViewerState:
     def fail(self, message: str) -> None:
         self.error = message
         self.status = FAILED
-        self._log(f"error: {message}")
+        self._log(f"error: {message}" if message.startswith(self.path) else f"error: {self.path}: {message}")
 
     # -- what the page shows --------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ messages about what was done go to stderr through :func:`note`, so ``--json`` ou
 from __future__ import annotations
 
 import argparse
+import copy
 import inspect
 import os
 import sys
@@ -116,13 +117,42 @@ def load_one_named(path: str | Path, args: argparse.Namespace,
     return load_named(path, format=getattr(args, "format", None), progress=progress, **load_options(args))
 
 
-def load_traces(paths: Sequence[str | Path], args: argparse.Namespace) -> tuple[Trace, list[dict[str, Any]]]:
-    """Every path loaded (all checked to exist first) as one trace, and the ``inputs`` a diagnosis records."""
+@contextmanager
+def naming_input(side: str | None, path: str | Path) -> Iterator[None]:
+    """Errors raised inside say which input they are about: ``side`` (``"A (baseline)"``) and its path.
+
+    A named error keeps its class and exit code; anything else (a bug on an input no rule covers yet) becomes
+    an internal error (exit 1) naming the input, with the original chained for ``--traceback``."""
+    if side is None:
+        yield
+        return
+    label = f"input {side} ({path})"
+    try:
+        yield
+    except errors.NeurontraceError as exc:
+        if str(exc).startswith("input "):
+            raise
+        named = copy.copy(exc)
+        named.args = (f"{label}: {exc}",)
+        raise named from exc
+    except Exception as exc:  # a bug: named by input all the same, never a bare traceback
+        raise errors.NeurontraceError(f"{label}: internal error while reading it ({type(exc).__name__}: {exc}); "
+                                      "please report it, with --traceback") from exc
+
+
+def load_traces(paths: Sequence[str | Path], args: argparse.Namespace, side: str | None = None,
+                ) -> tuple[Trace, list[dict[str, Any]]]:
+    """Every path loaded (all checked to exist first) as one trace, and the ``inputs`` a diagnosis records;
+    with ``side`` (``diff``'s "A (baseline)"), an error names that side and the path it came from."""
     for p in paths:
         if not Path(p).exists():
-            raise errors.InputNotFoundError(f"{p}: no such file or directory")
+            with naming_input(side, p):
+                raise errors.InputNotFoundError(f"{p}: no such file or directory")
     with progress_bar() as progress:
-        loaded = [load_one_named(p, args, progress) for p in paths]
+        loaded = []
+        for p in paths:
+            with naming_input(side, p):
+                loaded.append(load_one_named(p, args, progress))
     inputs = [{"path": str(p), "format": name} for p, (_, name) in zip(paths, loaded, strict=True)]
     return Trace.concat([t for t, _ in loaded]), inputs
 

@@ -42,10 +42,12 @@ class DiffCommand(common.Command):
 
         baseline, change = _sides(args)
         thresholds = thresholds_of(args)
-        ta, inputs_a = common.load_traces(baseline, args)
-        tb, inputs_b = common.load_traces(change, args)
-        da = diagnose(ta, inputs=inputs_a, fallback_ops=args.fallback_ops)
-        db = diagnose(tb, inputs=inputs_b, fallback_ops=args.fallback_ops)
+        ta, inputs_a = common.load_traces(baseline, args, side="A (baseline)")
+        tb, inputs_b = common.load_traces(change, args, side="B (change)")
+        with common.naming_input("A (baseline)", " + ".join(baseline)):
+            da = diagnose(ta, inputs=inputs_a, fallback_ops=args.fallback_ops)
+        with common.naming_input("B (change)", " + ".join(change)):
+            db = diagnose(tb, inputs=inputs_b, fallback_ops=args.fallback_ops)
         result = diff(ta, tb, baseline_diagnosis=da, change_diagnosis=db, thresholds=thresholds,
                       baseline_label=" + ".join(baseline), change_label=" + ".join(change))
         return emit(result, args)

@@ -53,11 +53,13 @@ class ViewCommand(common.Command):
 
     def run(self, args: argparse.Namespace) -> int:
         path = Path(args.path)
-        for p in (path, *([Path(args.other)] if args.other else [])):
-            if not p.exists():
-                raise errors.InputNotFoundError(f"{p}: no such file or directory")
-            if getattr(args, "format", None) is None:
-                detect(p)  # a file that is no trace is refused now (exit 4), not after the page is up
+        for side, p in zip(("A", "B") if args.other else (None,), (path, *([Path(args.other)] if args.other else [])),
+                           strict=True):
+            with common.naming_input(side, p):  # two inputs: an error says which
+                if not p.exists():
+                    raise errors.InputNotFoundError(f"{p}: no such file or directory")
+                if getattr(args, "format", None) is None:
+                    detect(p)  # a file that is no trace is refused now (exit 4), not after the page is up
         roots: list[Path] = args.source_roots or [Path.cwd()]
         for root in roots:
             if not root.is_dir():

@@ -250,6 +250,7 @@ def _split_top(data: Document) -> tuple[dict[str, Any], memoryview, int | None]:
     except msgspec.DecodeError as exc:
         if "truncated" not in str(exc):  # broken in the middle: salvaging would hide the damage
             raise MalformedTraceError(f"not valid JSON: {exc}; the file is corrupt, not just cut off") from exc
+        _refuse_lone_surrogate_at_end(data)
         return _salvage_top(data)
     raw = whole.pop("traceEvents", None)
     top = {k: _decode_any(v) for k, v in whole.items()}
@@ -290,11 +291,34 @@ def _array_extent(data: Document, start: int) -> tuple[memoryview, int | None]:
     try:
         msgspec.json.decode(data, type=msgspec.Raw)  # validates without building objects
     except msgspec.DecodeError:
+        _refuse_lone_surrogate_at_end(data)
         return memoryview(data)[start + 1:], None
     end = len(data)
     while end > start and data[end - 1:end] in (b" ", b"\t", b"\r", b"\n"):
         end -= 1
     return memoryview(data)[start + 1:end - 1], end
+
+
+# A high-surrogate escape: JSON needs a low-surrogate escape right after it. The decoder, reading those six
+# bytes past the end of a file that ends soon after a lone one ("\\ud800"}]}), calls the input truncated.
+_HIGH_SURROGATE = re.compile(rb"\\+u[dD][89abAB][0-9a-fA-F]{2}")
+_SURROGATE_TAIL = 64  # bytes at the end of the document looked at
+
+
+def _refuse_lone_surrogate_at_end(data: Document) -> None:
+    """A complete document whose last string holds a lone surrogate escape is corrupt, not cut off: the
+    decoder calls it truncated (it looks for the low half past the end), and salvaging would drop the
+    last event as if cut in half. A document that ends inside the escape pair itself is a real cut."""
+    tail = bytes(memoryview(data)[max(0, len(data) - _SURROGATE_TAIL):])
+    for m in _HIGH_SURROGATE.finditer(tail):
+        if (m.end() - m.start() - 5) % 2 == 0:
+            continue  # an even run of backslashes: a literal backslash, then text
+        after = tail[m.end():]
+        if after and not b"\\u".startswith(after[:2]):  # something follows, and it is no second escape
+            at = len(data) - len(tail) + m.start() + (m.end() - m.start() - 6)
+            raise MalformedTraceError(
+                f"not valid JSON: a lone surrogate escape ({m.group()[-6:].decode()}) at byte {at}, near the end "
+                "of a complete file; the file is corrupt, not cut off")
 
 
 _BOUNDARY_CACHE: dict[bytes, re.Pattern[bytes]] = {}

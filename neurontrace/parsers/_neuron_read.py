@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from neurontrace._io import check_parquet_expansion
 from neurontrace.errors import MalformedTraceError
 
 _FILE = re.compile(r"^(?P<table>[A-Z][A-Za-z0-9]*?)(?:_(?P<part>\d+))?\.parquet$")
@@ -94,6 +95,7 @@ class SourceTable:
         for f in self.files:
             try:
                 self._meta.append(pq.read_metadata(f))
+                check_parquet_expansion(f, self._meta[-1], f.stat().st_size)
             except (pa.ArrowException, OSError) as exc:
                 raise _corrupt(f, exc) from exc
 

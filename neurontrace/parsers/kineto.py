@@ -85,6 +85,29 @@ def sniff(probe: Probe) -> bool:
     return head.startswith(b"[") and b'"ph"' in head[:4096]
 
 
+# An event name is kept to this many characters (a 200 MB name took `diagnose` 178 s; the longest real name in
+# the corpus, a templated CUDA kernel, has 5,123):
+# the rest is cut, marked with "…", and counted in the accounting's warnings. Both decoders' rows pass here.
+MAX_NAME_CHARS = 65_536
+
+
+def _bounded_names(ev: pa.Table) -> tuple[pa.Table, int]:
+    """``ev`` with names beyond MAX_NAME_CHARS cut to it (a trailing "…"), and how many were cut."""
+    col = ev["name"]
+    if pa.types.is_dictionary(col.type):
+        return ev, 0
+    too_long = pc.greater(pc.binary_length(col), MAX_NAME_CHARS)  # bytes >= characters: a cheap first test
+    if not pc.any(too_long).as_py():
+        return ev, 0
+    too_long = pc.fill_null(pc.greater(pc.utf8_length(col), MAX_NAME_CHARS), False)
+    n = int(pc.sum(too_long).as_py() or 0)
+    if not n:
+        return ev, 0
+    cut = pc.binary_join_element_wise(pc.utf8_slice_codeunits(col, 0, MAX_NAME_CHARS - 1), pa.scalar("…"), "")
+    named = pc.if_else(too_long, cut, col).cast(col.type)
+    return ev.set_column(ev.schema.get_field_index("name"), "name", named), n
+
+
 def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = None,
           device_elsewhere: bool = False) -> Trace:
     """``device_elsewhere``: the device events of this run come from other files (a Neuron capture's
@@ -128,7 +151,7 @@ def normalize(
     backend = _backend(top, parts)
     base = _base_time(top, acct)
     split: dict[str, list[pa.Table]] = {k: [] for k in _SPLIT_COLUMNS}
-    no_ts = bad_utf8 = 0
+    no_ts = bad_utf8 = long_names = 0
     while parts:
         ev = parts.pop(0)
         if base:  # generation (d): ts is relative to this epoch-ns origin
@@ -137,6 +160,8 @@ def normalize(
         args, bad = valid_utf8(ev["args"])
         if bad:
             ev, bad_utf8 = ev.set_column(ev.schema.get_field_index("args"), "args", args), bad_utf8 + bad
+        ev, cut = _bounded_names(ev)
+        long_names += cut
         masks = _split_masks(ev)
         no_ts += _count(masks.pop("no_ts"))
         for part, mask in masks.items():
@@ -150,6 +175,9 @@ def normalize(
     if bad_utf8:
         acct.warnings.append(f"{bad_utf8} events have bytes that are not UTF-8 in their args; they were "
                              "replaced with U+FFFD")
+    if long_names:
+        acct.warnings.append(f"{long_names} event names longer than {MAX_NAME_CHARS:,} characters were cut to that "
+                             "length (marked with a trailing …)")
     kept_events = n_events - no_ts
     system, device = _encoded(system), _encoded(device)
 
