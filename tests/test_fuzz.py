@@ -18,6 +18,7 @@ import pytest
 
 import neurontrace
 from tests import fuzz_inputs as fz
+from tests import fuzz_structured as fs
 
 SEED = 12
 GZIP = b"\x1f\x8b"
@@ -25,6 +26,8 @@ KINETO_CASES = 1500
 NEURON_CASES = 120
 JSON_CASES = 1300
 OUTPUT_CASES = 80
+STRUCTURED_CASES = 500  # a count, not a time: the run is the same on every machine (~20 s here)
+USER_RUN_EVERY = 25  # of those, every 25th that loads also goes through `info` and `diagnose`
 
 
 @pytest.mark.slow
@@ -45,6 +48,28 @@ def test_mutated_kineto_traces_load_or_fail_by_name_and_the_decoders_agree(tmp_p
     # The campaign covers every class, and both outcomes happen (a mutator that never bites proves nothing).
     assert len(kinds) >= 17, kinds
     assert outcomes["ok"] > 100 and outcomes["error"] > 100, outcomes
+
+
+def test_structure_aware_kineto_mutations_load_or_fail_by_name_and_the_decoders_agree(tmp_path: Path) -> None:
+    """Swapped types, dropped keys, duplicate keys of other types, extreme numbers, unicode names and
+    odd shapes (tests/fuzz_structured.py): both decoders' tables compared on every case."""
+    kinds: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter()
+    for i, (source, kind, data) in enumerate(fs.cases(SEED, STRUCTURED_CASES)):
+        path = tmp_path / f"case{i % 8}.json"
+        path.write_bytes(data)
+        try:
+            result = fz.check_kineto(path)
+            if result.kind == "ok" and i % USER_RUN_EVERY == 0:
+                assert all(code in (0, 5) for code in fz.as_user(path)), kind
+        except AssertionError as exc:
+            raise AssertionError(f"structured case {i} ({kind} of {source}): {exc}") from exc
+        except Exception as exc:
+            raise AssertionError(f"structured case {i} ({kind} of {source}): {type(exc).__name__}: {exc}") from exc
+        kinds[kind.split()[0]] += 1
+        outcomes[result.kind] += 1
+    assert set(kinds) == set(fs.KINDS), kinds
+    assert outcomes["ok"] > 100 and outcomes["error"] > 50, outcomes
 
 
 def test_mutated_neuron_directories_load_or_fail_by_name(tmp_path: Path) -> None:
@@ -96,3 +121,5 @@ def test_damaged_convert_outputs_load_or_fail_by_name(tmp_path: Path) -> None:
 def test_mutations_are_reproducible() -> None:
     first = [(k, d) for _, k, d in fz.kineto_cases(SEED, 40)]
     assert first == [(k, d) for _, k, d in fz.kineto_cases(SEED, 40)]
+    structured = [(k, d) for _, k, d in fs.cases(SEED, 40)]
+    assert structured == [(k, d) for _, k, d in fs.cases(SEED, 40)]
