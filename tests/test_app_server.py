@@ -292,7 +292,12 @@ BAD_VALUES: list[Any] = [float("nan"), float("inf"), -float("inf"), "x", "1e400"
                          [], [float("nan")], {}, {"t0": float("nan"), "t1": "y", "origin": float("inf")},
                          {"points": [{"x": float("inf"), "customdata": [float("nan"), "a", None, 1e400]}]},
                          {"device": 5, "cause": [], "rank": float("nan")}, {"xaxis.range[0]": float("nan"),
-                                                                             "xaxis.range[1]": float("inf")}]
+                                                                             "xaxis.range[1]": float("inf")},
+                         # the shapes the newer views take (a toggle's list, a highlight naming a view, a
+                         # step or allocation pick), each with a hostile member
+                         ["on", float("nan")], ["on", {"x": 1e400}], {"critical_path": True, "t0": float("nan")},
+                         {"critical_path": "yes"}, {"step": float("inf"), "rank": "0"},
+                         {"frame": -(2**70), "address": float("nan"), "size": "1e400"}, "\ud800", "x" * 100_000]
 
 
 def _dash_post(url: str, body: dict[str, Any]) -> int:
