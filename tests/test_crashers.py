@@ -217,6 +217,15 @@ KINETO = {
     "deviceProperties null": BASE[:-1] + ', "deviceProperties": null}',
     "deviceProperties of nulls": BASE[:-1] + ', "deviceProperties": [null, 3, "x"]}',
     "rank as a huge string": BASE[:-1] + ', "distributedInfo": {"rank": "' + "1" * 400 + '", "world_size": null}}',
+    # found by bench/fuzz_campaign.py (seed 2026, kineto #1195), minimized: a rank of 1e400 left distributedInfo
+    # as text in the metadata, and the cross-rank reading of a host collective called .get on it
+    "rank beyond a double with a collective": json.dumps({"distributedInfo": {"rank": "@"}, "traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "gloo:all_gather", "pid": 19683, "tid": 20164,
+         "ts": 5257925603585.475, "dur": 23924.388, "args": {"External id": 1025, "Ev Idx": 1200}}]}
+    ).replace('"@"', "1e400"),
+    "rank beyond a double": BASE[:-1] + ', "distributedInfo": {"rank": 1e400}}',
+    "distributedInfo a string": BASE[:-1] + ', "distributedInfo": "text"}',
+    "distributedInfo a list": BASE[:-1] + ', "distributedInfo": [1, null]}',
     "memory Bytes beyond a double": BASE.replace('"Bytes": 1024', '"Bytes": ' + "9" * 400),
     "memory total beyond a double": BASE.replace('"Total Allocated": 2048', '"Total Allocated": -' + "9" * 400),
     "cat int then text": BASE.replace('"cat": "cpu_op"', '"cat": 2, "cat": "cpu_op"'),
