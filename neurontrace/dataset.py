@@ -167,8 +167,10 @@ def open_dataset(path: str | Path) -> Dataset:
                                  f"`neurontrace convert DIR -o {p}`")
     try:
         doc = json.loads(marker.read_text())
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's limit
         raise MalformedTraceError(f"{marker}: unreadable ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise MalformedTraceError(f"{marker}: holds {type(doc).__name__}, not the object neurontrace writes")
     if doc.get("layout") != LAYOUT:
         raise MalformedTraceError(f"{p}: layout {doc.get('layout')!r}, this neurontrace reads {LAYOUT}; "
                                   "convert the original traces again")

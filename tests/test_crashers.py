@@ -189,6 +189,18 @@ def test_a_legacy_device_profile_of_another_shape_loads_or_fails_by_name(tmp_pat
     assert run_cli("diagnose", str(path))[0] in {0, *NAMED}
 
 
+@pytest.mark.parametrize("name", ["synthetic_mlp_device.json", "synthetic_mlp_system.json",
+                                  "synthetic_mlp_summary.json"])
+def test_neuron_json_nested_past_the_recursion_limit_is_a_named_error(tmp_path: Path, name: str) -> None:
+    text = json.dumps(json.loads((LEGACY / name).read_text()))  # an object: the deep value goes last, the
+    text = text[:-1] + ', "x": ' + "[" * 200_000 + "]" * 200_000 + "}"  # format is still recognised by its head
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(errors.MalformedTraceError, match=r"nested|not valid JSON"):
+        neurontrace.load(path)
+    assert run_cli("diagnose", str(path))[0] == errors.MalformedTraceError.exit_code
+
+
 @pytest.mark.parametrize("value", ["9" * 400, "1" + "0" * 400 + ".5", "-" + "9" * 300, "1e400", "nan"])
 def test_summary_numbers_beyond_a_double_load_or_fail_by_name(tmp_path: Path, value: str) -> None:
     text = (LEGACY / "synthetic_mlp_summary.txt").read_text()

@@ -87,7 +87,7 @@ def summary_fact(profile_id: str | None, metrics: dict[str, Any]) -> dict[str, A
 def _from_json(text: str, acct: ParseAccounting, source: str) -> dict[str, dict[str, Any]]:
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's limit
         raise MalformedTraceError(f"{source}: not valid JSON ({exc}); was the summary cut off?") from exc
     out: dict[str, dict[str, Any]] = {}
     for pid, metrics in doc.items() if isinstance(doc, dict) else ():
