@@ -77,6 +77,8 @@ REPAIRED = [
     ("KernelStackFrames", "line_number", lambda t: pa.array([2**63 - 1] * t.num_rows), "outside [0, 2,147,483,647]"),
     ("DmaPacket", "transfer_bytes", lambda t: pa.array([2**63 - 1] * t.num_rows), "values outside"),
     ("Instruction", "duration_ns", lambda t: pa.array([2**63 - 1] * t.num_rows), "values outside"),
+    ("Instruction", "opcode", lambda t: pa.array([b"MATMUL", b"ok\xff"] * (t.num_rows // 2), pa.binary()),
+     "invalid UTF-8 read with U+FFFD (70 value(s)"),
     ("Instruction", "stack_frame_ids", lambda t: pa.array([["a"]] * t.num_rows, pa.list_(pa.string())), None),
     ("Instruction", "layer", lambda t: pa.array([["a"]] * t.num_rows, pa.list_(pa.string())), "left out"),
 ]

@@ -120,6 +120,15 @@ def conform(t: pa.Table, table: str, dictionary: Sequence[str], repairs: Counter
             new = pc.dictionary_encode(new)
         if new is not col:
             t = t.set_column(i, name, new)
+    try:  # one full validation (Parquet readers check neither UTF-8 nor dictionary indices)
+        t.validate(full=True)
+        return t
+    except pa.ArrowInvalid:
+        pass
+    for i, f in enumerate(t.schema):  # invalid UTF-8 is repaired, in any string column; then validated again
+        typ = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+        if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+            t = t.set_column(i, f.name, _valid_utf8(t.column(i), f.name, repairs))
     try:  # a flipped byte in a page can give dictionary indices past the dictionary
         t.validate(full=True)
     except pa.ArrowInvalid as exc:
@@ -215,11 +224,13 @@ def _text(col: pa.ChunkedArray, table: str, name: str, repairs: Counter[str]) ->
           or pa.types.is_decimal(value)):
         return col.cast(value).cast(pa.string()) if pa.types.is_dictionary(typ) else col.cast(pa.string())
     elif pa.types.is_binary(value) or pa.types.is_large_binary(value):
-        out = col.cast(value).view(pa.string()) if not pa.types.is_dictionary(typ) else col.cast(value).cast(pa.string())
+        plain = col.cast(value)  # (a view, not a cast: a cast to string would fail on invalid UTF-8, repaired below)
+        return pa.chunked_array([c.view(pa.string() if pa.types.is_binary(value) else pa.large_string())
+                                 for c in plain.chunks], pa.string() if pa.types.is_binary(value) else pa.large_string())
     else:
         raise MalformedTraceError(f"table {table}: column {name!r} holds {typ}, where neuron-explorer writes text "
                                   "(string); the file was edited or is not an Explorer export")
-    return _valid_utf8(out, name, repairs)
+    return out
 
 
 def _valid_utf8(col: pa.ChunkedArray, name: str, repairs: Counter[str]) -> pa.ChunkedArray:
