@@ -22,6 +22,7 @@ DuckDB relation. ``neurontrace.load(DATASET)`` and ``neurontrace diagnose DATASE
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,7 +156,11 @@ class Dataset:
             except (OSError, pa.ArrowException) as exc:
                 raise MalformedTraceError(f"{f}: not readable Parquet ({exc}); convert the original trace again")\
                     from exc
-        return Trace(**tables)
+        try:
+            return Trace(**tables)
+        except (ValueError, TypeError, pa.ArrowException) as exc:  # a column added, missing or of another type
+            raise MalformedTraceError(f"{self.path / partition}: a partition that is not as neurontrace wrote it "
+                                      f"({exc}); convert the original trace again") from exc
 
 
 def open_dataset(path: str | Path) -> Dataset:
@@ -174,7 +179,26 @@ def open_dataset(path: str | Path) -> Dataset:
     if doc.get("layout") != LAYOUT:
         raise MalformedTraceError(f"{p}: layout {doc.get('layout')!r}, this neurontrace reads {LAYOUT}; "
                                   "convert the original traces again")
-    return Dataset(p, list(doc["ranks"]))
+    return Dataset(p, _ranks(marker, doc.get("ranks")))
+
+
+_PARTITION = re.compile(rf"^rank=(-?\d{{1,10}}|{NULL_PARTITION})$")
+
+
+def _ranks(marker: Path, ranks: Any) -> list[dict[str, Any]]:
+    """The marker's ranks, each checked: a partition name other than ``rank=N`` (a path such as
+    ``../x`` would read outside the dataset), a rank that is no int32, a part that is no small int are
+    named errors."""
+    if not isinstance(ranks, list):
+        raise MalformedTraceError(f"{marker}: 'ranks' holds {type(ranks).__name__}, not the list neurontrace writes")
+    for e in ranks:
+        ok = isinstance(e, dict) and isinstance(e.get("partition"), str) and _PARTITION.match(e["partition"]) \
+            and (e.get("rank") is None or (type(e["rank"]) is int and -(2**31) <= e["rank"] < 2**31)) \
+            and type(e.get("part")) is int and 0 <= e["part"] < 1 << 20
+        if not ok:
+            raise MalformedTraceError(f"{marker}: a rank entry that is not as neurontrace writes it "
+                                      f"({json.dumps(e, default=str)[:120]}); convert the original traces again")
+    return ranks
 
 
 # -- the load() registry entry (neurontrace.load: format "neurontrace-dataset") -------------------

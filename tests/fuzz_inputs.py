@@ -440,3 +440,48 @@ def parquet_output_mutation(out: Path, rng: random.Random) -> str:
             t = t.set_column(t.column_names.index(col), col, pa.array([[1]] * t.num_rows))
     pq.write_table(t, f)
     return f"{kind} {f.name}"
+
+
+# -- neurontrace datasets (convert DIR -o DATASET) ------------------------------------------------------
+
+
+def dataset_mutation(out: Path, rng: random.Random) -> str:
+    """Damage a dataset written by ``neurontrace convert DIR -o DATASET`` (in place): a partition missing
+    or extra, a marker from a newer layout or of another shape, a partition file retyped, flipped or cut."""
+    kind = rng.choice(["drop_partition", "extra_partition", "marker_layout", "marker_shape", "marker_ranks",
+                       "retype", "flip", "cut", "extra_column"])
+    marker = out / "neurontrace-dataset.json"
+    parts = sorted(out.glob("*/rank=*/*.parquet"))
+    f = rng.choice(parts)
+    if kind == "drop_partition":
+        shutil.rmtree(f.parent)
+    elif kind == "extra_partition":
+        extra = f.parent.parent / "rank=99"
+        extra.mkdir(exist_ok=True)
+        shutil.copy(f, extra / f.name)
+    elif kind.startswith("marker"):
+        doc = json.loads(marker.read_text())
+        if kind == "marker_layout":
+            doc["layout"] = rng.choice(["neurontrace-dataset/2", None, 1, ["x"]])
+            marker.write_text(json.dumps(doc))
+        elif kind == "marker_ranks":
+            doc["ranks"] = rng.choice([5, None, [1, "x"], [{"rank": "1e400", "partition": "../../etc"}], {}])
+            marker.write_text(json.dumps(doc))
+        else:
+            marker.write_text(rng.choice(["[]", "7", "null", "{", "[" * 100_000 + "]" * 100_000]))
+    elif kind in ("flip", "cut"):
+        b = bytearray(f.read_bytes())
+        if kind == "flip":
+            b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        else:
+            b = b[: rng.randrange(len(b))]
+        f.write_bytes(bytes(b))
+    else:
+        t = pq.read_table(f)
+        if kind == "extra_column":
+            t = t.append_column("fuzz_extra", pa.nulls(t.num_rows, pa.int64()))
+        elif t.num_columns:
+            col = rng.choice(t.column_names)
+            t = t.set_column(t.column_names.index(col), col, pa.array([[1]] * t.num_rows))
+        pq.write_table(t, f)
+    return f"{kind} {f.relative_to(out)}"

@@ -273,3 +273,18 @@ def test_hostile_kineto_shapes_give_the_same_tables_from_both_decoders(tmp_path:
             assert result.what[0][name].select(cols).equals(expected[name].select(cols)), name
     if case == "cat text then int":
         assert result.kind == "error"
+
+
+# -- a dataset marker naming a partition outside the dataset --------------------------------------
+
+
+@pytest.mark.parametrize("entry", [{"rank": 0, "partition": "../outside", "part": 0},
+                                   {"rank": 0, "partition": "rank=0", "part": "0"},
+                                   {"rank": 2**40, "partition": "rank=0", "part": 0}, 7])
+def test_a_dataset_marker_rank_entry_of_another_shape_is_named(tmp_path: Path, entry: object) -> None:
+    ds = tmp_path / "ds"
+    (ds / "system_events" / "rank=0").mkdir(parents=True)
+    (ds / "neurontrace-dataset.json").write_text(json.dumps({"layout": "neurontrace-dataset/1", "tables": [],
+                                                             "ranks": [entry]}))
+    with pytest.raises(errors.MalformedTraceError, match="rank entry"):
+        neurontrace.load(ds)

@@ -26,6 +26,7 @@ KINETO_CASES = 1500
 NEURON_CASES = 120
 JSON_CASES = 1300
 OUTPUT_CASES = 80
+DATASET_CASES = 40
 STRUCTURED_CASES = 500  # a count, not a time: the run is the same on every machine (~20 s here)
 USER_RUN_EVERY = 25  # of those, every 25th that loads also goes through `info` and `diagnose`
 
@@ -116,6 +117,38 @@ def test_damaged_convert_outputs_load_or_fail_by_name(tmp_path: Path) -> None:
         except Exception as exc:
             raise AssertionError(f"case {i} ({kind}): {type(exc).__name__}: {exc}") from exc
     assert outcomes["error"] > 20, outcomes
+
+
+def test_damaged_datasets_load_or_fail_by_name(tmp_path: Path) -> None:
+    """A dataset of two real ranks (the gloo sample) with a partition missing or extra, a newer or odd marker,
+    a partition file retyped, flipped or cut: loaded, or a named error; every 4th also through info/diagnose."""
+    from neurontrace.cli import main
+
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for r in (0, 1):
+        shutil.copy(fz.ROOT / "sample_traces" / "gloo_8rank" / f"rank-{r}.pt.trace.json.gz", ranks)
+    assert fz.as_user(ranks) is not None
+    clean = tmp_path / "clean"
+    import contextlib
+    import io
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["convert", str(ranks), "-o", str(clean)]) == 0
+    rng = random.Random(SEED)
+    outcomes: Counter[str] = Counter()
+    for i in range(DATASET_CASES):
+        out = tmp_path / "ds"
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(clean, out)
+        kind = fz.dataset_mutation(out, rng)
+        try:
+            result = fz.outcome(out)
+            if result.kind == "ok" and i % 4 == 0:
+                fz.as_user(out)
+        except Exception as exc:
+            raise AssertionError(f"dataset case {i} ({kind}): {type(exc).__name__}: {exc}") from exc
+        outcomes[result.kind] += 1
+    assert outcomes["ok"] > 3 and outcomes["error"] > 10, outcomes
 
 
 def test_mutations_are_reproducible() -> None:
