@@ -15,6 +15,8 @@ decoder disagreements (Kineto), table-validity failures, and the process's peak 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import random
 import resource
@@ -79,6 +81,7 @@ def main() -> None:
     ap.add_argument("--neuron", type=int, default=1000)
     ap.add_argument("--json", type=int, default=4000)
     ap.add_argument("--outputs", type=int, default=500)
+    ap.add_argument("--datasets", type=int, default=300, help="damaged two-rank datasets (convert -o)")
     ap.add_argument("--max-source-bytes", type=int, default=2_000_000, help="corpus files up to this size")
     ap.add_argument("--no-user-runs", action="store_true",
                     help="skip running `info` and `diagnose` on every input that loads (faster, shallower)")
@@ -154,11 +157,32 @@ def main() -> None:
                 failures.add(exc, f"output #{i} {kind}", out)
                 return "FAIL"
 
+        ranks = tmp / "ranks"
+        ranks.mkdir()
+        for r in (0, 1):
+            shutil.copy(fz.ROOT / "sample_traces" / "gloo_8rank" / f"rank-{r}.pt.trace.json.gz", ranks)
+        from neurontrace.cli import main as cli_main
+
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            cli_main(["convert", str(ranks), "-o", str(tmp / "dataset")])
+
+        def dataset_case(i: int) -> str:
+            out = tmp / "d"
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.copytree(tmp / "dataset", out)
+            kind = fz.dataset_mutation(out, rng)
+            try:
+                return users(out, fz.outcome(out).kind)
+            except Exception as exc:
+                failures.add(exc, f"dataset #{i} {kind}", out)
+                return "FAIL"
+
         run("kineto (both decoders)", args.kineto, kineto_case)
         run("kineto structure-aware (both decoders)", args.structured, structured_case)
         run("neuron explorer directories", args.neuron, neuron_case)
         run("legacy neuron json", args.json, json_case)
         run("convert outputs", args.outputs, output_case)
+        run("datasets", args.datasets, dataset_case)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"cases {TOTALS['cases']:,}; named errors {TOTALS['named errors']:,}; tracebacks {TOTALS['tracebacks']:,}; "
           f"decoder disagreements {TOTALS['decoder disagreements']:,}; invalid tables {TOTALS['invalid tables']:,}; "
