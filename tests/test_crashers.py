@@ -135,7 +135,7 @@ def test_a_duplicate_neuron_column_is_named(tmp_path: Path) -> None:
 def test_flipped_bytes_in_a_flow_page_load_or_fail_by_name(tmp_path: Path) -> None:
     data = (NEURON / "Flow.parquet").read_bytes()
     outcomes = set()
-    for at in range(4, len(data) - 8, max(1, len(data) // 40)):
+    for at in range(4, len(data) - 8, max(1, len(data) // 20)):
         d = tmp_path / f"flip{at}"
         shutil.copytree(NEURON, d)
         b = bytearray(data)
