@@ -36,6 +36,7 @@ from types import ModuleType, TracebackType
 from typing import Any, Literal
 
 from neurontrace import _capture_backend as backend
+from neurontrace._capture_compile import CompileRecorder
 from neurontrace._capture_record import (
     DEFAULT_OUT_DIR,
     behaviour_env,
@@ -110,6 +111,7 @@ class Capture:
         self._neuron_export: Callable[[Any], None] | None = None
         self._started_at = 0.0
         self._used = False
+        self._compile: CompileRecorder | None = None
 
     # -- the public surface ------------------------------------------------------------------------
 
@@ -187,6 +189,12 @@ class Capture:
                        "nothing is captured; the program continues")
             return
         self._describe()
+        try:
+            self._compile = CompileRecorder(self._torch, self.path)
+            self.record["compile"] = self._compile.start()
+        except Exception as exc:
+            self._compile = None
+            self._fail("compile_logs", "cannot record torch.compile's logs", exc, "run.json lacks them", warn=False)
         if self._step_on == "optimizer":
             try:
                 self._hook = backend.on_optimizer_step(self.step)
@@ -337,6 +345,8 @@ class Capture:
             self._neuron_facts()
         self._check_coverage()
         r = self.record
+        if self._compile is not None:
+            r.setdefault("compile", {}).update(self._compile.stop())
         # Scripts often set variables (NEURON_CC_FLAGS...) after the capture started, or start
         # torch.distributed late: keep what changed.
         now = behaviour_env()

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from neurontrace.analysis import step_stats
 from neurontrace.analysis.phases import SECTION as _PHASES
 from neurontrace.errors import (
     EXIT_MALFORMED,
@@ -141,9 +142,16 @@ class RunRecord:
             win = int(d["window"]["end_ns"]) - int(d["window"]["start_ns"])
             compute = int((d.get("causes_ns") or {}).get("compute", 0))
             shares.append(compute / win if win else 0.0)
+        stats = step_stats.of_diagnosis(self.diagnosis)
         return {"devices": len(devices), "compute_share": min(shares) if shares else None,
-                "steady_median_ns": phases.get("steady_median_ns"), "steps": len(phases.get("steps") or []),
-                "fallback_ops": len(self.diagnosis.get("fallback_ops") or []), "worst_finding": worst}
+                **{k: None if v is None else round(v) for k, v in stats.items()},  # step_stats' keys
+                "steps": len(phases.get("steps") or []),
+                "time_to_first_step_ns": phases.get("time_to_first_step_ns"),
+                "compile_ns": phases.get("compile_ns"),
+                "recompiles": (self.diagnosis.get("compile") or {}).get("recompiles"),
+                "cache_hits": (self.diagnosis.get("compile") or {}).get("cache_hits"),
+                "fallback_ops": len(self.diagnosis.get("fallback_ops") or []), "worst_finding": worst,
+                "headline": self.diagnosis.get("headline")}  # diagnose's verdict line (analysis/headline.py)
 
     def as_dict(self, *, diagnosis: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {

@@ -120,8 +120,10 @@ class Dataset:
         """A ``pyarrow.dataset`` over one table's partitions (``rank`` is the partition key)."""
         if table not in schema.TABLES:
             raise KeyError(f"no table {table!r}; tables are {', '.join(schema.TABLES)}")
-        return pads.dataset(self.path / table, format="parquet", partitioning=PARTITIONING,
-                            schema=schema.TABLES[table].schema)
+        spec = schema.TABLES[table]
+        if spec.optional and not (self.path / table).is_dir():  # a dataset written before the table existed
+            return pads.dataset(spec.empty())
+        return pads.dataset(self.path / table, format="parquet", partitioning=PARTITIONING, schema=spec.schema)
 
     def to_polars(self, table: str = "system_events") -> Any:
         """One table as a polars ``LazyFrame`` (filters and projections pushed into the scan)."""
@@ -151,6 +153,8 @@ class Dataset:
         tables = {}
         for name in schema.TABLES:
             f = self.path / name / partition / f"part-{part}.parquet"
+            if schema.TABLES[name].optional and not f.is_file():
+                continue  # a dataset written before this table existed
             try:
                 tables[name] = pq.read_table(f)
             except (OSError, pa.ArrowException) as exc:

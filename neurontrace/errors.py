@@ -80,6 +80,10 @@ class WindowError(UsageError):
     """``--window`` does not fit the trace (it lies outside it, or is malformed)."""
 
 
+class SpeedupError(UsageError):
+    """``whatif --speedup OP=FACTOR`` is malformed or names nothing in the trace."""
+
+
 class MixedRunsError(NeurontraceError):
     """The inputs hold unrelated runs (other processes, other clocks, no ranks) that one analysis would stitch:
     the inputs, not the command line, are at fault (exit 5)."""
@@ -112,6 +116,10 @@ class MalformedTraceError(NeurontraceError):
 class InputTooLargeError(MalformedTraceError):
     """The input exceeds a documented safety limit (a gzip that inflates beyond its allowed ratio);
     the message names the setting that raises the limit."""
+
+
+class UnsafePickleError(MalformedTraceError):
+    """A pickle (a memory snapshot) asks for a class or function: it could run code, so it is refused unread."""
 
 
 class TruncatedTraceError(MalformedTraceError):

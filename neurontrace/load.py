@@ -106,6 +106,8 @@ register("neuron-summary", "neurontrace.parsers.neuron_summary",
 register("neuron-system-pb", "neurontrace.parsers.neuron_system_pb",
          "a Neuron system profile's .pb file (ntrace.pb, trace_info.pb, cpu_util.pb, host_mem.pb): framing and "
          "capture facts; the events need neuron-explorer")
+register("torch-memory-snapshot", "neurontrace.parsers.torch_memory_snapshot",
+         "a PyTorch memory snapshot pickle (torch.cuda.memory._dump_snapshot), read without running code")
 
 
 def detect(path: str | Path) -> Format:

@@ -39,6 +39,7 @@ class TableSpec:
     name: str
     doc: str
     columns: tuple[Column, ...]
+    optional: bool = False  # absent from outputs written before it existed: those read back as an empty table
 
     @property
     def schema(self) -> pa.Schema:
@@ -195,6 +196,101 @@ METADATA = TableSpec(
     ),
 )
 
+MEMORY_ACTIONS: dict[str, str] = {
+    "alloc": "a block was allocated (`bytes` > 0)",
+    "free": "a block was freed (`bytes` < 0); a snapshot's `free_completed`",
+    "free_requested": "a snapshot's free request, before the stream's work using the block finished",
+    "segment_alloc": "the caching allocator reserved a segment from the device (`cudaMalloc`)",
+    "segment_free": "the caching allocator returned a segment to the device",
+    "segment_map": "an expandable segment mapped more memory",
+    "segment_unmap": "an expandable segment unmapped memory",
+    "snapshot": "the allocator state was captured (a snapshot's own event)",
+    "oom": "an allocation failed: out of memory (`bytes`: what was asked for)",
+    "usage": "a usage sample without a block (Neuron HBM usage by category)",
+}
+
+MEMORY_EVENTS = TableSpec(
+    "memory_events",
+    "Allocator events, one row per allocation, free, segment change, out-of-memory or usage sample: Kineto "
+    "`[memory]`/`[OutOfMemory]` instants, PyTorch memory snapshots' device traces, Neuron memory tables.",
+    (
+        Column("ts_ns", pa.int64(), "time of the event on the trace clock", unit="ns", nullable=False),
+        Column("device", DICT_STRING, "the memory's device (cpu, cuda:0, neuron:nc0)", nullable=False),
+        Column("rank", pa.int32(), "distributed rank"),
+        Column("pid", DICT_STRING, "process id as written in the input"),
+        Column("tid", DICT_STRING, "thread id as written in the input"),
+        Column("action", DICT_STRING, "what happened, one of schema.MEMORY_ACTIONS", nullable=False),
+        Column("addr", pa.int64(), "address of the block or segment (null when not recorded)"),
+        Column("bytes", pa.int64(), "size of the change: + allocated, - freed (an oom: bytes asked for)",
+               unit="bytes"),
+        Column("total_allocated_bytes", pa.int64(), "allocated total after the event, as recorded", unit="bytes"),
+        Column("total_reserved_bytes", pa.int64(), "reserved (cached) total after the event, as recorded",
+               unit="bytes"),
+        Column("stream", pa.int64(), "the stream the block belongs to (snapshots)"),
+        Column("op_event_id", pa.int64(), "the framework op running on that thread at the time",
+               references="system_events.event_id"),
+        Column("op", DICT_STRING, "that op's name"),
+        Column("frame_id", pa.int64(), "innermost user source frame at the time", references="frames.frame_id"),
+        Column("category", DICT_STRING, "what the memory holds, where the input says (Neuron: tensors, "
+               "weights, ...)"),
+    ),
+    optional=True,
+)
+
+# Compile evidence (analysis/compile.py): not one of the Trace's event tables, but read from compile logs
+# (neurontrace.parsers.torch_trace, torch_logs, neuron_compile) and from a trace's own compile ranges.
+COMPILE_EVENTS: dict[str, str] = {
+    "compile": "one compile attempt of one frame (torch.compile) or one graph (Neuron)",
+    "graph_break": "a graph break: Dynamo stopped tracing here and resumed in a new frame",
+    "recompile_limit": "a frame hit the recompile limit and runs eagerly from then on",
+    "parallel_summary": "a neuron_parallel_compile total: `count` graphs in all (status null), compiled (ok) or "
+                        "failed",
+}
+COMPILE_CACHE = ("hit", "miss", "bypass", "failed_hit")  # failed_hit: Neuron's cached failed NEFF
+COMPILE_STATUS = ("ok", "failed", "restarted", "running")
+
+COMPILES = TableSpec(
+    "compiles",
+    "One row per compile attempt (torch.compile frame compile, Neuron graph compile), graph break or recompile "
+    "limit, from compile logs (TORCH_TRACE, TORCH_LOGS, Neuron compiler lines) or a trace's compile ranges. "
+    "Not part of a Trace: `neurontrace.parsers.compile_logs.read` and `analysis.compile` build it.",
+    (
+        Column("event", DICT_STRING, "what the row is, one of schema.COMPILE_EVENTS", nullable=False),
+        Column("evidence", DICT_STRING, "where it was read: kineto, torch_trace, torch_logs, neuron_log, neuron_cache",
+               nullable=False),
+        Column("path", pa.string(), "the log file (null for a trace's own ranges)"),
+        Column("line", pa.int64(), "the line of the log the row starts at (1-based)"),
+        Column("rank", pa.int32(), "distributed rank (the log's `rank` field or file name; null when unknown)"),
+        Column("pid", pa.string(), "the process that compiled (the glog prefix's thread id, the trace's pid)"),
+        Column("frame_id", pa.int32(), "Dynamo's frame id (the F of compile id F/N)"),
+        Column("frame_compile_id", pa.int32(), "which compile of that frame (the N of F/N); 0 first, then recompiles"),
+        Column("attempt", pa.int32(), "attempt after restarts (F/N_A); 0 for the first"),
+        Column("compile_id", pa.string(), "the compile id as torch writes it: `F/N`, `F/N_A` after a restart, "
+                                          "`!C/F/N` under compiled autograd; the NEFF module name on Neuron"),
+        Column("function", pa.string(), "the compiled function (co_name) or graph"),
+        Column("source", pa.string(), "file:line of the compiled function, or of the graph break"),
+        Column("start_ns", pa.int64(), "when the compile started: Unix epoch ns for logs, trace clock for a trace",
+               unit="ns"),
+        Column("dur_ns", pa.int64(), "the whole compile attempt (Dynamo's entire_frame_compile_time_s)", unit="ns"),
+        Column("backend_ns", pa.int64(), "of which the backend compiler (backend_compile_time_s)", unit="ns"),
+        Column("inductor_ns", pa.int64(), "of which Inductor (inductor_compile_time_s)", unit="ns"),
+        Column("codegen_ns", pa.int64(), "of which code generation (code_gen_time_s)", unit="ns"),
+        Column("cache", DICT_STRING, "compiled-artifact cache outcome: one of schema.COMPILE_CACHE (FX graph cache; "
+                                     "the NEFF cache on Neuron); null when unknown"),
+        Column("aot_cache", DICT_STRING, "AOTAutograd cache outcome: hit, miss, bypass"),
+        Column("status", DICT_STRING, "one of schema.COMPILE_STATUS (null for graph breaks)"),
+        Column("fail_type", pa.string(), "the failure's type (BackendCompilerFailed, a compiler status)"),
+        Column("fail_reason", pa.string(), "the failure's message, or the restart reason"),
+        Column("recompile_reason", pa.string(), "the guard that failed and made this a recompile"),
+        Column("graph_breaks", pa.int32(), "graph breaks Dynamo counted for this compile"),
+        Column("reason", pa.string(), "graph break or recompile-limit reason (graph_break, recompile_limit rows)"),
+        Column("count", pa.int64(), "how many graphs a parallel_summary row counts (null on other rows)"),
+    ),
+)
+
+DERIVED_TABLES: dict[str, TableSpec] = {COMPILES.name: COMPILES}
+
+
 @dataclass(frozen=True)
 class MetaKey:
     """One key of the ``metadata`` table: what parsers write and analyses, the catalog and the viewer read.
@@ -263,6 +359,8 @@ METADATA_KEYS: tuple[MetaKey, ...] = (
     MetaKey("ntff.neff", _O, "the NEFF the NTFF was decoded with, and the rule that found it"),
     MetaKey("ntff.decoded_by", _O, "the tool and command that decoded the NTFF, or the JSON report read instead"),
     MetaKey("ntff.synthetic", _B, "true for a generated NTFF"),
+    MetaKey("memory_snapshot", _A, ("a memory snapshot's segments per device when it was taken: segments, "
+                                    "reserved, allocated, free blocks, the largest free block")),
     MetaKey("torchneuron.framework_mapping", _O, "how the framework trace was matched to the device profiles"),
 )
 
@@ -304,7 +402,7 @@ def setup_facts(key: str, value: Any, versions: dict[str, set[str]], device_type
 
 
 TABLES: dict[str, TableSpec] = {
-    t.name: t for t in (SYSTEM_EVENTS, DEVICE_EVENTS, FLOWS, COUNTERS, FRAMES, METADATA)
+    t.name: t for t in (SYSTEM_EVENTS, DEVICE_EVENTS, FLOWS, COUNTERS, FRAMES, METADATA, MEMORY_EVENTS)
 }
 
 
@@ -317,7 +415,7 @@ def to_markdown() -> str:
         "Times are int64 nanoseconds on the trace clock named in `metadata` (`clock`).",
         "",
     ]
-    for spec in TABLES.values():
+    for spec in (*TABLES.values(), *DERIVED_TABLES.values()):
         out += [f"## `{spec.name}`", "", spec.doc, "", "| column | type | unit | null | meaning |",
                 "|---|---|---|---|---|"]
         for c in spec.columns:
@@ -328,8 +426,12 @@ def to_markdown() -> str:
         out.append("")
     out += ["## Categories", "", "| category | meaning |", "|---|---|"]
     out += [f"| `{k}` | {v} |" for k, v in CATEGORIES.items()]
+    out += ["", "## Compile events", "", "The `event` values of `compiles`.", "", "| event | meaning |", "|---|---|"]
+    out += [f"| `{k}` | {v} |" for k, v in COMPILE_EVENTS.items()]
     intro = ("The keys of the `metadata` table (values are JSON text). A key ending in `.*` is a family whose "
              "members the input names.")
+    out += ["", "## Memory actions", "", "| action | meaning |", "|---|---|"]
+    out += [f"| `{k}` | {v} |" for k, v in MEMORY_ACTIONS.items()]
     out += ["", "## Metadata keys", "", intro, "", "| key | JSON type | meaning |", "|---|---|---|"]
     out += [f"| `{m.key}` | {' or '.join(m.types)} | {m.meaning} |" for m in METADATA_KEYS]
     return "\n".join(out) + "\n"

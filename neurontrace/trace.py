@@ -23,6 +23,10 @@ ACCOUNTING_KEY = "neurontrace.accounting"
 PARQUET_MARKER = "neurontrace.json"
 PARQUET_LAYOUT_VERSION = 1
 _EVENT_TABLES = ("system_events", "device_events")
+# Tables of samples at instants, filtered by time, rank and device alike.
+_TIMED_TABLES = tuple(n for n, t in schema.TABLES.items()
+                      if n not in _EVENT_TABLES and "ts_ns" in t.column_names and "rank" in t.column_names
+                      and "device" in t.column_names)
 
 
 @dataclass
@@ -112,22 +116,21 @@ class Trace:
     lives in ``metadata`` (key ``neurontrace.accounting``) so it survives a Parquet round trip.
     """
 
-    def __init__(
-        self,
-        *,
-        system_events: pa.Table | None = None,
-        device_events: pa.Table | None = None,
-        flows: pa.Table | None = None,
-        counters: pa.Table | None = None,
-        frames: pa.Table | None = None,
-        metadata: pa.Table | None = None,
-    ) -> None:
-        self.system_events = conform(system_events, schema.SYSTEM_EVENTS)
-        self.device_events = conform(device_events, schema.DEVICE_EVENTS)
-        self.flows = conform(flows, schema.FLOWS)
-        self.counters = conform(counters, schema.COUNTERS)
-        self.frames = conform(frames, schema.FRAMES)
-        self.metadata = conform(metadata, schema.METADATA)
+    system_events: pa.Table
+    device_events: pa.Table
+    flows: pa.Table
+    counters: pa.Table
+    frames: pa.Table
+    metadata: pa.Table
+    memory_events: pa.Table
+
+    def __init__(self, **tables: pa.Table | None) -> None:
+        """One keyword per table of ``schema.TABLES`` (each optional: a missing table is empty)."""
+        unknown = set(tables) - set(schema.TABLES)
+        if unknown:
+            raise TypeError(f"no table {sorted(unknown)}; tables are {', '.join(schema.TABLES)}")
+        for name, spec in schema.TABLES.items():
+            setattr(self, name, conform(tables.get(name), spec))
 
     # -- access ---------------------------------------------------------------------------------
 
@@ -212,15 +215,8 @@ class Trace:
             pc.fill_null(pc.is_in(fl["src_event_id"], kept_ids), False),
             pc.fill_null(pc.is_in(fl["dst_event_id"], kept_ids), False),
         )
-        c = self.counters
-        cmask = _overlap_mask(c, start_ns, end_ns)
-        if rank is not None:
-            cmask = pc.and_(cmask, pc.fill_null(pc.equal(c["rank"], rank), False))
-        if device is not None:
-            cmask = pc.and_(cmask, pc.fill_null(pc.equal(pc.cast(c["device"], pa.string()), device), True))
-        return Trace(
-            **out, flows=fl.filter(fmask), counters=c.filter(cmask), frames=self.frames, metadata=self.metadata
-        )
+        timed = {name: _timed_filter(self.tables[name], start_ns, end_ns, device, rank) for name in _TIMED_TABLES}
+        return Trace(**out, **timed, flows=fl.filter(fmask), frames=self.frames, metadata=self.metadata)
 
     # -- persistence ----------------------------------------------------------------------------
 
@@ -270,6 +266,8 @@ class Trace:
         tables = {}
         for name in schema.TABLES:
             path = d / f"{name}.parquet"
+            if not path.is_file() and schema.TABLES[name].optional:
+                continue  # written before this table existed: it reads back empty
             if not path.is_file():
                 raise MalformedTraceError(f"{d}: {path.name} is missing; convert the original trace again")
             try:
@@ -296,12 +294,12 @@ class Trace:
             return [self]
         parts: dict[str, list[pa.Table]] = {
             name: _slices(self.tables[name], _rank_key(self.tables[name]["rank"]), ranks)
-            for name in ("system_events", "device_events", "counters", "metadata")}
+            for name, spec in schema.TABLES.items() if name != "flows" and "rank" in spec.column_names}
         parts["flows"] = _slices(self.flows, _flow_rank_key(self), ranks)
         out = []
         for i in range(len(ranks)):
             tables = {name: parts[name][i] for name in parts}
-            ids = np.concatenate([_ids(tables[n]["frame_id"]) for n in ("system_events", "device_events")])
+            ids = np.concatenate([_ids(tables[n]["frame_id"]) for n in _FRAME_USERS])
             out.append(Trace(**tables, frames=_frames_for(self.frames, ids)))
         return out
 
@@ -315,15 +313,39 @@ class Trace:
         events: dict[str, list[pa.Table]] = {n: [] for n in schema.TABLES}
         event_offset = frame_offset = 0
         for t in parts:
-            for name in _EVENT_TABLES:
-                events[name].append(_shift(t.tables[name], {"event_id": event_offset, "frame_id": frame_offset}))
-            events["flows"].append(_shift(t.flows, {"src_event_id": event_offset, "dst_event_id": event_offset}))
-            events["frames"].append(_shift(t.frames, {"frame_id": frame_offset, "parent_id": frame_offset}))
-            events["counters"].append(t.counters)
-            events["metadata"].append(t.metadata)
+            for name, table in t.tables.items():
+                offsets = {c: event_offset if kind == "event" else frame_offset for c, kind in _ID_COLUMNS[name]}
+                events[name].append(_shift(table, offsets))
             event_offset += _next_id(t.system_events, t.device_events, column="event_id")
             frame_offset += _next_id(t.frames, column="frame_id")
         return cls(**{n: pa.concat_tables(ts, promote_options="permissive") for n, ts in events.items()})
+
+
+def _id_columns(spec: schema.TableSpec) -> list[tuple[str, str]]:
+    """The columns of a table holding event ids or frame ids (its own, or references to them), which
+    concatenating traces renumbers: (column, "event" | "frame")."""
+    out = []
+    for c in spec.columns:
+        if (c.name == "event_id" and spec.name in _EVENT_TABLES) or "event_id" in c.references:
+            out.append((c.name, "event"))
+        elif (c.name == "frame_id" and spec.name == "frames") or c.references == "frames.frame_id":
+            out.append((c.name, "frame"))
+    return out
+
+
+_ID_COLUMNS = {name: _id_columns(spec) for name, spec in schema.TABLES.items()}
+# Tables whose rows name frames: a rank's part keeps the frames they name.
+_FRAME_USERS = tuple(n for n, cols in _ID_COLUMNS.items() if n != "frames" and ("frame_id", "frame") in cols)
+
+
+def _timed_filter(t: pa.Table, start_ns: int | None, end_ns: int | None, device: str | None,
+                  rank: int | None) -> pa.Table:
+    mask = _overlap_mask(t, start_ns, end_ns)
+    if rank is not None:
+        mask = pc.and_(mask, pc.fill_null(pc.equal(t["rank"], rank), False))
+    if device is not None:
+        mask = pc.and_(mask, pc.fill_null(pc.equal(pc.cast(t["device"], pa.string()), device), True))
+    return t.filter(mask)
 
 
 def checked(trace: Trace, source: str) -> Trace:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,3 +36,32 @@ def corpus() -> Path:
         pytest.skip("the real-trace corpus (../shared/corpus/kineto) is not beside this checkout")
     return root
 
+
+
+@pytest.fixture(scope="session")
+def verdict_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real CPU runs of tests/verdict_runs.py (one per session, in a process of its own): a training loop
+    with a sleeping data loader, a 2-rank DDP job with a sleeping rank, and what each measured itself."""
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("verdict_runs")
+    subprocess.run([sys.executable, str(ROOT / "tests" / "verdict_runs.py"), str(out)], cwd=ROOT, check=True,
+                   timeout=300, capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def compile_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """The real torch.compile runs of tests/compile_scenarios.py (one subprocess per session), with TORCH_TRACE
+    and TORCH_LOGS captured where a capture keeps them (compile/ beside the traces). Inductor's cache directory
+    is kept between sessions (its headers compile once); the scenario's graph is new each session, so its first
+    compile still misses."""
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("compile_run")
+    (out / "compile").mkdir()
+    cache = request.config.cache.mkdir("neurontrace-inductor") if request.config.cache else out / "inductor"
+    env = {**os.environ, "TORCH_TRACE": str(out / "compile" / "torch_trace"),
+           "TORCH_LOGS": "recompiles,graph_breaks", "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    with (out / "compile" / "torch_logs.txt").open("w") as err:
+        subprocess.run([sys.executable, str(ROOT / "tests" / "compile_scenarios.py"), str(out),
+                        f"{time.time() % 1000 + 1:.6f}"], cwd=ROOT, env=env, stderr=err, check=True, timeout=400)
+    return out

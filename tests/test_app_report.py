@@ -33,7 +33,8 @@ def _text(component: Any) -> str:
 
 def _diagnose_text(diag: Diagnosis) -> str:
     out = io.StringIO()
-    render(diag, Console(file=out, width=2000, highlight=False, color_system=None))
+    # every rank's panel too, as `diagnose --ranks all` prints it (a job's report shows one line per rank)
+    render(diag, Console(file=out, width=2000, highlight=False, color_system=None), ranks_all=True)
     return out.getvalue()
 
 

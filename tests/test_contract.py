@@ -21,6 +21,9 @@ def _trace(tmp_path: Path):  # type: ignore[no-untyped-def]
         x("user_annotation", "ProfilerStep#1", 0, 100),
         x("cuda_runtime", "cudaLaunchKernel", 1, 5, correlation=1),
         x("kernel", "sgemm", 10, 50, pid=0, tid=7, device=0, correlation=1),
+        {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 2,
+         "args": {"Device Type": 1, "Device Id": 0, "Addr": 4096, "Bytes": 512, "Total Allocated": 512,
+                  "Total Reserved": 2048}},  # so the memory section is present too
     ])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,12 @@ def test_notebook_runs_without_errors(path: Path, cwd: str) -> None:
     client.execute()  # raises CellExecutionError, naming the cell, on the first error
     errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    # What a notebook prints or shows is read by people: times in their units (units.py), never a raw
+    # "123456789 ns" or a bare None / NaN (#27 item 8). Raw columns of the event tables are data, not text.
+    for i, cell in enumerate(notebook.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            text = out.get("text") or (out.get("data") or {}).get("text/plain") or ""
+            assert not re.search(r"\bNone\b|\bNaN\b|\d{6,} ?ns\b", text), f"{path.name} cell {i}: {text[:300]}"
     if "neuron" in path.stem:  # the synthetic sample is labelled as such in what the notebook shows
         text = json.dumps([c.outputs for c in notebook.cells if c.cell_type == "code"])
         assert "SYNTHETIC" in text

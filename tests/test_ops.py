@@ -85,6 +85,26 @@ def test_dtypes_and_unknowns() -> None:
     ("NVIDIA GeForce RTX 2080 Ti", 11, "NVIDIA GeForce RTX 2080 Ti"),
     ("AMD Instinct MI300X VF", 192, "AMD Instinct MI300X"),
     ("AMD Instinct MI210", 64, "AMD Instinct MI210"),
+    ("NVIDIA H800", 80, "NVIDIA H800 SXM"),
+    ("NVIDIA H800 PCIe", 80, "NVIDIA H800 PCIe"),
+    ("NVIDIA H20", 95, "NVIDIA H20 96GB"),
+    ("NVIDIA H200", 141, "NVIDIA H200 SXM"),
+    ("NVIDIA H200 NVL", 141, "NVIDIA H200 NVL"),
+    ("NVIDIA GH200 480GB", 95, "NVIDIA GH200 96GB HBM3"),  # 480 GB: the Grace CPU's memory, not the GPU's
+    ("NVIDIA GH200 480GB", 142, "NVIDIA GH200 144GB HBM3e"),
+    ("NVIDIA GH200 144G HBM3e", None, "NVIDIA GH200 144GB HBM3e"),
+    ("NVIDIA L40S", 45, "NVIDIA L40S"),
+    ("NVIDIA L40", 45, "NVIDIA L40"),
+    ("NVIDIA L4", 22, "NVIDIA L4"),
+    ("NVIDIA A10", 23, "NVIDIA A10"),
+    ("NVIDIA GeForce RTX 4090", 24, "NVIDIA GeForce RTX 4090"),
+    ("NVIDIA GeForce RTX 3090", 24, "NVIDIA GeForce RTX 3090"),
+    ("NVIDIA RTX A4000", 16, "NVIDIA RTX A4000"),
+    ("NVIDIA RTX A6000", 48, "NVIDIA RTX A6000"),
+    ("Tesla T4", 15, "NVIDIA T4"),
+    ("Tesla V100-SXM2-32GB", 32, "NVIDIA V100 SXM2"),
+    ("Tesla V100-PCIE-16GB", 16, "NVIDIA V100 PCIe"),
+    ("Tesla V100S-PCIE-32GB", 32, "NVIDIA V100S PCIe"),
     ("trn2.48xlarge", None, "AWS Trainium2 (one NeuronCore-v3)"),
     ("trn1.32xlarge", None, "AWS Trainium1 (one NeuronCore-v2)"),
 ])
@@ -94,9 +114,34 @@ def test_peak_table_matches_device_names(name: str, mem_gib: int | None, product
     assert peak.source.startswith("https://")
 
 
-@pytest.mark.parametrize("name", ["AMD Radeon Graphics", "ARTEMIS", "Tesla V100-DGXS-32GB", "NVIDIA A100", ""])
+@pytest.mark.parametrize("name", ["AMD Radeon Graphics", "ARTEMIS", "Tesla V100-DGXS-32GB", "NVIDIA A100", "",
+                                  "NVIDIA A10G", "NVIDIA GeForce RTX 3090 Ti", "NVIDIA GH200 480GB", "NVIDIA H20"])
 def test_unknown_devices_are_unknown(name: str) -> None:
     assert peak_for(name) is None  # a bare "NVIDIA A100" could be 40 or 80 GB: no guess
+
+
+def test_gh200_is_not_an_h200(tmp_path: Path) -> None:
+    """deviceProperties names both with "H200" in them; the GH200 96 GB board has 4.0 TB/s, an H200 4.8 TB/s."""
+    from neurontrace.analysis.peaks import device_peak
+
+    for name, mem, tbps in (("NVIDIA GH200 480GB", 102_005_473_280, 4.0), ("NVIDIA H200", 150_754_820_096, 4.8)):
+        t = load(tmp_path, [x("kernel", "k", 0, 1, pid=0, tid=7, device=0)],
+                 deviceProperties=[{"id": 0, "name": name, "totalGlobalMem": mem}])
+        peak = device_peak(t, "cuda:0").peak
+        assert peak is not None and peak.hbm_tbps == tbps and ("GH200" in peak.device) == ("GH200" in name)
+
+
+def test_every_peak_cites_its_source_and_stays_dense() -> None:
+    from neurontrace.analysis.peaks import ENTRIES
+
+    for e in ENTRIES:
+        assert e.peak.source.startswith("https://"), e.peak.device
+        assert set(e.peak.tflops) <= {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8"}
+        # dense fp8 is twice fp16 (the L40S datasheet's own rounding: 733 vs 362.05); a sparse figure copied by
+        # mistake into one column would make it 4x (or 1x)
+        t = e.peak.tflops
+        if "fp8" in t and "fp16" in t and not e.peak.device.startswith("AWS"):  # Trainium: cFP8 at the FP16 rate
+            assert 1.95 <= t["fp8"] / t["fp16"] <= 2.05, e.peak.device
 
 
 def test_trainium2_is_the_chip_figure_per_core() -> None:
@@ -329,3 +374,29 @@ def test_each_rank_keeps_its_own_rows(tmp_path: Path) -> None:
     trace = neurontrace.Trace.concat([neurontrace.load(p) for p in paths])
     rows = op_table(trace).rows
     assert [(r.rank, r.device, r.device_ns) for r in rows] == [(0, "cuda:0", 10_000), (1, "cuda:0", 20_000)]
+
+
+@pytest.mark.parametrize(("kernel", "dtype"), [
+    # names as they occur in the corpus traces (../shared/corpus/kineto)
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+     "bf16"),
+    (("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nt_align4>(cutlass_80_tensorop_s1688gemm_256x64_16x4_"
+     "nt_align4::Params)"), "tf32"),
+    (("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4_warpsize2x2x1_g1_"
+     "tensor16x8x8_alignc4_execute_kernel"), "tf32"),
+    ("volta_sgemm_64x64_nn", "fp32"),
+    ("void cutlass::Kernel<cutlass_70_wmma_tensorop_f16_s161616gemm_f16_32x32_64x2_tn_align8>", "fp16"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x6_tn_align8>", "bf16"),
+    ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT64x32x256_MI16x16x1_SN_LDSB1", "bf16"),
+    ("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN_LDSB0", "fp32"),
+    (("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, "
+     "cutlass::bfloat16_t"), "bf16"),
+    ("igemm_fwd_gtcx2_nhwc_bf16_bx0_ex1_bt256x64x8_wt64x16x4", "bf16"),
+    ("void implicit_convolve_sgemm<float, float, 1024, 6, 7, 3, 3, 5, 1, false, true, true>", "fp32"),
+    ("void gemmSN_TN_kernel_64addr<float, 128, 16, 2, 4, 8, 9, false, cublasGemvTensorStridedBatched<float const>", None),
+    ("triton_poi_fused_add_cos_sin_0", None),
+])
+def test_kernel_names_spell_their_precision(kernel: str, dtype: str | None) -> None:
+    from neurontrace.analysis.names import kernel_precision
+
+    assert kernel_precision(kernel) == dtype

@@ -24,7 +24,10 @@ from tests.conftest import SAMPLES, corpus_root
 from tests.diff_pairs import write_pair
 
 # Fields that are not part of the document, on purpose.
-NOT_SERIALIZED = {("FallbackOp", "event_ids"): "row ids of one loaded trace; meaningless once it is closed"}
+_REDUCE_INPUT = "a rank's reduce input, handed to the job's combine in memory (on Dask as a Python object), never written"
+NOT_SERIALIZED = {("FallbackOp", "event_ids"): "row ids of one loaded trace; meaningless once it is closed",
+                  ("CriticalPath", "segments"): _REDUCE_INPUT, ("CriticalPath", "collectives"): _REDUCE_INPUT,
+                  ("CriticalPath", "rank"): _REDUCE_INPUT}
 EMPTY: tuple[Any, ...] = (None, "", 0, (), [], {}, False)
 
 
@@ -109,15 +112,43 @@ def test_a_diagnosis_comes_back_whole_from_its_json(diagnoses: list[Diagnosis]) 
     assert not missing, f"no input exercises {sorted(missing)}: add one that does"
 
 
-def test_every_registered_section_comes_back_whole(diagnoses: list[Diagnosis]) -> None:
+def _compile_job(run: Path) -> Diagnosis:
+    """The real torch.compile run's logs read as two ranks of one job (per_rank, and every other field of the
+    compile report: recompiles, graph breaks, the recompile limit, cache hits and misses, failures), plus the
+    Neuron compiler lines made from the documentation (tests/test_compile_logs.py) for its Neuron part."""
+    from neurontrace.analysis import compile as compile_section
+    from neurontrace.parsers import compile_logs
+    from tests.test_compile_logs import MADE_FROM_DOCS
+
+    neuron = run / "neuron_made_from_docs.log"
+    neuron.write_text(MADE_FROM_DOCS)
+    log = compile_logs.read([run / "compile", neuron])
+    rows = [dict(r) for r in log.table().to_pylist()]
+    trace = _load(run / "recompile.pt.trace.json")
+    kineto, regions = compile_section.kineto_rows(trace), compile_section.compiled_regions(trace)
+    parts = [compile_section.report([{**r, "rank": rank} for r in rows], kineto, [f"rank {rank}: a warning"],
+                                    regions) for rank in (0, 1)]
+    job = compile_section.combine([p for p in parts if p is not None])
+    return Diagnosis([], [], [], [], {compile_section.SECTION.key: job})
+
+
+def test_every_registered_section_comes_back_whole(diagnoses: list[Diagnosis], compile_run: Path,
+                                                   tmp_path: Path) -> None:
     """Every section's value is a dataclass that survives its JSON (``from_json(to_json(v))``), field by field;
     each section, and each field of each section's dataclass, holds something in at least one input."""
     from neurontrace.analysis import registry
     from neurontrace.analysis.contract import DeviceSection, Section
+    from tests.conformance.test_op_links import QWEN, _rewrite
 
     root = corpus_root()
     if root is None:
         pytest.skip("needs the real-trace corpus: its SGLang decode trace replays HIP graphs (graph_launches)")
+
+    def as_l4(doc: dict[str, Any]) -> None:  # TRANSFORMED REAL FILE: an op above the peak (ops' warnings)
+        doc["deviceProperties"] = [{**doc["deviceProperties"][0], "name": "NVIDIA L4", "totalGlobalMem": 23580639232}]
+
+    diagnoses = [*diagnoses, _compile_job(compile_run),
+                 diagnose(_load(_rewrite(root / QWEN, tmp_path / "l4.json.gz", as_l4)))]
     # Real traces for what the samples lack: a ROCm decode that replays HIP graphs (graph_launches), a
     # CUDA event-sync trace whose ops have FLOP formulas but no recorded shapes (ops.skipped), an HTA example
     # with a step longer than the trace (event_checks: counted and clipped, ns_removed).
@@ -143,7 +174,7 @@ def test_every_registered_section_comes_back_whole(diagnoses: list[Diagnosis]) -
             assert json.loads(json.dumps(section.to_json(again))) == doc, section.key
             seen[section.key] = seen.get(section.key, 0) + 1
     assert not {s.key for s in sections} - set(seen), f"no input has {sorted({s.key for s in sections} - set(seen))}"
-    missing = _fields(*value_types) - filled
+    missing = _fields(*value_types) - filled - set(NOT_SERIALIZED)
     assert not missing, f"no input exercises {sorted(missing)}: add one that does"
 
 

@@ -24,18 +24,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
+from neurontrace.analysis.compile_spans import compile_spans, inside
 from neurontrace.analysis.default_window import Window, choose_window
+from neurontrace.analysis.device_activity import unrecorded
 from neurontrace.analysis.driving import driving_host_events
+from neurontrace.analysis.host_gaps import unrecorded_host_gaps
 from neurontrace.analysis.intervals import NONE, layered, sweep
 from neurontrace.analysis.labels import Label, labels_of, spans
 from neurontrace.analysis.stalls import TOP_STALLS, Stall, frame_sources, top_stalls
-from neurontrace.analysis.work import DEVICE_WORK, HOST_WORK, device_categories
+from neurontrace.analysis.startup import startup_calls
+from neurontrace.analysis.work import DEVICE_WORK, HOST_WORK, communication_context, device_category_codes
 from neurontrace.causes import CAUSES
 from neurontrace.columns import flat, isin, keep, matches, of_rank, select, take
 from neurontrace.trace import Trace
 
-HOST_DETAIL_ORDER = ("compile", "load", "startup", "sync", "input_pipeline", "profiler", "launch", "runtime", "transfer",
-                     "dispatch", "python")
+HOST_DETAIL_ORDER = ("compile", "load", "startup", "sync", "input_pipeline", "wait", "profiler", "launch", "runtime",
+                     "transfer", "dispatch", "python", "unrecorded")
 DATA_DETAIL_ORDER = ("h2d", "d2h", "d2d", "p2p", "h2h", "dma_weights", "dma_io", "spill", "memset", "other")
 CPU_DEVICE = "cpu"
 
@@ -83,8 +87,10 @@ def attribute(
     """Attribution for every device of ``trace`` (or the host CPU when it has no device activity).
 
     A trace without events (a Neuron summary, a capture whose profiles were not decoded) has nothing
-    to attribute: no device, rather than an empty ``cpu`` window. ``frames``: the trace's
-    :func:`~neurontrace.analysis.stalls.frame_sources` where the caller has them (found once otherwise).
+    to attribute: no device, rather than an empty ``cpu`` window. Nor does a trace whose host launched device
+    work that was not recorded (analysis/device_activity.py): its host ops are not the device's compute.
+    ``frames``: the trace's :func:`~neurontrace.analysis.stalls.frame_sources` where the caller has them (found
+    once otherwise).
     """
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
     out = []
@@ -95,23 +101,31 @@ def attribute(
         work, host = _window_inputs(trace, device, rank)
         win = Window(window, "option", "--window") if window else choose_window(trace, host, work)
         labels = (_cpu_labels(host, work, fallback) if trace.device_events.num_rows == 0 else
-                  _device_labels(work) + _host_labels(host, fallback))
+                  _device_labels(work) + _host_labels(host, fallback, trace.flows, work)
+                  + unrecorded_host_gaps(host, trace.flows, work))
         out.append(_finish(trace, device, rank, win, labels, top, frames or {}))
     return out
+
+
+def default_windows(trace: Trace) -> list[tuple[str, int | None, Window]]:
+    """(device, rank, its default analysis window) of every attributed device, in report order: the windows
+    ``diagnose`` analyses without ``--window`` (and ``ops`` too, so both share one table of shares)."""
+    return [(device, rank, choose_window(trace, *reversed(_window_inputs(trace, device, rank))))
+            for device, rank in _attributed(trace)]
 
 
 def default_origin(trace: Trace) -> int | None:
     """The report's time 0: the earliest start of the devices' default analysis windows. ``diagnose`` prints
     times from it, ``--window`` offsets count from it, and it is the viewer's x = 0; None without events."""
-    starts = [choose_window(trace, *reversed(_window_inputs(trace, device, rank))).span[0]
-              for device, rank in _attributed(trace)]
-    return min(starts, default=None)
+    return min((w.span[0] for _, _, w in default_windows(trace)), default=None)
 
 
 def _attributed(trace: Trace) -> list[tuple[str, int | None]]:
     """(device, rank) of every attributed device in report order; the CPU of each rank without devices."""
     dev = trace.device_events
     if dev.num_rows == 0 and trace.system_events.num_rows == 0:
+        return []
+    if unrecorded(trace) is not None:  # device work launched, not recorded: no device verdict from host events
         return []
     if dev.num_rows == 0:
         ranks = sorted(pc.unique(trace.system_events["rank"]).to_pylist(), key=lambda r: (r is not None, r or 0))
@@ -125,12 +139,20 @@ def _attributed(trace: Trace) -> list[tuple[str, int | None]]:
 def _window_inputs(trace: Trace, device: str, rank: int | None) -> tuple[pa.Table, pa.Table]:
     """(the device's work, the host events driving it): what the window rule and the labels read.
 
-    No accelerator in the trace: each rank's CPU is the device, framework ops are its compute."""
+    No accelerator in the trace: each rank's CPU is the device, framework ops are its compute (:func:`cpu_work`)."""
     if trace.device_events.num_rows == 0:
         host = of_rank(trace.system_events, rank)
-        return select(host, "category", "framework_op"), host
+        return cpu_work(host), host
     work = device_rows(trace, device, rank)
     return work, driving_host_events(trace, work)
+
+
+def cpu_work(host: pa.Table) -> pa.Table:
+    """A CPU-only trace's compute: its framework ops, except the compile ranges and the ops they run (fake-tensor
+    tracing, codegen): those are host_overhead.compile (analysis/compile_spans.py)."""
+    ops = select(host, "category", "framework_op")
+    compiling = compile_spans(host)
+    return keep(ops, ~inside(ops["ts_ns"].to_numpy(), compiling)) if len(compiling[0]) else ops
 
 
 def device_rows(trace: Trace, device: str, rank: int | None) -> pa.Table:
@@ -220,10 +242,12 @@ def cause_intervals(trace: Trace, device: str, rank: int | None, window: tuple[i
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
     if device == CPU_DEVICE and not select(trace.device_events, "device", device).num_rows:
         host = of_rank(trace.system_events, rank)
-        labels = _cpu_labels(host, select(host, "category", "framework_op"), fallback)
+        labels = _cpu_labels(host, cpu_work(host), fallback)
     else:
         dev = device_rows(trace, device, rank)
-        labels = _device_labels(dev) + _host_labels(driving_host_events(trace, dev), fallback)
+        host = driving_host_events(trace, dev)
+        labels = _device_labels(dev) + _host_labels(host, fallback, trace.flows, dev)
+        labels += unrecorded_host_gaps(host, trace.flows, dev)
     labels = _ordered(labels)
     starts, ends, label = sweep(window, [(lb.starts, lb.ends) for lb in labels]).runs()
     details = [f"{lb.cause}.{lb.detail}" for lb in labels] + ["idle.unexplained"]
@@ -245,19 +269,24 @@ def cause_intervals(trace: Trace, device: str, rank: int | None, window: tuple[i
 
 
 def _device_labels(dev: pa.Table) -> list[Label]:
-    cat = dev["category"]
-    effective = device_categories(dev)
-    work = np.isin(effective, list(DEVICE_WORK))
-    coll = _collective_names(dev, effective == "collective")
-    direction = _directions(dev, effective == "dma")
-    columns = [cat, dev["name"], direction, dev["track"], coll]
+    code, keys = device_category_codes(dev)
+
+    def of(*wanted: str) -> np.ndarray:
+        return np.isin(code, [i for i, k in enumerate(keys) if k in wanted])
+
+    work = of(*DEVICE_WORK)
+    effective = np.asarray(keys, dtype=object)[code] if keys and (of("collective").any()) else None
+    context = communication_context(dev, effective) if effective is not None else None
+    coll = _collective_names(dev, of("collective"), context)
+    direction = _directions(dev, of("dma"))
+    category = pa.DictionaryArray.from_arrays(pa.array(code.astype(np.int32)), pa.array(keys, pa.string()))
+    columns = [category, dev["name"], direction, dev["track"], coll]
     return labels_of(dev, columns, _device_cause, work)
 
 
-def _device_cause(cat: str, name: str, direction: str | None, track: str | None,
+def _device_cause(effective: str, name: str, direction: str | None, track: str | None,
                   coll: str | None) -> tuple[str, str]:
-    effective = names.device_category(cat or "", name or "")
-    return DEVICE_WORK.get(effective, ""), _device_detail(effective, name or "", direction, track, coll)
+    return DEVICE_WORK.get(effective or "", ""), _device_detail(effective or "", name or "", direction, track, coll)
 
 
 def _device_detail(cat: str, name: str, direction: str | None, track: str | None, coll: str | None) -> str:
@@ -290,7 +319,8 @@ def _directions(dev: pa.Table, rows_mask: np.ndarray) -> pa.Array:
     return pa.array(filled, pa.string()).dictionary_encode()
 
 
-def _host_labels(host: pa.Table, fallback: np.ndarray) -> list[Label]:
+def _host_labels(host: pa.Table, fallback: np.ndarray, flows: pa.Table | None = None,
+                 dev: pa.Table | None = None) -> list[Label]:
     cat = host["category"]
     name = host["name"]
     ids = host["event_id"].to_numpy()
@@ -299,9 +329,8 @@ def _host_labels(host: pa.Table, fallback: np.ndarray) -> list[Label]:
     # Data-loader ranges are annotations, but what they mark is host work: the input pipeline.
     pipeline_np = isin(cat, ["annotation"]) & matches(name, names.INPUT_PIPELINE)
     start, end = spans(host)
-    # CUDA/HIP calls longer than names.STARTUP_CALL_NS are start-up unless they synchronize.
-    long_call = isin(cat, ["runtime", "driver"]) & (end - start > names.STARTUP_CALL_NS)
-    long_call &= matches(name, names.DEVICE_API) if long_call.any() else long_call
+    # Calls that pay for first use (analysis/startup.py) are start-up, not launch overhead.
+    long_call = startup_calls(host, flows if flows is not None else Trace().flows, dev)
     long_col = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(long_call), np.int32), mask=~long_call),
                                               pa.array(["long"]))
     labels = [Label("host_fallback", "ops", start[is_fallback], end[is_fallback], host,
@@ -318,14 +347,17 @@ def _host_detail(category: str | None, name: str | None, long_call: bool = False
     return "startup" if long_call and detail in ("launch", "runtime") else detail
 
 
-def _collective_names(dev: pa.Table, collective: np.ndarray) -> pa.Array:
+def _collective_names(dev: pa.Table, collective: np.ndarray, context: list[str | None] | None = None) -> pa.Array:
     """The ``Collective name`` arg Kineto copies onto collective kernels (null elsewhere), vectorized
-    over the collective rows only, and dictionary encoded as every string column of the Trace is."""
+    over the collective rows only, and dictionary encoded as every string column of the Trace is; for a
+    kernel that is a collective by the range it ran in (work.communication_context), that range's name."""
     rows = np.flatnonzero(collective)
     if not len(rows):
         return pa.nulls(dev.num_rows, pa.string())
     args = pc.fill_null(take(dev["args"], rows), "")
     found = pc.struct_field(pc.extract_regex(args, r'"Collective name":\s*"(?P<name>[^"]*)"'), "name")
+    if context is not None:  # the range's name where the kernel records none
+        found = pc.coalesce(found, pa.array([context[r] for r in rows.tolist()], pa.string()))
     names = flat(found).dictionary_encode()
     # Spread to all rows through the indices alone: -1 (null) outside the collective rows.
     index = np.full(dev.num_rows, -1, dtype=np.int32)

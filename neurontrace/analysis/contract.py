@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.trace import Trace
@@ -48,14 +50,15 @@ class Finding:
     evidence: str
     advice: str
     device: str | None = None
+    rank: int | None = None  # the rank of ``device`` in a job of several ranks (None: the job's, or one rank)
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "severity": self.severity, "title": self.title, "evidence": self.evidence,
-                "advice": self.advice, "device": self.device}
+                "advice": self.advice, "device": self.device, "rank": self.rank}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Finding:
-        return cls(d["id"], d["severity"], d["title"], d["evidence"], d["advice"], d.get("device"))
+        return cls(d["id"], d["severity"], d["title"], d["evidence"], d["advice"], d.get("device"), d.get("rank"))
 
 
 @dataclass
@@ -66,6 +69,8 @@ class Options:
     fallback_ops: tuple[str, ...] = ()
     top: int = 10
     origin_ns: int | None = None  # the report's time 0 when ``window`` was given (attribution.default_origin)
+    compiles: pa.Table | None = None  # compile-log rows (schema.COMPILES) for this rank: --compile-log, capture
+    compile_warnings: tuple[str, ...] = ()  # what reading those logs skipped
 
 
 @dataclass

@@ -41,12 +41,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
+from neurontrace.analysis.comm_sizes import args_of as _args
+from neurontrace.analysis.comm_sizes import int_of as _int
+from neurontrace.analysis.comm_sizes import message_bytes as _message_bytes
+from neurontrace.analysis.comm_sizes import sizes_from_launching_ranges
 from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section
 from neurontrace.analysis.intervals import union
 from neurontrace.analysis.work import device_categories
 from neurontrace.columns import flat, isin, keep, matches, of_rank, select
 from neurontrace.trace import Trace
-from neurontrace.units import duration
+from neurontrace.units import duration, rate
+from neurontrace.units import size as size_text
 
 # busbw = algbw * factor(n): the share of the data each link carries in the optimal algorithm.
 BUS_FACTOR: dict[str, Callable[[int], float]] = {
@@ -57,14 +62,6 @@ BUS_FACTOR: dict[str, Callable[[int], float]] = {
     "broadcast": lambda n: 1.0,
     "reduce": lambda n: 1.0,
     "send_recv": lambda n: 1.0,
-}
-# Bytes per element of the dtype names Kineto writes (``dtype`` arg of NCCL records, ``Input type``).
-DTYPE_BYTES: dict[str, int] = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "c10::half": 2, "float16": 2,
-    "bfloat16": 2, "c10::bfloat16": 2, "long": 8, "long int": 8, "int64": 8, "int": 4, "int32": 4,
-    "short": 2, "int16": 2, "byte": 1, "unsigned char": 1, "uint8": 1, "char": 1, "signed char": 1,
-    "int8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "c10::float8_e4m3fn": 1,
-    "c10::float8_e5m2": 1,
 }
 TOP_WORK = 3  # names kept per collective of what the rank did before it
 # A collective's per-rank lists are kept up to this many ranks (8 nodes of 8 GPUs); above it they are null, so
@@ -155,18 +152,33 @@ def _one_rank(trace: Trace, rank: int | None, only: bool = False) -> pa.Table:
         counts[ordinal_key] += 1
         rows["bytes"].append(nbytes)
         rows["group_size"].append(size)
+    if device_col and device_col[0] != "cpu" and any(b is None for b in rows["bytes"]):
+        # Older traces carry no size on the kernels: take it from the host range that launched each one.
+        missing = np.flatnonzero([b is None for b in rows["bytes"]])
+        found = sizes_from_launching_ranges(host, trace.flows, coll, missing, rows["op"], rows["group_size"])
+        for i, nbytes in found.items():
+            rows["bytes"][i] = nbytes
+        if found:  # the ordinals count (group, op, bytes): recount with the sizes found
+            counts = defaultdict(int)
+            for i in range(len(rows["op"])):
+                key = (rows["group"][i], rows["op"][i], rows["bytes"][i])
+                rows["ordinal"][i] = counts[key]
+                counts[key] += 1
     first_ts = _first_ts(host, dev)
     # What the rank did since its previous collective ended (collectives may overlap: never < 0).
     prev_end = np.r_[first_ts, np.maximum.accumulate(ends)[:-1]] if len(ends) else ends
     before = np.minimum(prev_end, starts)
-    dev_busy = _busy(keep(dev, effective == "compute"))
     host_work = keep(host, isin(host["category"], HOST_WORK))
+    # A CPU job's compute is its framework ops (as in attribution): "device" busy is op time there.
+    cpu_job = not device_col or all(d == "cpu" for d in device_col)
+    dev_busy = _busy(keep(host_work, isin(host_work["category"], ["framework_op"])) if cpu_job
+                     else keep(dev, effective == "compute"))
     host_busy = _busy(host_work)
     rows["start_ns"], rows["end_ns"], rows["before_start_ns"] = list(starts), list(ends), list(before)
     rows["before_device_ns"] = list(_covered(dev_busy, before, starts))
     rows["before_host_ns"] = list(_covered(host_busy, before, starts))
     # Named work: kernels, else outermost host ops (not Python frames: an outer frame spans everything).
-    top_from = keep(dev, effective == "compute") if len(dev_busy[0]) else \
+    top_from = keep(dev, effective == "compute") if len(dev_busy[0]) and not cpu_job else \
         _outermost(keep(host_work, ~isin(host_work["category"], ["python"])))
     rows["before_top"] = [json.dumps(t) for t in _top_names(top_from, before, starts)]
     return pa.table({f.name: pa.array(rows[f.name], f.type) for f in RECORDS}, schema=RECORDS)
@@ -203,45 +215,6 @@ def _distributed_info(trace: Trace, rank: int | None) -> _Info:
                 if isinstance(p, dict) and "id" in p and "name" in p:
                     out.device_names.setdefault(f"cuda:{p['id']}", str(p["name"]))
     return out
-
-
-def _args(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
-    return None
-
-
-def _message_bytes(op: str, args: dict[str, Any], group_size: int | None) -> int | None:
-    """The collective's data size S of NCCL's bandwidth formulas: the larger of input and output."""
-    dtype = args.get("dtype")
-    if dtype is None and isinstance(args.get("Input type"), list) and args["Input type"]:
-        dtype = args["Input type"][0]
-    width = DTYPE_BYTES.get(str(dtype).lower()) if dtype is not None else None
-    if width is None:
-        return None
-    n_in, n_out = _int(args.get("In msg nelems")), _int(args.get("Out msg nelems"))
-    if n_in is None and n_out is None:  # a host range: only its input tensor's shape is recorded
-        dims = args.get("Input Dims")
-        if not (isinstance(dims, list) and dims and isinstance(dims[0], list)):
-            return None
-        n_in = int(np.prod([d for d in dims[0] if isinstance(d, int)], dtype=np.int64)) if dims[0] else 1
-        if op == "all_gather" and group_size:  # the output is every rank's input
-            n_out = n_in * group_size
-    return max(n_in or 0, n_out or 0) * width
 
 
 def _first_ts(*tables: pa.Table) -> int:
@@ -363,6 +336,11 @@ def cross_rank(records: pa.Table | Sequence[pa.Table],
     coll_ns: dict[int, int] = defaultdict(int)
     before: dict[int, list[tuple[int, dict[str, Any]]]] = defaultdict(list)  # last rank -> (rank, work)
     matched = 0
+    # Per rank, the stretches it was late, waited and was in a collective: overlapping collectives of one rank
+    # (DDP's bucket all-reduces in flight together) wait for the same late peer, so they are merged before summing.
+    late_iv: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    wait_iv: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    coll_iv: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for rows in groups.values():
         rows.sort(key=lambda i: (cols["rank"][i] if cols["rank"][i] is not None else -1, cols["start_ns"][i]))
         rec = _collective(cols, rows)
@@ -374,15 +352,18 @@ def cross_rank(records: pa.Table | Sequence[pa.Table],
         matched += 1
         last = rec["last_rank"]
         last_count[last] += 1
-        late_ns[last] += rec["arrival_skew_ns"]
         last_arrival = rec["first_arrival_ns"] + rec["arrival_skew_ns"]
+        late_iv[last].append((rec["first_arrival_ns"], last_arrival))
         for i in rows:
             r = cols["rank"][i]
-            wait_ns[r] += last_arrival - cols["start_ns"][i]
-            coll_ns[r] += cols["end_ns"][i] - cols["start_ns"][i]
+            wait_iv[r].append((cols["start_ns"][i], last_arrival))
+            coll_iv[r].append((cols["start_ns"][i], cols["end_ns"][i]))
             before[last].append((r, {"device_ns": cols["before_device_ns"][i], "host_ns": cols["before_host_ns"][i],
                                      "span_ns": cols["start_ns"][i] - cols["before_start_ns"][i],
                                      "top": before_top[i]}))
+    for totals, iv in ((late_ns, late_iv), (wait_ns, wait_iv), (coll_ns, coll_iv)):
+        for r, spans in iv.items():
+            totals[r] = _merged_ns(spans)
     out.sort(key=lambda c: (c["first_arrival_ns"], c["group"], c["op"], c.get("seq") or c["ordinal"]))
     straggler = max(last_count, key=lambda r: (last_count[r], late_ns[r], -r), default=None)
     waiting = max(wait_ns, key=lambda r: (wait_ns[r], -r), default=None)
@@ -392,6 +373,14 @@ def cross_rank(records: pa.Table | Sequence[pa.Table],
     work = _straggler_work(straggler, before[straggler]) if straggler is not None else None
     return CrossRank(out, sorted(ranks), per_rank, straggler, waiting,
                      round(sum(wait_ns.values()) / total, 4) if total else None, matched, work, _step_skew(steps))
+
+
+def _merged_ns(spans: list[tuple[int, int]]) -> int:
+    """Nanoseconds covered by the union of ``spans`` (each counted once where they overlap)."""
+    s = np.array([a for a, _ in spans], dtype=np.int64)
+    e = np.array([b for _, b in spans], dtype=np.int64)
+    us, ue = union(s, np.maximum(s, e))
+    return int((ue - us).sum())
 
 
 def _straggler_work(late: int, rows: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
@@ -519,17 +508,22 @@ def straggler_findings(cr: CrossRank) -> list[Finding]:
         return []
     w = cr.straggler_work or {}
     top = ", ".join(f"{n} ({duration(ns)})" for n, ns in w.get("top", []))
+    # A CPU job's "device" time is its framework ops (rank_collectives): the host's other work is what remains.
+    cpu = all(d == "cpu" for c in cr.collectives for d in c["devices"] or ["cpu"])
+    device, others_device = w.get("device_ns", 0), w.get("others_device_ns", 0)
+    host, others_host = w.get("host_ns", 0), w.get("others_host_ns", 0)
+    if cpu:
+        host, others_host = max(0, host - device), max(0, others_host - others_device)
+    where = ("in ops and {} in other host work (Python, sleeps, data loading)" if cpu else
+             "on the device and {} on the host")
     evidence = (f"rank {late} arrived last at {me['last_count']} of {cr.matched} collectives, "
-                f"{duration(me['late_ns'])} after the first rank in total; {_pct(cr.wait_share or 0)} of all "
-                f"collective time is ranks waiting for the last one (rank {cr.most_waiting_rank} waited most). "
-                f"Before those collectives rank {late} was busy {duration(w.get('device_ns', 0))} on the device "
-                f"and {duration(w.get('host_ns', 0))} on the host on average (other ranks: "
-                f"{duration(w.get('others_device_ns', 0))} / {duration(w.get('others_host_ns', 0))})"
-                + (f"; its largest work: {top}" if top else ""))
-    extra_device = w.get("device_ns", 0) - w.get("others_device_ns", 0)
-    extra_host = w.get("host_ns", 0) - w.get("others_host_ns", 0)
-    if all(d == "cpu" for c in cr.collectives for d in c["devices"]):  # a CPU job: its host work is the compute
-        extra_device, extra_host = extra_host, 0
+                f"{duration(me['late_ns'])} after the first rank in total (overlapping collectives counted once); "
+                f"{_pct(cr.wait_share or 0)} of all collective time is ranks waiting for the last one (rank "
+                f"{cr.most_waiting_rank} waited most). Before those collectives rank {late} was busy "
+                f"{duration(device)} " + where.format(duration(host)) + " on average (other ranks: "
+                f"{duration(others_device)} / {duration(others_host)})"
+                + (f"; its largest ops: {top}" if top else ""))
+    extra_device, extra_host = device - others_device, host - others_host
     if max(extra_device, extra_host) <= 0.1 * max(1, w.get("span_ns", 0)):
         advice = (f"Rank {late} is late without doing more recorded work than its peers: look outside the trace "
                   "(other processes on its node, throttling, a slow disk or network), and check that the hosts' "
@@ -539,9 +533,10 @@ def straggler_findings(cr: CrossRank) -> list[Finding]:
                   "work per rank (uneven batches or sequence lengths, pipeline stages, MoE routing). Shrinking or "
                   "overlapping messages will not help while the others wait for it.")
     else:
-        advice = (f"Rank {late}'s host is busier than its peers' before the collective: move that work off the "
-                  "critical path (data loading, logging, checkpointing, Python overhead on that rank). Shrinking or "
-                  "overlapping messages will not help while the others wait for it.")
+        advice = (f"Rank {late}'s host spends longer than its peers' outside {'ops' if cpu else 'device work'} "
+                  "before the collective (host-side work, not load imbalance): move that work off the critical path "
+                  "(a sleep or blocking wait, data loading, logging, checkpointing, Python overhead on that rank). "
+                  "Shrinking or overlapping messages will not help while the others wait for it.")
     return [Finding("straggler", "warning", f"Rank {late} arrives last at collectives; the other ranks wait for it",
                     evidence, advice, None)]
 
@@ -586,7 +581,16 @@ def _pct(x: float) -> str:
 def _text(cr: CrossRank) -> list[str]:
     if not cr.collectives and not cr.step_skew:  # nothing across ranks to speak of (e.g. a Neuron summary)
         return []
-    lines = [f"{len(cr.collectives)} collectives; {cr.matched} matched across {len(cr.ranks)} ranks"]
+    if len(cr.ranks) < 2:  # one rank: there is nothing to match across ranks (not "0 matched across 0 ranks")
+        lines = [f"{len(cr.collectives)} collectives on one rank: nothing to match across ranks"]
+    else:
+        lines = [f"{len(cr.collectives)} collectives; {cr.matched} matched across {len(cr.ranks)} ranks"]
+    slowest = max((c for c in cr.collectives if c.get("dur_ns")), key=lambda c: max(c["dur_ns"]), default=None)
+    if slowest is not None and len(cr.ranks) >= 2:
+        at = int(np.argmax(slowest["dur_ns"]))
+        size = f" of {size_text(slowest['bytes'])}" if slowest.get("bytes") is not None else ""
+        lines.append(f"slowest collective: {slowest['name']}{size} took {duration(max(slowest['dur_ns']))} on rank "
+                     f"{slowest['ranks'][at]} (#{slowest['ordinal']}; last to arrive: rank {slowest['last_rank']})")
     if cr.straggler_rank is not None:
         me = next(p for p in cr.per_rank if p["rank"] == cr.straggler_rank)
         lines.append(f"straggler rank {cr.straggler_rank} (last at {me['last_count']} of {cr.matched}, "
@@ -596,9 +600,13 @@ def _text(cr: CrossRank) -> list[str]:
         worst = max(cr.step_skew, key=lambda s: s["start_skew_ns"])
         lines.append(f"worst step start skew {duration(worst['start_skew_ns'])} ({worst['step']}, "
                      f"last to start: rank {worst['last_to_start_rank']})")
-    bw = [c["busbw_gbps"] for c in cr.collectives if c["busbw_gbps"] is not None]
-    if bw:
-        lines.append(f"bus bandwidth median {float(np.median(bw)):.3f} GB/s over {len(bw)} collectives")
+    by_size: dict[tuple[str, int], list[float]] = defaultdict(list)  # a bandwidth means nothing without its size
+    for c in cr.collectives:
+        if c["busbw_gbps"] is not None and c.get("bytes") is not None:
+            by_size[(str(c["op"]), int(c["bytes"]))].append(float(c["busbw_gbps"]))
+    for (op, nbytes), bw in sorted(by_size.items(), key=lambda kv: -len(kv[1]))[:3]:
+        lines.append(f"bus bandwidth median {rate(float(np.median(bw)) * 1e9)} for {op} of {size_text(nbytes)} "
+                     f"({len(bw)} collective{'s' if len(bw) > 1 else ''})")
     return lines
 
 

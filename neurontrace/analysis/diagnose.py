@@ -14,12 +14,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from neurontrace.analysis import cross_rank, malformed, phases, registry
 from neurontrace.analysis.attribution import DeviceAttribution, attribute, default_origin
+from neurontrace.analysis.compile import check_same_run
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, Options
 from neurontrace.analysis.fallback import FallbackOp, find_fallback, recorded_ops
 from neurontrace.analysis.findings import worst
+from neurontrace.analysis.headline import headline
 from neurontrace.analysis.malformed import sanitize
 from neurontrace.analysis.phases import Phases
 from neurontrace.analysis.runs_check import check_one_run
@@ -50,12 +53,18 @@ class Diagnosis:
         return {} if value is None else dict(value.as_dict())
 
     @property
+    def headline(self) -> str:
+        """The verdict in one line (analysis/headline.py): first in the report, ``headline`` in the JSON."""
+        return headline(self.devices, self.findings)
+
+    @property
     def worst_severity(self) -> str | None:
         return worst(self.findings)
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "schema": SCHEMA,
+            "headline": self.headline,
             "synthetic": self.synthetic,
             "origin_ns": self.origin_ns,
             "inputs": self.inputs,
@@ -111,19 +120,37 @@ def diagnose(
     fallback_ops: Iterable[str] = (),
     top: int = TOP_STALLS,
     origin_ns: int | None = None,
+    compiles: pa.Table | None = None,
+    compile_warnings: Sequence[str] = (),
 ) -> Diagnosis:
-    """Everything ``neurontrace diagnose`` reports, computed from the Trace tables alone.
+    """Everything ``neurontrace diagnose`` reports, computed from the Trace tables alone (and the compile-log
+    rows in ``compiles``, schema.COMPILES, when given: refused when they are of another run).
 
     A trace holding several ranks is analysed rank by rank (:func:`diagnose_rank`) and the ranks are
     combined once (:func:`combine`), exactly as ``neurontrace.distributed`` does on a cluster, so both
     give the same document.
     """
     check_one_run(trace)  # unrelated runs are refused, never stitched (analysis/runs_check.py)
+    if compiles is not None:
+        check_same_run(trace, compiles)
     if window is not None and origin_ns is None:
         origin_ns = default_origin(trace)
-    options = Options(window, tuple(sorted(set(fallback_ops))), top, origin_ns)
-    parts = [diagnose_rank(t, options) for t in trace.split_ranks()]
+    options = Options(window, tuple(sorted(set(fallback_ops))), top, origin_ns,
+                      compile_warnings=tuple(compile_warnings))
+    ranks = trace.split_ranks()
+    parts = [diagnose_rank(t, replace(options, compiles=_of_rank(compiles, t, len(ranks)))) for t in ranks]
     return combine(parts, options, inputs=inputs)
+
+
+def _of_rank(compiles: pa.Table | None, trace: Trace, n_ranks: int) -> pa.Table | None:
+    """The compile rows of one rank's trace (all of them for a single rank; rank-less rows go with rank 0)."""
+    if compiles is None or n_ranks == 1:
+        return compiles
+    ranks = {r for r in trace.system_events["rank"].to_pylist() if r is not None}
+    rank = min(ranks, default=None)
+    col = compiles["rank"].to_pylist()
+    keep_rows = [(r == rank) or (r is None and rank in (0, None)) for r in col]
+    return compiles.filter(pa.array(keep_rows, pa.bool_()))
 
 
 @dataclass

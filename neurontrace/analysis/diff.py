@@ -22,8 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis import load_warnings, phases
+from neurontrace.analysis import load_warnings, phases, step_stats
+from neurontrace.analysis._diff_memory import memory_deltas
 from neurontrace.analysis._diff_ops import COMPARED_SCHEMA, STATUSES, compare_ops, op_table
+from neurontrace.analysis.step_stats import FIRST_STEP, MEAN_PER_STEP, STEADY_MEDIAN
 from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
 
@@ -33,7 +35,9 @@ __all__ = ["CAUSES", "SCHEMA", "STATUSES", "DeviceDelta", "Diff", "Thresholds", 
 SCHEMA = "neurontrace.diff/1"
 DEFAULT_RELATIVE = 0.10  # an op's total time must change by more than 10% of its baseline ...
 DEFAULT_ABSOLUTE_NS = 10_000  # ... and by more than 10 µs to count as faster or slower
-PHASE_KEYS = ("compile_ns", "load_ns", "execution_ns", "time_to_first_step_ns", "first_step_ns")
+PHASE_KEYS = ("compile_ns", "load_ns", "execution_ns", "time_to_first_step_ns", FIRST_STEP.key)
+# From the compile section (docs/compile.md), under phases with a "compile." name.
+PREPARATION_KEYS = ("recompiles", "graph_breaks", "cache_hits", "cache_misses", "failed")
 
 
 @dataclass(frozen=True)
@@ -121,7 +125,7 @@ class DeviceDelta:
             "matched_by": self.matched_by,
             "window_ns": change(*self.window_ns),
             "steps": {"baseline": self.steps[0], "change": self.steps[1]},
-            "time_per_step_ns": change(round(tps_a), round(tps_b)),
+            MEAN_PER_STEP.key: change(round(tps_a), round(tps_b)),
             "regression_pct": None if reg is None else round(reg, 3),
             "causes_ns": causes,
             "detail_ns": {k: change(a, b) for k, (a, b) in sorted(self.detail_ns.items())},
@@ -154,6 +158,7 @@ class Diff:
     ops: pa.Table | None = None
     notes: list[str] = field(default_factory=list)
     warnings: list[dict[str, Any]] = field(default_factory=list)  # each side's load warnings, with "side"
+    memory: list[dict[str, Any]] = field(default_factory=list)  # per device: peak and growth of both (_diff_memory)
 
     @property
     def synthetic(self) -> bool:
@@ -200,7 +205,7 @@ class Diff:
             "devices": [d.as_dict() for d in self.devices],
             "unmatched_devices": self.unmatched_devices,
             "regression": {
-                "metric": "time_per_step_ns",
+                "metric": MEAN_PER_STEP.key,
                 "worst_device": worst.label if worst else None,
                 "worst_pct": None if worst is None or worst.regression_pct is None else round(worst.regression_pct, 3),
             },
@@ -210,6 +215,7 @@ class Diff:
             "phases": self.phases,
             "steps": self.steps,
             "findings": self.findings,
+            "memory": self.memory,
         }
 
     @classmethod
@@ -219,7 +225,8 @@ class Diff:
         ops = None
         if doc.get("ops") is not None:
             rows = [{"status": o["status"], "kind": o["kind"], "unit": o["unit"], "name": o["name"],
-                     "source": o["source"], "change_source": o["change_source"], "matched_by": o["matched_by"],
+                     "source": o["source"], "shapes": o.get("shapes"), "change_source": o["change_source"],
+                     "matched_by": o["matched_by"],
                      "baseline_count": o["count"]["baseline"], "change_count": o["count"]["change"],
                      "baseline_ns": o["total_ns"]["baseline"], "change_ns": o["total_ns"]["change"],
                      "delta_ns": o["total_ns"]["delta"], "delta_pct": o["total_ns"]["pct"]} for o in doc["ops"]]
@@ -229,13 +236,14 @@ class Diff:
                    devices=[DeviceDelta.from_dict(d) for d in doc["devices"]],
                    unmatched_devices=dict(doc["unmatched_devices"]), fallback=dict(doc["fallback"]),
                    phases=dict(doc["phases"]), steps=dict(doc["steps"]), findings=dict(doc["findings"]), ops=ops,
-                   notes=list(doc.get("notes") or []), warnings=list(doc.get("warnings") or []))
+                   notes=list(doc.get("notes") or []), warnings=list(doc.get("warnings") or []),
+                   memory=list(doc.get("memory") or []))
 
 
 def _op_dict(r: Mapping[str, Any]) -> dict[str, Any]:
     pct = r["delta_pct"]
     return {"status": r["status"], "kind": r["kind"], "unit": r["unit"], "name": r["name"], "source": r["source"],
-            "change_source": r["change_source"], "matched_by": r["matched_by"],
+            "shapes": r["shapes"], "change_source": r["change_source"], "matched_by": r["matched_by"],
             "count": change(r["baseline_count"], r["change_count"]),
             "total_ns": {"baseline": r["baseline_ns"], "change": r["change_ns"], "delta": r["delta_ns"],
                          "pct": None if pct is None or np.isnan(pct) else round(float(pct), 3)}}
@@ -322,12 +330,19 @@ def _compare_diagnoses(baseline: Mapping[str, Any], new: Mapping[str, Any], thre
         if info["synthetic"]:
             notes.append(f"the {side} is SYNTHETIC (a generated profile): its figures are not measurements")
     device_map = {(b["device"], b.get("rank")): (a["device"], a.get("rank")) for a, b, _ in pairs}
+    steps = _step_stats(steps_a, steps_b)
+    worst = max((d for d in devices if d.regression_pct is not None and all(d.steps)),
+                key=lambda d: d.regression_pct or 0.0, default=None)
+    steps["why_they_differ"] = step_stats.why_they_differ(
+        None if worst is None else worst.regression_pct, steps[STEADY_MEDIAN.key]["pct"],
+        steps["durations_ns"]["baseline"], steps["durations_ns"]["change"])
     return Diff(
         baseline=side_a, change=side_b, thresholds=thresholds, devices=devices,
         unmatched_devices=unmatched, fallback=_fallback(baseline, new), phases=_phases(baseline, new),
-        steps=_step_stats(steps_a, steps_b), findings=_findings(baseline, new, device_map), notes=notes,
+        steps=steps, findings=_findings(baseline, new, device_map), notes=notes,
         warnings=[{"side": side, **w} for side, d in (("baseline", baseline), ("change", new))
                   for w in d.get(load_warnings.SECTION.key) or []],
+        memory=memory_deltas(baseline, new, change),
     )
 
 
@@ -446,6 +461,11 @@ def _phases(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, dict[str, A
         return None if s is None or e is None else int(e) - int(s)
 
     out["trace_span_ns"] = change(span(pa_), span(pb))
+    # preparation (the compile section): "the second run was fast because the cache was warm"
+    ca, cb = a.get("compile") or {}, b.get("compile") or {}
+    for key in PREPARATION_KEYS:
+        out[f"compile.{key}"] = change(ca.get(key), cb.get(key))
+    out["compile_steps"] = change(pa_.get("compile_steps"), pb.get("compile_steps"))
     return out
 
 
@@ -457,17 +477,20 @@ def _stats(durations: list[int]) -> dict[str, int | None]:
 
 
 def _step_stats(steps_a: list[dict[str, int]], steps_b: list[dict[str, int]]) -> dict[str, Any]:
-    """Step time distribution: all steps, and the steady state (every step after the first)."""
+    """Step time distribution: all steps, and the steady state (every step after the first that compiles
+    nothing: compile steps are preparation, docs/compile.md)."""
     da = [int(s["dur_ns"]) for s in steps_a]
     db = [int(s["dur_ns"]) for s in steps_b]
     all_a, all_b = _stats(da), _stats(db)
-    st_a, st_b = _stats(da[1:]), _stats(db[1:])
+    st_a = _stats([int(s["dur_ns"]) for s in steps_a[1:] if not s.get("compile_ns")])
+    st_b = _stats([int(s["dur_ns"]) for s in steps_b[1:] if not s.get("compile_ns")])
     return {
         "count": change(len(da), len(db)),
         "median_ns": change(all_a["median_ns"], all_b["median_ns"]),
         "p90_ns": change(all_a["p90_ns"], all_b["p90_ns"]),
-        "steady_median_ns": change(st_a["median_ns"], st_b["median_ns"]),
+        STEADY_MEDIAN.key: change(st_a["median_ns"], st_b["median_ns"]),
         "steady_p90_ns": change(st_a["p90_ns"], st_b["p90_ns"]),
+        FIRST_STEP.key: change(da[0] if da else None, db[0] if db else None),
         "durations_ns": {"baseline": da, "change": db},
     }
 

@@ -7,6 +7,8 @@ the rank and, where known, the launching process.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -123,3 +125,122 @@ def launching_pids(host: pa.Table, flows: pa.Table, dev: pa.Table) -> tuple[np.n
 def _first(col: pa.ChunkedArray) -> int | None:
     vals = col.drop_null()
     return int(vals[0].as_py()) if len(vals) else None
+
+
+# -- which CPU op launched each device event ---------------------------------------------------------------
+
+
+AGREEMENT = 0.5  # External ids are trusted for the rows time cannot link only when they agree this often
+
+
+@dataclass
+class OpLinks:
+    """Per device row: the host row of the CPU op that launched it (-1: none found), and how it was found."""
+
+    op: np.ndarray
+    by: np.ndarray  # LINKED_BY index per row
+    agree: int  # rows whose External id names the op time found ...
+    disagree: int  # ... and rows whose External id names another op (renumbered ids: time wins)
+
+    def counts(self) -> dict[str, int]:
+        """Rows per way of linking, and the External id checks (the ops report's ``links``)."""
+        out = {name: int((self.by == i).sum()) for i, name in enumerate(LINKED_BY)}
+        out["external id agreed"], out["external id disagreed"] = self.agree, self.disagree
+        return out
+
+
+LINKED_BY = ("unlinked", "time", "external id")
+
+
+def launching_ops(host: pa.Table, flows: pa.Table, dev: pa.Table) -> OpLinks:
+    """The CPU op that launched each row of ``dev``.
+
+    A device row is tied to its launch call by correlation within its process (``correlation_calls``), and the
+    call to the innermost CPU op enclosing it on the launching thread by time. ``External id`` is a
+    cross-check: profilers renumber the CPU ops' ids, or give kernels their correlation id as External id,
+    and then it names the wrong op. It links a row only where time cannot (no call recorded, or no op
+    encloses the call), when the op it names began before the launch, and when, on the rows both link, it
+    names the op time found at least ``AGREEMENT`` of the time."""
+    n = dev.num_rows
+    op = np.full(n, -1, dtype=np.int64)
+    by = np.zeros(n, dtype=np.int64)
+    if n == 0 or host.num_rows == 0:
+        return OpLinks(op, by, 0, 0)
+    cat = host["category"]
+    calls = np.flatnonzero(isin(cat, ["runtime", "driver"]))
+    ops = np.flatnonzero(isin(cat, ["framework_op"]))
+    call = correlation_calls(host, flows, dev, calls)
+    has = call >= 0
+    thread = host_threads(host)
+    ts = host["ts_ns"].to_numpy()
+    end = ts + host["dur_ns"].to_numpy()
+    timed = np.full(n, -1, dtype=np.int64)
+    if has.any() and len(ops):
+        c = call[has]
+        timed[has] = innermost_enclosing(thread, ts, end, ops, thread[c], ts[c], end[c])
+    rank_h = _ints(host, "rank")
+    ext_h = _ints(host, "external_id")
+    ext = np.where(has, ext_h[np.maximum(call, 0)], _ints(dev, "external_id"))
+    named = _lookup(np.c_[rank_h[ops], ext_h[ops]], ops,
+                    np.c_[np.where(has, rank_h[np.maximum(call, 0)], _ints(dev, "rank")), ext])
+    both = (timed >= 0) & (named >= 0)
+    agree = int((timed[both] == named[both]).sum())
+    disagree = int(both.sum()) - agree
+    op[timed >= 0], by[timed >= 0] = timed[timed >= 0], 1
+    if agree >= AGREEMENT * (agree + disagree):
+        launch_ts = np.where(has, ts[np.maximum(call, 0)], dev["ts_ns"].to_numpy())
+        extra = (timed < 0) & (named >= 0)
+        extra &= ts[np.maximum(named, 0)] <= launch_ts
+        op[extra], by[extra] = named[extra], 2
+    return OpLinks(op, by, agree, disagree)
+
+
+def host_threads(host: pa.Table) -> np.ndarray:
+    """One code per (rank, pid, tid) of each host row."""
+    return row_codes(_ints(host, "rank"), codes(host["pid"])[0], codes(host["tid"])[0])
+
+
+def innermost_enclosing(thread: np.ndarray, ts: np.ndarray, end: np.ndarray, rows: np.ndarray,
+                        q_thread: np.ndarray, q_ts: np.ndarray, q_end: np.ndarray) -> np.ndarray:
+    """Per query interval, the row among ``rows`` on the query's thread that encloses it most tightly, or -1.
+
+    Host ops nest on a thread: each row's depth is the number of rows open when it starts, and on each
+    depth level the candidate for a query is the last row to start at or before it. The deepest candidate
+    that encloses the query is the innermost (rows that overlap without nesting cannot make it pick a row
+    that does not enclose the query: every pick is checked)."""
+    out = np.full(len(q_ts), -1, dtype=np.int64)
+    for th in np.unique(q_thread).tolist():  # the launching threads: a few
+        mine = rows[thread[rows] == th]
+        q = np.flatnonzero(q_thread == th)
+        if not len(mine):
+            continue
+        mine = mine[np.lexsort((-end[mine], ts[mine]))]
+        s, e = ts[mine], end[mine]
+        depth = np.maximum(np.arange(len(mine)) - np.searchsorted(np.sort(e), s, side="right"), 0)
+        qs, qe = q_ts[q], q_end[q]
+        for level in range(int(depth.max()) + 1):
+            at = np.flatnonzero(depth == level)
+            pos = np.searchsorted(s[at], qs, side="right") - 1
+            cand = at[np.maximum(pos, 0)]
+            inside = (pos >= 0) & (e[cand] >= qe)
+            out[q[inside]] = mine[cand[inside]]
+    return out
+
+
+def _ints(t: pa.Table, col: str) -> np.ndarray:
+    return np.asarray(pc.fill_null(t[col], -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _lookup(src: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Per query key (rank, id), the row among ``rows`` with that key (the first), or -1 (ids below 0: none)."""
+    out = np.full(len(query), -1, dtype=np.int64)
+    valid = src[:, 1] >= 0
+    if not valid.any() or not len(query):
+        return out
+    key = row_codes(np.r_[src[valid, 0], query[:, 0]], np.r_[src[valid, 1], query[:, 1]])
+    sk, qk, r = key[:int(valid.sum())], key[int(valid.sum()):], rows[valid]
+    order = np.argsort(sk, kind="stable")
+    pos = np.minimum(np.searchsorted(sk[order], qk), len(order) - 1)
+    hit = (sk[order][pos] == qk) & (query[:, 1] >= 0)
+    out[hit] = r[order[pos[hit]]]
+    return out

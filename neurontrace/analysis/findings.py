@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from neurontrace import units
-from neurontrace.analysis import cross_rank, graph_replay, names, phases
+from neurontrace.analysis import cross_rank, dominant, graph_replay, names, phases
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import SEVERITIES, Context, Finding, FindingFamily
+from neurontrace.analysis.dominant import Dominant
 from neurontrace.analysis.fallback import FallbackOp
 from neurontrace.analysis.phases import Phases
 
@@ -31,6 +32,7 @@ STARTUP_SHARE = 0.10  # start-up (context creation, module loading) above this s
 INPUT_BOUND = 0.10  # the device idle while the host waits on the input pipeline, above this share
 STEP_OUTLIER = 2.0  # a steady-state step longer than this multiple of the steady median ...
 STEP_OUTLIER_MIN_STEPS = 4  # ... among at least this many steady-state steps
+HOST_WAIT_SHARE = 0.10  # the host sleeping or blocked (time.sleep, Event.wait) while the device idles
 SYNC_SHARE = 0.10  # host synchronizations (.item(), cudaStreamSynchronize) stalling the device
 IDLE_SHARE = 0.30  # unexplained idle time
 COMPILE_DOMINATES = 0.50  # compile + load above half of the profiled time
@@ -103,12 +105,49 @@ def device_findings(a: DeviceAttribution, graphs: bool = False, waiting: str | N
             f"{_pct(sync / win)} of {a.device}'s window is the host waiting in synchronizing calls "
             "(.item(), .cpu(), cudaStreamSynchronize)",
             "Avoid reading device values on the host every step; log metrics every N steps.", a.device))
+    wait = detail.get("host_overhead.wait", 0)
+    if wait / win > HOST_WAIT_SHARE:
+        out.append(Finding(
+            "host_wait", "warning", "The host sleeps or blocks while the device idles",
+            f"{_pct(wait / win)} of {a.device}'s window is the host in sleeps or blocking waits (time.sleep, "
+            "Event.wait, Lock.acquire, select)",
+            "Take the sleep or wait out of the step or move it off the training thread; if the host waits on "
+            "another process (a loader, a server, a peer rank), look at that one. Not launch overhead: "
+            "torch.compile or CUDA graphs will not help.", a.device))
+    unrecorded = detail.get("host_overhead.unrecorded", 0)
+    if unrecorded / win > IDLE_SHARE:
+        out.append(Finding(
+            "host_unrecorded", "info", "The device waits for host work the trace did not record",
+            f"{_pct(unrecorded / win)} of {a.device}'s window are gaps closed by work whose launch began inside "
+            "the gap, on a host with no CPU ops recorded",
+            "Profile the CPU too (activities=[ProfilerActivity.CPU, ...], with_stack=True) to see what the host "
+            "did before each launch.", a.device))
     if f("idle") > IDLE_SHARE:
         out.append(Finding(
             "unexplained_idle", "info", "The device is idle and nothing recorded explains why",
             f"{_pct(f('idle'))} of {a.device}'s window has no device work and no host work recorded",
             "Profile with with_stack=True and the CPU activity to see what the host was doing.", a.device))
+    _name_what_ran(a, out)
     return out
+
+
+# What each finding's evidence names from the dominant section: the device's kernels, or the host's ops/ranges.
+_WHAT_RAN: dict[str, tuple[str, ...]] = {"exposed_collectives": ("kernel",), "exposed_data_movement": ("kernel",),
+                                         "host_wait": ()}  # a sleep is a Python frame, not an op: named already
+
+
+def _name_what_ran(a: DeviceAttribution, found: list[Finding]) -> None:
+    """Append to each finding's evidence what ran most in the window (analysis/dominant.py)."""
+    value: Dominant | None = a.sections.get(dominant.SECTION.key)
+    if value is None:
+        return
+    for f in found:
+        kinds = _WHAT_RAN.get(f.id, ("op", "annotation"))
+        if not kinds:
+            continue
+        what = value.describe(*kinds) or value.describe("op", "annotation")
+        if what:
+            f.evidence += f"; what ran most: {what}"
 
 
 def fallback_findings(ops: Iterable[FallbackOp]) -> list[Finding]:
@@ -144,7 +183,7 @@ def phase_findings(p: Phases) -> list[Finding]:
 
 def step_outliers(p: Phases) -> list[Finding]:
     """Steady-state steps (after the first) longer than STEP_OUTLIER x their median."""
-    steady = p.steps[1:]
+    steady = p.steady_steps  # compile steps are not steady state (the compile section reports them)
     if len(steady) < STEP_OUTLIER_MIN_STEPS:
         return []
     med = p.steady_median_ns or 0
@@ -191,7 +230,12 @@ def collective_groups(cross_rank: Any) -> dict[str, list[int]]:
 def _devices(ctx: Context) -> list[Finding]:
     # Exposed collectives that are mostly waiting for a late rank get advice about that rank, not the transfer.
     waiting = cross_rank.waiting_advice(ctx.sections.get(cross_rank.SECTION.key))
-    return [f for d in ctx.devices for f in device_findings(d, graph_replay.replays(d), waiting)]
+    out = []
+    for d in ctx.devices:
+        for f in device_findings(d, graph_replay.replays(d), waiting):
+            f.rank = d.rank  # which rank's device, in a job (the report names it)
+            out.append(f)
+    return out
 
 
 DEVICE = FindingFamily("device causes", _devices)

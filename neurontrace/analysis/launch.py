@@ -182,7 +182,7 @@ def launch_bound(ctx: Context) -> list[Finding]:
                 f"{100 * v.short_kernel_share:.1f}% of {v.kernels} ops on {d.device} are shorter than their launch "
                 f"call (median call {duration(v.call_ns_median)}) and the queue holds a median {v.queue_depth_median:g} "
                 f"op(s) after each launch",
-                _ADVICE_REPLAYING if graph_replay.replays(d) else _ADVICE, d.device))
+                _ADVICE_REPLAYING if graph_replay.replays(d) else _ADVICE, d.device, d.rank))
     return out
 
 

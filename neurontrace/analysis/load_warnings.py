@@ -3,7 +3,8 @@
 Loading warns where it could go on but something is missing or unusual, e.g. a capture whose device
 profiles were not decoded (the warning names each profile and the ``neuron-explorer`` command to run).
 Those warnings live in each input's parse accounting; this section lists them, with the input they
-came from, in load order, then the events each input skipped (by reason) and the malformed events
+came from, in load order (first, when the host launched device work that was not recorded:
+analysis/device_activity.py), then the events each input skipped (by reason) and the malformed events
 ``diagnose`` found before attribution (analysis/malformed.py, one line per kind).
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from neurontrace.analysis import malformed
 from neurontrace.analysis.contract import Context, Section
+from neurontrace.analysis.device_activity import unrecorded
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ def _compute(ctx: Context) -> LoadWarnings:
     # Events the parser read but could not keep, by reason (parse accounting: read == kept + skipped).
     out += [LoadWarning(a.source, a.format, f"{a.source}: {n} event(s) skipped: {reason}")
             for a in ctx.trace.accounting for reason, n in sorted(a.skipped.items()) if n]
+    missing = unrecorded(ctx.trace)  # device work launched but not recorded (analysis/device_activity.py)
+    if missing is not None:
+        out.insert(0, LoadWarning("diagnose", "device_activity", missing.message()))
     checks = ctx.sections.get(malformed.SECTION.key)  # malformed events, found before attribution
     if checks is not None:
         out += [LoadWarning("diagnose", malformed.SECTION.key, m) for m in checks.warnings()]

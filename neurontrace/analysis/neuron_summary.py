@@ -181,14 +181,23 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def _raw(value: Any) -> str:
+    """A summary key's value in a sentence: 4 significant digits (the exact value stays in --json)."""
+    try:
+        return f"{float(value):.4g}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
 def _low_model_flops(c: CoreSummary) -> dict[str, Any] | None:
     share = c.derived["flops"]["model_share_of_active"]
     if share is None or share >= MODEL_VS_ACTIVE_FLOPS:
         return None
     return _finding("low_model_flops", "warning", "The tensor engine is active but does little model work",
                     f"model FLOPs are {_pct(share)} of active FLOPs (mfu_estimated_percent "
-                    f"{c.metrics['mfu_estimated_percent']} / tensor_engine_active_time_percent "
-                    f"{c.metrics['tensor_engine_active_time_percent']}; Neuron flags below 50%)",
+                    f"{_raw(c.metrics['mfu_estimated_percent'])} / tensor_engine_active_time_percent "
+                    f"{_raw(c.metrics['tensor_engine_active_time_percent'])}, fractions as Neuron writes them; "
+                    "Neuron flags below 50%)",
                     "Make instructions use the whole tensor engine (larger tiles) and pipeline them.", c)
 
 
@@ -197,8 +206,8 @@ def _transpose(c: CoreSummary) -> dict[str, Any] | None:
     if share is None or share <= TRANSPOSE_SHARE:
         return None
     return _finding("transpose_flops", "warning", "Transposes take a large share of tensor-engine FLOPs",
-                    f"transpose_flops {c.metrics['transpose_flops']} are {_pct(share)} of hardware_flops "
-                    f"{c.metrics['hardware_flops']} (Neuron flags above 10%)",
+                    f"transpose_flops {_raw(c.metrics['transpose_flops'])} are {_pct(share)} of hardware_flops "
+                    f"{_raw(c.metrics['hardware_flops'])} (Neuron flags above 10%)",
                     "Improve the memory layout to avoid transposes (keep the contraction dim on partitions).", c)
 
 
@@ -207,8 +216,8 @@ def _spill(c: CoreSummary) -> dict[str, Any] | None:
     if share is None or share <= SPILL_RELOAD_SHARE:
         return None
     return _finding("spill_reload", "warning", "Spill reloads are a large share of HBM reads",
-                    f"spill_reload_bytes {c.metrics['spill_reload_bytes']} are {_pct(share)} of hbm_read_bytes "
-                    f"{c.metrics['hbm_read_bytes']} (Neuron flags above 25%)",
+                    f"spill_reload_bytes {units.size(float(c.metrics['spill_reload_bytes']))} are {_pct(share)} of "
+                    f"hbm_read_bytes {units.size(float(c.metrics['hbm_read_bytes']))} (Neuron flags above 25%)",
                     "Check data dependencies that keep tensors live; smaller tiles or recompute avoid SBUF spills.",
                     c)
 
@@ -250,8 +259,8 @@ def _low_mfu(c: CoreSummary) -> dict[str, Any] | None:
     if mfu is None or mfu >= LOW_MFU:
         return None
     return _finding("low_mfu", "info", "Model FLOPs utilization is low",
-                    f"mfu_estimated_percent {c.metrics['mfu_estimated_percent']} ({_pct(mfu)}; neurontrace "
-                    "flags below 10%)",
+                    f"MFU {_pct(mfu)} (mfu_estimated_percent {_raw(c.metrics['mfu_estimated_percent'])}, a "
+                    "fraction as Neuron writes it; neurontrace flags below 10%)",
                     "See the engine shares and DMA figures above for where the active time went.", c)
 
 
@@ -323,7 +332,7 @@ def _findings(ctx: Context) -> list[Finding]:
                                f"({units.share(w.throttled_ns / max(1, d.window_ns))}) of {d.device}'s window "
                                "(Throttle rows)",
                                "Investigate the cause (power or thermal limits of the instance); compare with an "
-                               "unthrottled run.", d.device))
+                               "unthrottled run.", d.device, d.rank))
     return out
 
 

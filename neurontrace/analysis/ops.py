@@ -24,7 +24,6 @@ bandwidth ``W``, an op of intensity ``I = FLOPs / bytes`` can reach at most ``mi
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,10 +35,13 @@ import pyarrow.compute as pc
 from neurontrace.analysis import names
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
-from neurontrace.analysis.driving import correlation_calls, device_groups, launching_pids
-from neurontrace.analysis.opcost import FORMULAS, op_cost
+from neurontrace.analysis.driving import LINKED_BY, device_groups, host_threads, launching_pids
+from neurontrace.analysis.kernel_owner import Owners, kernel_owners, outermost
+from neurontrace.analysis.neuron_flops import neuron_counters
+from neurontrace.analysis.op_costs import CLASS_NAMES, DTYPE_NAMES, Costs, evaluate
+from neurontrace.analysis.opcost import FORMULAS
 from neurontrace.analysis.peaks import DevicePeak, device_peak
-from neurontrace.columns import codes, flat, isin, keep, of_rank, row_codes, select, take
+from neurontrace.columns import codes, isin, keep, of_rank, row_codes, select, take
 from neurontrace.trace import Trace
 
 CPU_DEVICE = "cpu"
@@ -95,8 +97,15 @@ class OpRow:
 
     @property
     def pct_of_peak(self) -> float | None:
+        """Achieved over attainable, in percent; None when unknown, or impossible (above 100: ``over_peak``)."""
         eff = self._roof()[0]
-        return 100 * eff if eff is not None else None
+        return 100 * eff if eff is not None and eff <= 1.0 else None
+
+    @property
+    def over_peak(self) -> float | None:
+        """The percent of peak when it came out above 100 (a wrong FLOP count, kernel link or dtype), else None."""
+        eff = self._roof()[0]
+        return 100 * eff if eff is not None and eff > 1.0 else None
 
     @property
     def bound(self) -> str | None:
@@ -109,7 +118,14 @@ class OpRow:
                 "kernels": self.kernels, "ops": self.ops, "device_ns": self.device_ns, "flops": self.flops,
                 "bytes": self.bytes, "dtype": self.dtype, "tflops_per_s": r(self.tflops_per_s),
                 "tb_per_s": r(self.tb_per_s), "intensity": r(self.intensity, 3), "pct_of_peak": r(self.pct_of_peak, 2),
-                "bound": self.bound}
+                "over_peak": r(self.over_peak, 2), "bound": self.bound}
+
+
+def share_class(r: OpRow) -> str:
+    """The class a row's time is shared under: its kernels' class (names.KERNEL_CLASSES, the attribution's
+    ``compute.<class>``), not its op's formula class (a batch norm op whose kernels cuDNN runs is no "unknown");
+    CPU ops, which run no kernels, by their formula's class."""
+    return r.op_class if r.kernel_class == "cpu_op" else r.kernel_class
 
 
 @dataclass
@@ -117,14 +133,28 @@ class OpsReport:
     rows: list[OpRow]
     devices: dict[str, DevicePeak] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)  # ops with a formula whose shapes did not fit, ...
+    links: dict[str, int] = field(default_factory=dict)  # kernels per way their launching op was found
+
+    def impossible(self) -> list[OpRow]:
+        """Rows whose efficiency came out above 100% of the device's peak: a bug, never a result (not shown)."""
+        return [r for r in self.rows if r.over_peak is not None]
+
+    def warnings(self) -> list[str]:
+        """One entry per impossible row, naming the op: what ``ops`` and ``diagnose`` report instead of its figure."""
+        def bound(r: OpRow) -> str:
+            name = r.peak.peak.device if r.peak and r.peak.peak else "?"
+            return f"{name}'s {r.dtype} compute bound" if r.bound == "compute" else f"{name}'s memory bound"
+        return [f"{r.op} ({r.kernel_class} kernels on {r.device}{'' if r.rank is None else f', rank {r.rank}'}) at "
+                f"{r.over_peak:,.0f}% of {bound(r)}" for r in self.impossible()]
 
     def classes(self, device: str) -> list[dict[str, Any]]:
-        """Per op class on one device: kernel time, its share, and the efficiency of the class."""
+        """Per class on one device: kernel time, its share, and the efficiency of the class. The class is
+        the one classification (:func:`share_class`), so these shares name what diagnose's compute.<class> do."""
         rows = [r for r in self.rows if r.device == device]
         total = sum(r.device_ns for r in rows) or 1
         by: dict[str, list[OpRow]] = defaultdict(list)
         for r in rows:
-            by[r.op_class].append(r)
+            by[share_class(r)].append(r)
         out = []
         for cls, rs in by.items():
             ns = sum(r.device_ns for r in rs)
@@ -139,7 +169,8 @@ class OpsReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {"schema": "neurontrace.ops/1", "devices": {d: p.as_dict() for d, p in self.devices.items()},
-                "rows": [r.as_dict() for r in self.rows], "skipped": self.skipped,
+                "rows": [r.as_dict() for r in self.rows], "skipped": self.skipped, "links": self.links,
+                "warnings": self.warnings(),
                 "classes": {d: self.classes(d) for d in self.devices}}
 
 
@@ -183,29 +214,30 @@ class OpsIndex:
         if rank is not None:
             dev, host = of_rank(dev, rank), of_rank(host, rank)
         self.trace, self.host, self.dev = trace, host, dev
-        self.thread = _thread_codes(host)
-        self.top_of = _outermost(host, self.thread)
+        self.thread = host_threads(host)
+        self.top_of = outermost(host, self.thread)
+        self.formula = isin(host["name"], FORMULAS)
         self.cpu = trace.device_events.num_rows == 0 or device == CPU_DEVICE
-        self.costs = _Costs.empty(host.num_rows + 1)  # one spare row: index 0 stays valid without host rows
+        self.costs = Costs.empty(host.num_rows + 1)  # one spare row: index 0 stays valid without host rows
         self._done = np.zeros(host.num_rows + 1, dtype=bool)
-        self._linked: tuple[np.ndarray, ...] | None = None  # owner, launcher: known process / not; flowed; group
+        self._linked: tuple[Owners, Owners, np.ndarray, np.ndarray] | None = None  # known process / not; flowed; group
         if many_windows and not self.cpu and dev.num_rows:
             self._linked = self._link_once()
 
-    def _link_once(self) -> tuple[np.ndarray, ...] | None:
+    def _link_once(self) -> tuple[Owners, Owners, np.ndarray, np.ndarray] | None:
         host, dev, flows = self.host, self.dev, self.trace.flows
         flowed = _own_flows(host, flows, dev)
         group = device_groups(dev)
         pid = launching_pids(host, flows, dev)[1]
         if len(np.unique(row_codes(group[flowed], pid[flowed]))) > len(np.unique(group[flowed])):
             return None  # a device launched from several processes: link window by window
-        owner, launcher = _kernel_owner(host, flows, dev, self.top_of, self.thread)
-        bare_owner, bare_launcher = owner.copy(), launcher.copy()
+        linked = kernel_owners(host, flows, dev, self.top_of, self.thread)
+        bare = Owners(linked.owner.copy(), linked.launcher.copy(), linked.by.copy())
         if not flowed.all():
             alone = np.flatnonzero(~flowed)
-            bare_owner[alone], bare_launcher[alone] = _kernel_owner(host, flows, take(dev, alone),
-                                                                    self.top_of, self.thread)
-        return owner, launcher, bare_owner, bare_launcher, flowed, group
+            got = kernel_owners(host, flows, take(dev, alone), self.top_of, self.thread)
+            bare.owner[alone], bare.launcher[alone], bare.by[alone] = got.owner, got.launcher, got.by
+        return linked, bare, flowed, group
 
     def view(self, window: tuple[int, int] | None = None) -> OpsView:
         host = self.host
@@ -214,7 +246,8 @@ class OpsIndex:
             if window is not None:
                 ts = host["ts_ns"].to_numpy()[tops]
                 tops = tops[(ts >= window[0]) & (ts < window[1])]
-            report, row = _cpu_table(host, tops, self.costs, self._cost(tops))
+            skipped = self._cost(tops)
+            report, row = _cpu_table(host, tops, self._math_ops(tops), self.costs, skipped)
             return OpsView(report, host["event_id"].to_numpy()[tops], row)
         dev = self.dev
         inside = np.ones(dev.num_rows, dtype=bool)
@@ -223,21 +256,50 @@ class OpsIndex:
             inside = (ts >= window[0]) & (ts < window[1])
             dev = keep(dev, inside)
         if self._linked is not None:
-            owner, launcher, bare_owner, bare_launcher, flowed, group = (a[inside] for a in self._linked)
+            linked, bare, flowed, group = self._linked
+            flowed, group = flowed[inside], group[inside]
             # Where the window holds no kernel with a flow on a device, its other kernels' process is unknown.
             known = np.isin(group, group[flowed])
-            owner, launcher = np.where(known, owner, bare_owner), np.where(known, launcher, bare_launcher)
+            owners = Owners(*(np.where(known, a[inside], b[inside]) for a, b in
+                              ((linked.owner, bare.owner), (linked.launcher, bare.launcher), (linked.by, bare.by))))
         else:
-            owner, launcher = _kernel_owner(host, self.trace.flows, dev, self.top_of, self.thread)
-        skipped = self._cost(np.unique(owner[owner >= 0]))
-        report, row = _kernel_table(self.trace, host, dev, owner, launcher, self.costs, skipped)
+            owners = kernel_owners(host, self.trace.flows, dev, self.top_of, self.thread)
+        skipped = self._cost(np.unique(owners.owner[owners.owner >= 0]))
+        spelled = _spelled_dtypes(dev)
+        launcher = owners.launcher
+        # The launching op's dtype is its kernels' precision where their names do not say it.
+        asked = (spelled < 0) & (launcher >= 0) & (launcher != owners.owner)
+        self._cost(np.unique(launcher[asked][self.formula[launcher[asked]]]))
+        report, row = _kernel_table(self.trace, host, dev, owners, spelled, self.costs, skipped)
         return OpsView(report, dev["event_id"].to_numpy(), row)
+
+    def _math_ops(self, tops: np.ndarray) -> np.ndarray:
+        """Per outermost op of a CPU trace, the op that does its math: itself, or the op of the same name inside
+        it with other input types (autocast: ``aten::linear(float)`` casts its inputs, then runs
+        ``aten::linear(c10::BFloat16)``; the casts are not the math, and the inner op's dtype is the precision)."""
+        math: np.ndarray = tops.copy()
+        inner = np.flatnonzero((self.top_of >= 0) & (self.top_of != np.arange(len(self.top_of))))
+        if not len(inner) or not len(tops):
+            return math
+        name = _codes(self.host["name"])[0]
+        inner = inner[name[inner] == name[self.top_of[inner]]]
+        top = self.top_of[inner]
+        both = np.unique(np.r_[inner, top])
+        found = pc.struct_field(pc.extract_regex(pc.fill_null(take(self.host["args"], both), ""), _TYPES), "v")
+        types = np.asarray(pc.fill_null(found, "").to_numpy(zero_copy_only=False), dtype=object)
+        t_inner, t_top = types[np.searchsorted(both, inner)], types[np.searchsorted(both, top)]
+        other = (t_inner != t_top) & (t_inner != "") & (t_top != "")
+        where = np.full(len(self.top_of), -1, dtype=np.int64)
+        where[top[other][::-1]] = inner[other][::-1]  # the first such op of each outermost op
+        self._cost(np.unique(inner[other]))  # its dtype is the row's
+        found = where[tops]
+        return np.asarray(np.where(found >= 0, found, tops))
 
     def _cost(self, rows: np.ndarray) -> dict[str, int]:
         """Evaluate the ops at ``rows`` not evaluated yet; the skipped counts of ``rows``."""
         new = rows[~self._done[rows]]
         if len(new):
-            _evaluate(self.host, new, self.costs)
+            evaluate(self.host, new, self.costs)
             self._done[new] = True
         skipped = {"no shapes": int(self.costs.no_shapes[rows].sum()),
                    "shapes do not fit the formula": int(self.costs.misfit[rows].sum())}
@@ -254,160 +316,7 @@ def _own_flows(host: pa.Table, flows: pa.Table, dev: pa.Table) -> np.ndarray:
     return np.isin(dev["event_id"].to_numpy(), dst[np.isin(src, host["event_id"].to_numpy())])
 
 
-# -- which op owns each kernel ------------------------------------------------------------------
-
-
-def _outermost(host: pa.Table, thread: np.ndarray) -> np.ndarray:
-    """Per host row: the row of the outermost op with a formula around it on its thread when the row is
-    itself an op with a formula (itself when nothing encloses it), else -1. aten::mm in aten::linear -> linear."""
-    out = np.full(host.num_rows, -1, dtype=np.int64)
-    rows = np.flatnonzero(isin(host["category"], ["framework_op"]) & isin(host["name"], FORMULAS))
-    if not len(rows):
-        return out
-    ts = host["ts_ns"].to_numpy()
-    end = ts + host["dur_ns"].to_numpy()
-    for th in np.unique(thread[rows]).tolist():  # a few threads; within one, a sweep in start order
-        mine = rows[thread[rows] == th]
-        mine = mine[np.lexsort((-end[mine], ts[mine]))]
-        reach = np.maximum.accumulate(end[mine])
-        # Not inside an earlier op: it ends past everything before it started.
-        top = np.r_[True, end[mine][1:] > reach[:-1]]
-        out[mine] = mine[top][np.cumsum(top) - 1]
-    return out
-
-
-@dataclass
-class _Costs:
-    """FLOPs, bytes, dtype and class per host row (NaN / -1 where unknown), and why an op with a formula
-    got no cost (no shapes recorded, or shapes that do not fit it)."""
-
-    flops: np.ndarray
-    bytes: np.ndarray
-    dtype: np.ndarray  # index into DTYPE_NAMES
-    cls: np.ndarray  # index into CLASS_NAMES
-    no_shapes: np.ndarray
-    misfit: np.ndarray
-
-    @classmethod
-    def empty(cls, n: int) -> _Costs:
-        return cls(np.full(n, np.nan), np.full(n, np.nan), np.full(n, -1, dtype=np.int64),
-                   np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool))
-
-
-DTYPE_NAMES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
-CLASS_NAMES = ("gemm", "conv", "attention", "elementwise", "reduce", "norm")
-COST_CHUNK = 1 << 16  # host rows whose cost keys are built at once
-# Ids that differ between repeats of one op; the rest of its args (shapes, types, values) decide its cost.
-_ID_FIELDS = r'("(?:External id|Ev Idx|Record function id|Sequence number|Fwd thread id)":\s*)-?\d+'
-
-
-def _evaluate(host: pa.Table, rows: np.ndarray, out: _Costs) -> None:
-    """Write the cost of the ops at ``rows`` into ``out``; each distinct (name, args without ids) is evaluated once."""
-    if not len(rows):
-        return
-    seen: dict[str, tuple[float, float, float, float]] = {}
-    for lo in range(0, len(rows), COST_CHUNK):  # by chunks: the keys are copies of args, most of a rank's bytes
-        part = rows[lo:lo + COST_CHUNK]
-        sub = take(host.select(["name", "args"]), part)
-        key = pc.binary_join_element_wise(
-            sub["name"].cast(pa.string()),
-            pc.replace_substring_regex(pc.fill_null(sub["args"], ""), _ID_FIELDS, r"\1 0"), "\x00")
-        enc = flat(key).dictionary_encode()
-        per_key = np.array([seen[k] if k in seen else seen.setdefault(k, _key_cost(k))
-                            for k in enc.dictionary.to_pylist()], dtype=np.float64).reshape(-1, 4)
-        got = per_key[enc.indices.to_numpy(zero_copy_only=False)]
-        out.flops[part], out.bytes[part] = got[:, 0], got[:, 1]
-        out.dtype[part] = np.nan_to_num(got[:, 2], nan=-1).astype(np.int64)
-        out.cls[part] = np.nan_to_num(got[:, 3], nan=-1).astype(np.int64)
-        failed = np.isnan(got[:, 0])
-        if failed.any():
-            has_dims = pc.fill_null(pc.match_substring(sub["args"], "Input Dims"), False).to_numpy(zero_copy_only=False)
-            out.no_shapes[part] = failed & ~has_dims
-            out.misfit[part] = failed & has_dims
-
-
-def _key_cost(key: str) -> tuple[float, float, float, float]:
-    """(FLOPs, bytes, dtype index, class index) of one "name\\x00args without ids" key; NaNs when unknown."""
-    name, _, text = key.partition("\x00")
-    try:
-        args = json.loads(text) if text else {}
-    except ValueError:
-        args = {}
-    c = op_cost(name, args) if isinstance(args, dict) else None
-    if c is None:
-        return (np.nan, np.nan, np.nan, np.nan)
-    return (c.flops, c.bytes, DTYPE_NAMES.index(c.dtype) if c.dtype in DTYPE_NAMES else -1,
-            CLASS_NAMES.index(c.op_class))
-
-
-def _thread_codes(host: pa.Table) -> np.ndarray:
-    """One integer per (rank, pid, tid) of each host row, from the dictionary codes (no strings built)."""
-    rank = pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
-    pid, pids = _codes(host["pid"])
-    tid, tids = _codes(host["tid"])
-    return np.asarray((rank * (len(pids) + 1) + pid + 1) * (len(tids) + 1) + tid + 1)
-
-
-def _kernel_owner(host: pa.Table, flows: pa.Table, dev: pa.Table, top_of: np.ndarray, thread: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """(owner host row or -1, launching op host row or -1) per kernel."""
-    n = dev.num_rows
-    owner = np.full(n, -1, dtype=np.int64)
-    launcher = np.full(n, -1, dtype=np.int64)
-    if n == 0 or host.num_rows == 0:
-        return owner, launcher
-    cat = host["category"]
-    calls = np.flatnonzero(isin(cat, ["runtime", "driver"]))
-    opsr = np.flatnonzero(isin(cat, ["framework_op"]))
-    rank_h = pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    ext_h = pc.fill_null(host["external_id"], -1).to_numpy(zero_copy_only=False)
-    rank_d = pc.fill_null(dev["rank"], -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    call = correlation_calls(host, flows, dev, calls)
-    has = call >= 0
-    # The call's External id names the op it ran in; the kernel's own External id when the call is absent.
-    ext = np.where(has, ext_h[np.maximum(call, 0)], pc.fill_null(dev["external_id"], -1).to_numpy(
-        zero_copy_only=False))
-    rank_k = np.where(has, rank_h[np.maximum(call, 0)], rank_d)
-    launch = _lookup(rank_h[opsr], ext_h[opsr], opsr, rank_k, ext)
-    launcher[:] = launch
-    # The owner: the outermost formula op around the launching op on its thread.
-    tops = np.flatnonzero(top_of == np.arange(len(top_of)))
-    if not len(tops):
-        return owner, launcher
-    ts = host["ts_ns"].to_numpy()
-    end = ts + host["dur_ns"].to_numpy()
-    ok = np.flatnonzero(launch >= 0)
-    lr = launch[ok]
-    for th in np.unique(thread[lr]).tolist():  # a few threads: tops are disjoint within each
-        mine = tops[thread[tops] == th]
-        if not len(mine):
-            continue
-        mine = mine[np.argsort(ts[mine], kind="stable")]
-        q = thread[lr] == th
-        ops_q = lr[q]
-        pos = np.searchsorted(ts[mine], ts[ops_q], side="right") - 1
-        cand = mine[np.maximum(pos, 0)]
-        inside = (pos >= 0) & (end[cand] >= end[ops_q])
-        owner[ok[q]] = np.where(inside, cand, -1)
-    return owner, launcher
-
-
-def _lookup(rank_src: np.ndarray, key_src: np.ndarray, rows: np.ndarray, rank_q: np.ndarray,
-            key_q: np.ndarray) -> np.ndarray:
-    """For each query (rank, key), the row with that (rank, key) among the sources, or -1."""
-    out = np.full(len(key_q), -1, dtype=np.int64)
-    valid = key_src >= 0
-    if not valid.any():
-        return out
-    src = rank_src[valid] * (1 << 40) + key_src[valid]
-    r = rows[valid]
-    order = np.argsort(src, kind="stable")
-    src, r = src[order], r[order]
-    q = rank_q * (1 << 40) + key_q
-    pos = np.minimum(np.searchsorted(src, q), len(src) - 1)
-    hit = (src[pos] == q) & (key_q >= 0)
-    out[hit] = r[pos[hit]]
-    return out
+_TYPES = r'"Input type":\s*(?P<v>\[[^\]]*\])'
 
 
 # -- tables -------------------------------------------------------------------------------------
@@ -433,11 +342,12 @@ def _mode(group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray:
     return out
 
 
-def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray, launcher: np.ndarray,
-                  costs: _Costs, skipped: dict[str, int]) -> tuple[OpsReport, np.ndarray]:
+def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owners: Owners, spelled: np.ndarray,
+                  costs: Costs, skipped: dict[str, int]) -> tuple[OpsReport, np.ndarray]:
     """The table, and each kernel's row in it."""
     if dev.num_rows == 0:
         return OpsReport([], {}, skipped), np.zeros(0, dtype=np.int64)
+    owner, launcher = owners.owner, owners.launcher
     dur = dev["dur_ns"].to_numpy().astype(np.float64)
     # Each owner's FLOPs and bytes are split over its kernels by duration (equally when all last 0 ns).
     o = np.maximum(owner, 0)
@@ -447,7 +357,7 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray
     known = (owner >= 0) & ~np.isnan(costs.flops[o])
     flops = np.where(known, costs.flops[o] * share, 0.0)
     nbytes = np.where(known, costs.bytes[o] * share, 0.0)
-    dtype_code = np.where(known, costs.dtype[o], -1)
+    dtype_code = np.where(known, _kernel_dtypes(spelled, launcher, owner, costs), -1)
     cls_code = np.where(known, costs.cls[o], -1)
     label = np.where(owner >= 0, owner, launcher)
     host_name, host_names = _codes(host["name"])
@@ -457,7 +367,7 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray
     dev_code, dev_names = _codes(dev["device"])
     kclass, classes = _kernel_classes(dev)
     # NeuronCore instructions count their own FLOPs: they are their own op (their HLO op's name).
-    nc = _neuron_counters(dev)
+    nc = neuron_counters(dev)
     if nc is not None:
         own, nc_flops, nc_bytes, nc_bf16, hlo, hlo_names = nc
         own &= ~known
@@ -501,8 +411,27 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owner: np.ndarray
                           round(sums["flops"][i]) if has else None, round(sums["bytes"][i]) if has else None,
                           DTYPE_NAMES[dtype[i]] if dtype[i] >= 0 else None, peaks[device],
                           None if rank_values[group_rank[i]] < 0 else int(rank_values[group_rank[i]])))
-    return _sorted(rows, g, lambda r: (r.device, r.rank is not None, r.rank or 0, -r.device_ns, r.op,
-                                       r.kernel_class), peaks, skipped)
+    report, place = _sorted(rows, g, lambda r: (r.device, r.rank is not None, r.rank or 0, -r.device_ns, r.op,
+                                                r.kernel_class), peaks, skipped)
+    report.links = {name: int((owners.by == i).sum()) for i, name in enumerate(LINKED_BY)}
+    return report, place
+
+
+def _spelled_dtypes(dev: pa.Table) -> np.ndarray:
+    """Per kernel, the DTYPE_NAMES index of the precision its name spells (names.KERNEL_PRECISIONS), or -1."""
+    kname, knames = _codes(dev["name"])
+    per_name = np.array([DTYPE_NAMES.index(p) if (p := names.kernel_precision(k)) in DTYPE_NAMES else -1
+                         for k in knames] + [-1], dtype=np.int64)  # once per distinct name (-1: a null name)
+    return np.asarray(per_name[kname])
+
+
+def _kernel_dtypes(spelled: np.ndarray, launcher: np.ndarray, owner: np.ndarray, costs: Costs) -> np.ndarray:
+    """Per kernel, the DTYPE_NAMES index of the precision it computes in: as its name spells it (``spelled``),
+    else the launching op's (the inner ``aten::addmm(c10::Half)`` of an autocast ``aten::linear(float)``), else
+    the owner's; -1 when none is known."""
+    inner = np.where(launcher >= 0, costs.dtype[np.maximum(launcher, 0)], -1)
+    outer = np.where(owner >= 0, costs.dtype[np.maximum(owner, 0)], -1)
+    return np.where(spelled >= 0, spelled, np.where(inner >= 0, inner, outer))
 
 
 def _sorted(rows: list[OpRow], group: np.ndarray, key: Any, peaks: dict[str, DevicePeak],
@@ -531,46 +460,13 @@ def _kernel_classes(dev: pa.Table) -> tuple[np.ndarray, list[str]]:
     return per_combo[inverse.reshape(-1)], classes
 
 
-def _arg_number(args: pa.ChunkedArray | pa.Array, key: str) -> np.ndarray:
-    """A numeric field of the args JSON per row (NaN where absent), without decoding the JSON."""
-    found = pc.extract_regex(pc.fill_null(args, ""), rf'"{key}":\s*(?P<v>-?\d+(?:\.\d+)?)')
-    return np.asarray(pc.cast(pc.struct_field(found, "v"), pa.float64()).to_numpy(zero_copy_only=False),
-                      dtype=np.float64)
-
-
-def _neuron_counters(dev: pa.Table) -> tuple[np.ndarray, ...] | None:
-    """For NeuronCore instructions: (has a FLOP counter, FLOPs, HBM bytes, FLOPs are BF16-equivalent, HLO op
-    code, HLO op names). Neuron Explorer records per instruction ``raw_flops`` (a MAC is 2) and
-    ``adjusted_flops`` (BF16-equivalent: to compare with the BF16 peak), and ``hbm_read_bytes`` /
-    ``hbm_write_bytes`` (formats/neuron.md, the instruction table). None without Neuron devices."""
-    dev_code, dev_names = _codes(dev["device"])
-    neuron = np.array([d.startswith("neuron") for d in dev_names], dtype=bool)
-    rows = np.flatnonzero(neuron[np.maximum(dev_code, 0)] & (dev_code >= 0)) if len(dev_names) else np.zeros(0, int)
-    if not len(rows):
-        return None
-    n = dev.num_rows
-    args = take(dev["args"], rows)
-    adjusted, raw = _arg_number(args, "adjusted_flops"), _arg_number(args, "raw_flops")
-    read, write = _arg_number(args, "hbm_read_bytes"), _arg_number(args, "hbm_write_bytes")
-    full = [np.full(n, np.nan) for _ in range(3)]
-    full[0][rows] = np.where(np.isnan(adjusted), raw, adjusted)
-    full[1][rows] = np.nan_to_num(read) + np.nan_to_num(write)
-    bf16 = np.zeros(n, dtype=bool)
-    bf16[rows] = ~np.isnan(adjusted)
-    hlo = pc.extract_regex(pc.fill_null(args, ""), r'"hlo_name":\s*"(?P<v>[^"]*)"')
-    hlo_code, hlo_names = _codes(pc.struct_field(hlo, "v"))
-    codes = np.full(n, -1, dtype=np.int64)
-    codes[rows] = hlo_code
-    has = ~np.isnan(full[0])
-    return has, full[0], full[1], bf16, codes, np.asarray(hlo_names, dtype=object)
-
-
-def _cpu_table(host: pa.Table, tops: np.ndarray, costs: _Costs, skipped: dict[str, int]
+def _cpu_table(host: pa.Table, tops: np.ndarray, math: np.ndarray, costs: Costs, skipped: dict[str, int]
                ) -> tuple[OpsReport, np.ndarray]:
-    """No device kernels: each outermost formula op is measured by its own duration on the host."""
+    """No device kernels: each outermost formula op is measured by the host duration of the op doing its math
+    (``math``: itself, or autocast's inner op), at that op's precision."""
     if not len(tops):
         return OpsReport([], {}, skipped), np.zeros(0, dtype=np.int64)
-    dur = host["dur_ns"].to_numpy()[tops].astype(np.float64)
+    dur = host["dur_ns"].to_numpy()[math].astype(np.float64)
     name_code, host_names = _codes(host["name"])
     rank_values, rank_code = np.unique(pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False)[tops],
                                        return_inverse=True)
@@ -583,7 +479,7 @@ def _cpu_table(host: pa.Table, tops: np.ndarray, costs: _Costs, skipped: dict[st
             (("ns", dur), ("flops", np.where(known, costs.flops[tops], 0.0)),
              ("bytes", np.where(known, costs.bytes[tops], 0.0)), ("known", known.astype(np.float64)))}
     count = np.bincount(g, minlength=ng)
-    dtype = _mode(g, np.where(known, costs.dtype[tops], -1), ng)
+    dtype = _mode(g, np.where(known, costs.dtype[math], -1), ng)
     cls = _mode(g, np.where(known, costs.cls[tops], -1), ng)
     peak = DevicePeak(CPU_DEVICE, None, None)
     rows = [OpRow(CPU_DEVICE, host_names[int(g_names[i])], CLASS_NAMES[cls[i]] if cls[i] >= 0 else "unknown",
@@ -608,15 +504,17 @@ class OpEfficiency:
     classes: list[dict[str, Any]]  # OpsReport.classes(device)
     top: list[dict[str, Any]]  # the first TOP_ROWS rows of the op table (OpRow.as_dict())
     skipped: dict[str, int] = field(default_factory=dict)
+    links: dict[str, int] = field(default_factory=dict)  # kernels by how they were tied to their op (LINKED_BY)
+    warnings: list[str] = field(default_factory=list)  # ops whose figure came out above 100% of the peak
 
     def as_dict(self) -> dict[str, Any]:
         return {"device_name": self.device_name, "peak": self.peak, "classes": self.classes, "top": self.top,
-                "skipped": self.skipped}
+                "skipped": self.skipped, "links": self.links, "warnings": self.warnings}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OpEfficiency:
         return cls(d.get("device_name"), d.get("peak"), list(d.get("classes") or []), list(d.get("top") or []),
-                   dict(d.get("skipped") or {}))
+                   dict(d.get("skipped") or {}), dict(d.get("links") or {}), list(d.get("warnings") or []))
 
 
 def _section(ctx: Context, d: DeviceAttribution) -> OpEfficiency | None:
@@ -625,7 +523,8 @@ def _section(ctx: Context, d: DeviceAttribution) -> OpEfficiency | None:
         return None
     peak = rep.devices.get(d.device)
     return OpEfficiency(peak.name if peak else None, peak.peak.as_dict() if peak and peak.peak else None,
-                        rep.classes(d.device), [r.as_dict() for r in rep.rows[:TOP_ROWS]], rep.skipped)
+                        rep.classes(d.device), [r.as_dict() for r in rep.rows[:TOP_ROWS]], rep.skipped, rep.links,
+                        rep.warnings())
 
 
 def _text(v: OpEfficiency) -> list[str]:
@@ -637,6 +536,12 @@ def _text(v: OpEfficiency) -> list[str]:
              + (f" at {c['pct_of_peak']:.1f}% of peak" if c["pct_of_peak"] is not None else "")
              for c in v.classes[:6]]
     out = [head, "; ".join(parts)]
+    unlinked, total = v.links.get("unlinked", 0), sum(v.links.get(k, 0) for k in LINKED_BY)
+    if unlinked:
+        out.append(f"{unlinked} of {total} kernels have no launching CPU op (no launch call, or none encloses it)")
+    if v.warnings:
+        out.append(f"warning: {_listed(v.warnings)}: above 100% of the peak is impossible (wrong FLOPs, kernel "
+                   "links, precision or peak): no % of peak shown for them")
     if v.skipped.get("no shapes"):
         out.append(f"{v.skipped['no shapes']} ops have a FLOP formula but no recorded shapes: profile with "
                    "record_shapes=True to count their FLOPs")
@@ -659,11 +564,34 @@ def low_efficiency(ctx: Context) -> list[Finding]:
                 f"on {d.device} ({v.peak['device']}): {named}",
                 "Run `neurontrace ops TRACE` for the ops behind each class; small or oddly shaped GEMMs, "
                 "unfused elementwise chains and non-flash attention are the usual causes (larger tiles, "
-                "torch.compile fusion, scaled_dot_product_attention).", d.device))
+                "torch.compile fusion, scaled_dot_product_attention).", d.device, d.rank))
     return out
+
+
+def _listed(items: list[str], most: int = 5) -> str:
+    return "; ".join(items[:most]) + (f"; and {len(items) - most} more" if len(items) > most else "")
+
+
+def impossible_efficiency(ctx: Context) -> list[Finding]:
+    """A % of peak above 100 is a bug (wrong FLOPs, kernel links or precision): a warning naming the op, never a result."""
+    out = []
+    for d in ctx.devices:
+        v = d.sections.get(SECTION.key)
+        if isinstance(v, OpEfficiency) and v.warnings:
+            out.append(Finding(
+                "impossible_efficiency", "warning", "An op's efficiency came out above 100% of the device's peak",
+                f"on {d.device}: {_listed(v.warnings)}",
+                "Not shown as a result. Check the op's recorded shapes and dtype, the device's peak "
+                "(`neurontrace ops TRACE --json`: devices), and report the trace: the kernels credited to the op "
+                "do more work than it does, or the precision chosen is too low.", d.device))
+    return out
+
+
+def findings(ctx: Context) -> list[Finding]:
+    return low_efficiency(ctx) + impossible_efficiency(ctx)
 
 
 TOP_ROWS = 10  # rows of the op table kept in the diagnose JSON (``neurontrace ops`` prints all)
 SECTION = DeviceSection("ops", "op efficiency", _section, to_json=lambda v: v.as_dict(),
                         from_json=OpEfficiency.from_dict, text=_text)
-FINDINGS = FindingFamily("low efficiency", low_efficiency)
+FINDINGS = FindingFamily("low efficiency", findings)

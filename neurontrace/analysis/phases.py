@@ -15,10 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis import names
+from neurontrace.analysis import names, phase_split
+from neurontrace.analysis.compile_spans import compile_spans
 from neurontrace.analysis.contract import Context, Section
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.intervals import union
+from neurontrace.analysis.step_stats import FIRST_STEP, STEADY_MEDIAN
 from neurontrace.columns import isin, matches, select
 from neurontrace.trace import Trace
 from neurontrace.units import duration
@@ -32,7 +34,10 @@ class Phases:
     trace_end_ns: int
     compile_ns: int
     load_ns: int
-    steps: list[dict[str, int]] = field(default_factory=list)  # {"step", "start_ns", "dur_ns"}
+    steps: list[dict[str, int]] = field(default_factory=list)  # {"step", "start_ns", "dur_ns", "compile_ns"}
+    # time to first step split: {"compile_ns", "cache_load_ns", "execution_ns"} (empty without steps)
+    first_step_split: dict[str, int] = field(default_factory=dict)
+    split: phase_split.Split | None = None  # forward / backward / optimizer / other per step (phase_split.py)
 
     @property
     def execution_ns(self) -> int:
@@ -43,13 +48,22 @@ class Phases:
         return self.steps[0]["dur_ns"] if self.steps else None
 
     @property
+    def steady_steps(self) -> list[dict[str, int]]:
+        """The steps after the first that compile nothing: the steady state."""
+        return [s for s in self.steps[1:] if not s.get("compile_ns")]
+
+    @property
+    def compile_steps(self) -> list[dict[str, int]]:
+        return [s for s in self.steps if s.get("compile_ns")]
+
+    @property
     def steady_median_ns(self) -> int | None:
-        rest = [s["dur_ns"] for s in self.steps[1:]]
+        rest = [s["dur_ns"] for s in self.steady_steps]
         return int(np.median(rest)) if rest else None
 
     @property
     def steady_p90_ns(self) -> int | None:
-        rest = [s["dur_ns"] for s in self.steps[1:]]
+        rest = [s["dur_ns"] for s in self.steady_steps]
         return int(np.percentile(rest, 90)) if rest else None
 
     @property
@@ -65,12 +79,15 @@ class Phases:
             "compile_ns": self.compile_ns, "load_ns": self.load_ns, "execution_ns": self.execution_ns,
             "steps": self.steps, "first_step_ns": self.first_step_ns, "steady_median_ns": self.steady_median_ns,
             "steady_p90_ns": self.steady_p90_ns, "time_to_first_step_ns": self.time_to_first_step_ns,
+            "compile_steps": len(self.compile_steps), "first_step_split": self.first_step_split,
+            "split": None if self.split is None else self.split.as_dict(),
         }
 
     @classmethod
     def from_dict(cls, p: dict[str, Any]) -> Phases:
         return cls(int(p["trace_start_ns"]), int(p["trace_end_ns"]), int(p["compile_ns"]), int(p["load_ns"]),
-                   [dict(s) for s in p.get("steps") or []])
+                   [dict(s) for s in p.get("steps") or []], dict(p.get("first_step_split") or {}),
+                   phase_split.Split.from_dict(p["split"]) if p.get("split") else None)
 
 
 def phases(trace: Trace) -> Phases:
@@ -78,15 +95,44 @@ def phases(trace: Trace) -> Phases:
     spans = [t for t in (host, dev) if t.num_rows]
     start = min((int(pc.min(t["ts_ns"]).as_py()) for t in spans), default=0)
     end = max((int(pc.max(pc.add(t["ts_ns"], t["dur_ns"])).as_py()) for t in spans), default=0)
-    return Phases(start, end, _time_of(host, "compile", names.COMPILE), _time_of(host, "load", names.LOAD),
-                  _steps(host, dev))
+    us, ue = compile_spans(host)
+    steps = _steps(host, dev)
+    for st in steps:
+        st["compile_ns"] = overlap((us, ue), st["start_ns"], st["start_ns"] + st["dur_ns"])
+    out = Phases(start, end, int((ue - us).sum()), _time_of(host, "load", names.LOAD), steps)
+    if steps:
+        first_end = steps[0]["start_ns"] + steps[0]["dur_ns"]
+        loads = _spans(host, "load", names.CACHE_LOAD)
+        compile_part = overlap((us, ue), start, first_end)
+        load_part = overlap(loads, start, first_end)
+        # cache loads inside compile ranges (Inductor loading a cached graph) count as cache load, not compile
+        nested = overlap_between((us, ue), loads, start, first_end)
+        out.first_step_split = {"compile_ns": compile_part - nested, "cache_load_ns": load_part,
+                                "execution_ns": max(0, first_end - start - compile_part - load_part + nested)}
+    return out
+
+
+def _spans(host: pa.Table, category: str, pattern: re.Pattern[str]) -> tuple[np.ndarray, np.ndarray]:
+    t = host.filter(pa.array(isin(host["category"], [category]) | matches(host["name"], pattern)))
+    s = t["ts_ns"].to_numpy()
+    return union(s, s + t["dur_ns"].to_numpy())
 
 
 def _time_of(host: pa.Table, category: str, pattern: re.Pattern[str]) -> int:
-    t = host.filter(pa.array(isin(host["category"], [category]) | matches(host["name"], pattern)))
-    s = t["ts_ns"].to_numpy()
-    us, ue = union(s, s + t["dur_ns"].to_numpy())
+    us, ue = _spans(host, category, pattern)
     return int((ue - us).sum())
+
+
+def overlap(spans: tuple[np.ndarray, np.ndarray], start: int, end: int) -> int:
+    """How much of [start, end) the disjoint ``spans`` cover."""
+    us, ue = spans
+    return int(np.clip(np.minimum(ue, end) - np.maximum(us, start), 0, None).sum()) if len(us) else 0
+
+
+def overlap_between(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], start: int, end: int) -> int:
+    """How much of [start, end) both sets of disjoint spans cover."""
+    return sum(overlap(a, max(start, int(s)), min(end, int(e))) for s, e in zip(*b, strict=True) if e > start
+               and s < end)
 
 
 def _steps(host: pa.Table, dev: pa.Table) -> list[dict[str, int]]:
@@ -108,19 +154,33 @@ def _merge_steps(rows: list[dict[str, int]]) -> list[dict[str, int]]:
     for r in sorted(rows, key=lambda r: (r["start_ns"], r["step"])):
         cur = merged.setdefault(r["step"], dict(r))
         cur["dur_ns"] = max(cur["start_ns"] + cur["dur_ns"], r["start_ns"] + r["dur_ns"]) - cur["start_ns"]
+        cur["compile_ns"] = max(cur.get("compile_ns", 0), r.get("compile_ns", 0))
     return sorted(merged.values(), key=lambda r: r["start_ns"])
 
 
 def _text(p: Phases) -> list[str]:
     if p.trace_end_ns <= p.trace_start_ns:  # no events (a Neuron summary): no phases to speak of
         return []
-    return [(f"compile {duration(p.compile_ns)}, load {duration(p.load_ns)}, execution {duration(p.execution_ns)}; first step "
-            f"{duration(p.first_step_ns)}, steady median {duration(p.steady_median_ns)} (p90 {duration(p.steady_p90_ns)}), "
-            f"time to first step {duration(p.time_to_first_step_ns)}")]
+    lines = [(f"compile {duration(p.compile_ns)}, load {duration(p.load_ns)}, execution {duration(p.execution_ns)}; "
+              f"{FIRST_STEP.label} {duration(p.first_step_ns)}, {STEADY_MEDIAN.label} {duration(p.steady_median_ns)} "
+              f"(p90 {duration(p.steady_p90_ns)}), time to first step {duration(p.time_to_first_step_ns)}")]
+    if p.first_step_split:
+        sp = p.first_step_split
+        lines.append(f"time to first step: compile {duration(sp['compile_ns'])}, cache load "
+                     f"{duration(sp['cache_load_ns'])}, execution {duration(sp['execution_ns'])}")
+    if p.compile_steps:
+        lines.append(f"{len(p.compile_steps)} of {len(p.steps)} steps compile (kept out of the {STEADY_MEDIAN.label}): "
+                     + ", ".join(f"step {s['step']}" for s in p.compile_steps[:8])
+                     + (" ..." if len(p.compile_steps) > 8 else ""))
+    if p.split is not None and p.split.text():
+        lines.append(p.split.text())
+    return lines
 
 
 def _compute(ctx: Context) -> Phases:
-    return phases(ctx.trace)
+    out = phases(ctx.trace)
+    out.split = phase_split.split(ctx.trace)
+    return out
 
 
 def combine(parts: list[Phases]) -> Phases:
@@ -129,9 +189,12 @@ def combine(parts: list[Phases]) -> Phases:
     latest end on any rank."""
     if len(parts) == 1:
         return parts[0]
+    slowest = max(parts, key=lambda p: p.time_to_first_step_ns or 0)
+    splits = [p.split for p in parts if p.split is not None]
     return Phases(min(p.trace_start_ns for p in parts), max(p.trace_end_ns for p in parts),
                   max(p.compile_ns for p in parts), max(p.load_ns for p in parts),
-                  _merge_steps([dict(s) for p in parts for s in p.steps]))
+                  _merge_steps([dict(s) for p in parts for s in p.steps]), dict(slowest.first_step_split),
+                  phase_split.combine(splits) if splits else None)
 
 
 SECTION = Section("phases", "phases", _compute, to_json=lambda v: v.as_dict(), from_json=Phases.from_dict, text=_text,

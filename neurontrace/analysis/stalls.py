@@ -14,12 +14,14 @@ from neurontrace import units
 from neurontrace.analysis import names
 from neurontrace.analysis.intervals import NONE, gaps, sweep, union, within
 from neurontrace.analysis.labels import Label
+from neurontrace.analysis.sources import ActiveFrames, BackwardSources
 from neurontrace.causes import CAUSES
 from neurontrace.trace import Trace
 
 MAX_GAPS_PER_STALL = 20  # how many compute gaps per requested stall the stall search examines at most
 MIN_STALL_NS = 1_000  # shorter stretches are the seams between back-to-back kernels, not stalls
 TOP_STALLS = 10  # the longest stalls each device reports unless asked for another number
+HOST_CAUSES = ("host_fallback", "host_overhead")  # stalls whose line is the innermost user frame then active
 
 
 @dataclass
@@ -63,10 +65,16 @@ def top_stalls(trace: Trace, win: tuple[int, int], labels: list[Label],
         runs.sort(key=lambda r: (-r[0], r[1]))
         del runs[top:]
     frames = frame_sources(trace) if frames is None else frames
+    active: dict[int, ActiveFrames] = {}  # per host table (one per device): its user frames
+    backward = BackwardSources(trace) if runs else None
     out = []
     for length, start, k, cause in runs:
         lb = labels[k] if k != NONE else None
-        evidence, source = _evidence(trace, lb, start, start + length, frames)
+        evidence, source, from_backward = _evidence(lb, start, start + length, frames, backward)
+        own = bool(evidence) and bool(names.OWN_FRAME.search(evidence[0]))  # the profiler's own step(): no line
+        if lb is not None and lb.cause in HOST_CAUSES and not from_backward and not own:
+            table = active.setdefault(id(lb.table), ActiveFrames(trace, lb.table))
+            source = table.innermost(start, start + length) or source
         out.append(Stall(cause, lb.detail if lb else "unexplained", start, length, evidence, source))
     return out
 
@@ -130,25 +138,32 @@ def _runs_in(lo: np.ndarray, hi: np.ndarray, labels: list[Label],
     return out
 
 
-def _evidence(trace: Trace, lb: Label | None, lo: int, hi: int,
-              frames: dict[int, str]) -> tuple[list[str], str | None]:
+def _evidence(lb: Label | None, lo: int, hi: int, frames: dict[int, str],
+              backward: BackwardSources | None) -> tuple[list[str], str | None, bool]:
+    """(the events explaining [lo, hi), the source of the best of them, whether that source is a backward op's
+    forward source)."""
     if lb is None:
-        return ["no device or host activity recorded"], None
+        return ["no device or host activity recorded"], None, False
     hit = np.flatnonzero((lb.starts < hi) & (lb.ends > lo))
     if not len(hit):
-        return [], None
+        return [], None, False
     overlap = np.minimum(lb.ends[hit], hi) - np.maximum(lb.starts[hit], lo)
     # Score overlap²/duration: events that cover much of the stall and little else are the most
     # specific (an innermost Python frame beats <module>, which covers everything).
     score = overlap.astype(np.float64) ** 2 / np.maximum(lb.ends[hit] - lb.starts[hit], 1)
     best = hit[np.argsort(-score, kind="stable")[:3]]
-    picked = lb.table.select(["name", "frame_id"]).take(pa.array(lb.rows[best]))
+    picked = lb.table.select(["name", "frame_id", "event_id"]).take(pa.array(lb.rows[best]))
     evidence = [f"{n} ({units.duration(int(e - s))})" for n, s, e in
                 zip(picked["name"].cast(pa.string()).to_pylist(), lb.starts[best], lb.ends[best], strict=True)]
     if names.OWN_FRAME.search(evidence[0]):  # inside capture.step() / torch.profiler: not the user's line
-        return evidence, None
+        return evidence, None, False
+    # A backward op's line is its forward op's (forward→backward flows): the autograd engine has no stack.
+    ids = picked["event_id"].to_pylist()
+    forward = [f for f in (backward.frame_of(ids) if backward and lb.cause in HOST_CAUSES else []) if f is not None]
+    if forward and forward[0] in frames:
+        return evidence, frames[forward[0]], True
     source = next((frames[f] for f in picked["frame_id"].to_pylist() if f is not None and f in frames), None)
-    return evidence, source
+    return evidence, source, False
 
 
 def frame_sources(trace: Trace) -> dict[int, str]:

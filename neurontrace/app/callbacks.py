@@ -25,7 +25,7 @@ import dash
 import numpy as np
 from dash import ALL, MATCH, Input, Output, State, html, no_update
 
-from neurontrace.app import figures, layout
+from neurontrace.app import critical_path, figures, layout
 from neurontrace.app.inputs import MAX_NS, as_int, highlight_of, op_pick_of, view_of
 from neurontrace.app.model import ViewModel
 from neurontrace.app.source import SourceReader
@@ -55,7 +55,11 @@ MAX_HITS = 50  # search results listed
 
 
 def marked(model: ViewModel, highlight: Any) -> tuple[int, ...]:
-    """Index positions of the kernels of the op picked in the ops panel (none without a pick)."""
+    """Index positions of the kernels of the op picked in the ops panel, or of the events on the critical path
+    when its toggle is on (none without either)."""
+    on_path = critical_path.marked(model, highlight)
+    if on_path is not None:
+        return on_path
     pick = op_pick_of(highlight)
     if pick is None or model.analysis is None or \
             pick[0] not in {(d.device, d.rank) for d in model.analysis.diagnosis.devices}:
@@ -442,6 +446,14 @@ def on_report(state: PageState) -> list[Any]:
     return layout.report(model.analysis.report)
 
 
+def on_headline(state: PageState) -> str:
+    """The title bar's verdict: ``diagnose``'s headline once the analysis is done, empty before."""
+    model = state.model
+    if model is None or model.analysis is None:
+        return ""
+    return model.analysis.diagnosis.headline
+
+
 def analysis_note(model: ViewModel) -> str:
     a = model.analysis
     if a is None:
@@ -482,6 +494,10 @@ def register(app: dash.Dash, state: PageState) -> None:
     @app.callback(Output("nt-report", "children"), Input("nt-analysis-ready", "data"))
     def _report(_ready: Any) -> list[Any]:
         return on_report(state)
+
+    @app.callback(Output("nt-headline", "children"), Input("nt-analysis-ready", "data"))
+    def _headline(_ready: Any) -> str:
+        return on_headline(state)
 
     @app.callback(Output({"type": "nt-tbody", "table": MATCH}, "children"),
                   Output({"type": "nt-sort-state", "table": MATCH}, "data"),

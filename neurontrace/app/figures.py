@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from neurontrace.app import counters, lod
+from neurontrace.app import counters, lod, memory_marker
 from neurontrace.app.model import MARKER_CATEGORIES, DeviceKey, ViewModel
 from neurontrace.app.palette import (
     CATEGORY_COLORS,
@@ -391,6 +391,10 @@ def _counter_trace(model: ViewModel, k: int, w: lod.Window, y: int, traces: list
         "fillcolor": rgba(COUNTER_COLOR, 0.25), "text": [*text, "", ""], "hoveron": "points",
         "hovertemplate": f"<b>{s.label}</b><br>%{{text}} at %{{x:.4f}} ms<extra></extra>",
     })
+    peak = model.memory_peaks.get(s.label)
+    if peak is not None and w.t0 <= peak.ts < w.t0 + w.n_bins * w.bin_ns:  # the peak of this row, in view
+        traces.append(memory_marker.marker_trace(peak, (peak.ts - origin) / 1e6,
+                                                 y + 0.42 - 0.84 * peak.bytes / (s.peak or 1.0)))
 
 
 def _value(v: float, unit: str) -> str:
@@ -560,8 +564,11 @@ def _selection(model: ViewModel, event_id: int, lane_y: np.ndarray, group_y: dic
 # -- summary strip -------------------------------------------------------------------------------
 
 
-def summary(model: ViewModel, highlight: tuple[str, int | None, str] | None = None) -> dict[str, Any]:
-    """One stacked bar per device: the six causes as shares of its window; click a part to highlight it."""
+def summary(model: ViewModel, highlight: tuple[str, int | None, str] | None = None, *,
+            scale_ns: int | None = None) -> dict[str, Any]:
+    """One stacked bar per device: the six causes as shares of its window; click a part to highlight it.
+    With ``scale_ns`` (the two-run page: the longest window of both runs) each bar is drawn to its real length
+    in ms on that common scale, so a run twice as slow has a bar twice as long; the labels keep the shares."""
     if model.analysis is None or not model.analysis.diagnosis.devices:  # still analysing, or nothing to show
         return {"data": [], "layout": {"height": 30, "xaxis": {"visible": False}, "yaxis": {"visible": False},
                                        "margin": {"l": 0, "r": 0, "t": 0, "b": 0},
@@ -574,24 +581,26 @@ def summary(model: ViewModel, highlight: tuple[str, int | None, str] | None = No
     for cause in CAUSES:
         pct = [100 * d.fraction(cause) for d in devices]
         ms = [d.causes_ns[cause] / 1e6 for d in devices]
+        length = pct if scale_ns is None else ms
         line_w = [2 if highlight == (d.device, d.rank, cause) else 0 for d in devices]
         name = CAUSE_LABELS[cause] + (f" {pct[0]:.1f}%" if len(devices) == 1 else "")
         traces.append({
-            "type": "bar", "orientation": "h", "name": name, "x": pct, "y": labels,
-            "customdata": [[m, i] for i, m in enumerate(ms)],
+            "type": "bar", "orientation": "h", "name": name, "x": length, "y": labels,
+            "customdata": [[m, i, p] for i, (m, p) in enumerate(zip(ms, pct, strict=True))],
             "text": [f"{CAUSE_LABELS[cause]} {p:.1f}%" if p >= 9 else (f"{p:.0f}%" if p >= 3 else "") for p in pct],
             "textposition": "inside", "insidetextanchor": "middle", "textangle": 0,
             "textfont": {"color": "#ffffff" if cause not in ("idle", "host_overhead") else "#263238", "size": 11},
             "marker": {"color": CAUSE_COLORS[cause], "line": {"color": "#000000", "width": line_w}},
-            "hovertemplate": f"<b>{CAUSE_LABELS[cause]}</b>: %{{x:.1f}}% · %{{customdata[0]:,.3f}} ms"
+            "hovertemplate": f"<b>{CAUSE_LABELS[cause]}</b>: %{{customdata[2]:.1f}}% · %{{customdata[0]:,.3f}} ms"
                              "<br>click to highlight on the timeline<extra>%{y}</extra>",
         })
     return {"data": traces, "layout": {
         "barmode": "stack", "height": 40 + 30 * len(devices),
         "margin": {"l": 190, "r": 12, "t": 4, "b": 30, "pad": 4},
         "font": {"family": FONT, "size": 11, "color": "#263238"},
-        "xaxis": {"range": [0, 100], "fixedrange": True, "showgrid": False, "zeroline": False,
-                  "showticklabels": False},
+        "xaxis": {"range": [0, 100 if scale_ns is None else scale_ns / 1e6], "fixedrange": True, "showgrid": False,
+                  "zeroline": False, "showticklabels": scale_ns is not None,
+                  **({} if scale_ns is None else {"ticksuffix": " ms"})},
         "yaxis": {"fixedrange": True, "autorange": "reversed", "automargin": False},
         "showlegend": True, "legend": {"orientation": "h", "y": 0, "yanchor": "top", "x": 0, "traceorder": "normal", "itemclick": False,
                                        "itemdoubleclick": False, "font": {"size": 11}},

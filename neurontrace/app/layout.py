@@ -12,6 +12,7 @@ from typing import Any
 from dash import dcc, html
 
 from neurontrace.app import figures
+from neurontrace.app.critical_path import panel as critical_path_panel
 from neurontrace.app.model import ViewModel
 from neurontrace.app.palette import CATEGORY_COLORS, CAUSE_COLORS, CAUSE_LABELS
 from neurontrace.app.source import OK, REFUSED, Snippet
@@ -43,10 +44,12 @@ GRAPH_CONFIG: Any = {
 }
 
 
-def header(title: str, badges: list[tuple[str, bool]]) -> html.Div:
+def header(title: str, badges: list[tuple[str, bool]], headline: str = "") -> html.Div:
     return html.Div(className="nt-header", children=[
         html.Div(className="nt-logo", children=["neuron", html.Span("trace")]),
         html.Div(title, className="nt-title", id="nt-trace-title"),
+        # diagnose's verdict line (analysis/headline.py), filled in when the analysis is done
+        html.Div(headline, className="nt-headline", id="nt-headline"),
         html.Div(className="nt-spacer"),
         html.Div([html.Span(text, className="nt-badge warn" if warn else "nt-badge") for text, warn in badges]),
     ])
@@ -146,6 +149,7 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
                                     title="zoom to the busiest device's analysis window (where the page opens)"),
                         html.Button("Whole trace", id="nt-reset", className="nt-btn"),
                         html.Button("Clear highlight", id="nt-clear-highlight", className="nt-btn"),
+                        critical_path_panel(),
                         dcc.Checklist(id="nt-python", options=[{"label": " Python frames", "value": "python",
                                                                 "disabled": not has_python}],
                                       value=[], inline=True, className="nt-groups"),

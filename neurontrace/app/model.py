@@ -22,7 +22,7 @@ import pyarrow as pa
 from neurontrace.analysis.attribution import CauseIntervals, cause_intervals
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
 from neurontrace.analysis.ops import OpsIndex, OpsView
-from neurontrace.app import counters, lod, tables
+from neurontrace.app import counters, lod, memory_marker, tables
 from neurontrace.app.tracks import DEVICE, DEVICE_TABLE, SYSTEM_TABLE, TrackIndex, build
 from neurontrace.causes import CAUSES
 from neurontrace.columns import codes
@@ -86,6 +86,7 @@ class ViewModel:
     analysis: Analysis | None = None
     build_seconds: float = 0.0
     counters: list[counters.Series] = field(default_factory=list)
+    memory_peaks: dict[str, memory_marker.PeakMarker] = field(default_factory=dict)  # counter label -> peak
     _frames: dict[int, tuple[int | None, Frame]] = field(default_factory=dict, repr=False)
     _links: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _ops: dict[DeviceKey, OpsIndex] = field(default_factory=dict, repr=False)
@@ -104,6 +105,7 @@ class ViewModel:
         model._frames = _frames(trace.frames)
         model._links = _link_columns(trace)
         model.counters = counters.series(trace, index.origin_ns)
+        model.memory_peaks = memory_marker.peaks(trace, index.origin_ns)
         model.build_seconds = time.perf_counter() - t0
         return model
 

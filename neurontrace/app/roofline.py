@@ -98,7 +98,10 @@ def figure(view: OpsView, device: str, picked: int | None = None) -> dict[str, A
 
 
 def status(model: ViewModel, d: DeviceAttribution, window: tuple[int, int], what: str, view: OpsView) -> str:
-    peak = view.report.devices.get(d.device)
+    # The device and its peak do not depend on the range: a zoom onto a range where no kernel starts keeps
+    # the device's name (from its analysis window's table) instead of "the trace does not name the device".
+    peak = view.report.devices.get(d.device) or \
+        model.ops_view((d.device, d.rank), d.window).report.devices.get(d.device)
     origin = model.absolute(model.time_origin)
     where = f"{what} {(window[0] - origin) / 1e6:+,.3f} to {(window[1] - origin) / 1e6:+,.3f} ms"
     if peak is not None and peak.peak is not None:
@@ -108,9 +111,14 @@ def status(model: ViewModel, d: DeviceAttribution, window: tuple[int, int], what
     else:
         named = "the trace does not name the device: no peak, achieved points only"
     kernels = sum(r.kernels for r in view.report.rows)
-    unplotted = sum(1 for r in view.report.rows if not (r.intensity and r.tflops_per_s))
+    if not view.report.rows:
+        return f"{d.device} · {named} · {where} · no kernel starts in this range: zoom out, or show the analysis window"
+    unplotted = sum(1 for r in view.report.rows if not (r.intensity and r.tflops_per_s) or r.over_peak is not None)
+    impossible = view.report.impossible()
     return (f"{d.device} · {named} · {where} · {kernels:,} kernels in {len(view.report.rows)} rows"
-            + (f" ({unplotted} without FLOPs or bytes: in the table, not on the plot)" if unplotted else ""))
+            + (f" ({unplotted} without FLOPs or bytes: in the table, not on the plot)" if unplotted else "")
+            + (f" · warning: {', '.join(sorted({r.op for r in impossible}))} came out above the peak, a bug: "
+               "no % of peak shown" if impossible else ""))
 
 
 def relative(model: ViewModel, window: tuple[int, int]) -> list[int]:

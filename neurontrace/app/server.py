@@ -26,7 +26,7 @@ from dash import dcc, html
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from neurontrace import load
-from neurontrace.app import callbacks, figures, layout, roofline
+from neurontrace.app import callbacks, critical_path, figures, layout, roofline
 from neurontrace.app.model import ViewModel
 from neurontrace.app.source import SourceReader
 from neurontrace.errors import NeurontraceError, PortInUseError
@@ -181,6 +181,7 @@ def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:
     app.layout = root
     callbacks.register(app, state)
     roofline.register(app, state)
+    critical_path.register(app, state)
     if debug:
         app.enable_dev_tools(debug=True)
     return app

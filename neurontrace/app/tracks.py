@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from neurontrace.app.compile_view import with_compile
 from neurontrace.app.palette import CATEGORIES
 from neurontrace.columns import codes, row_codes
 from neurontrace.trace import Trace
@@ -273,7 +274,8 @@ def _columns(table: pa.Table, which: int) -> dict[str, Any]:
               for r in one_row.tolist()]
     return {
         "ts": table["ts_ns"].to_numpy(), "dur": table["dur_ns"].to_numpy(),
-        "cat": cat_map[cat_idx], "name": np.where(name_idx < 0, 0, name_idx),
+        "cat": with_compile(table, cat_map[cat_idx]) if which == SYSTEM_TABLE else cat_map[cat_idx],
+        "name": np.where(name_idx < 0, 0, name_idx),
         "event_id": table["event_id"].to_numpy(), "table": np.full(n, which, dtype=np.int8),
         "row": np.arange(n, dtype=np.int64), "names": [str(v) for v in name_values] or [""],
         "tracks": tracks, "track_key": track_key,

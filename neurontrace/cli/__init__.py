@@ -11,17 +11,21 @@ from collections.abc import Sequence
 
 from neurontrace._allocator import use_system_allocator
 from neurontrace.cli._common import Command, run
+from neurontrace.cli.compile import CompileCommand
 from neurontrace.cli.convert import ConvertCommand
 from neurontrace.cli.diagnose import DiagnoseCommand
 from neurontrace.cli.diff import DiffCommand
 from neurontrace.cli.info import InfoCommand
+from neurontrace.cli.memory import MemoryCommand
 from neurontrace.cli.ops import OpsCommand
 from neurontrace.cli.record import RecordCommand
 from neurontrace.cli.runs import RunsCommand
 from neurontrace.cli.view import ViewCommand
+from neurontrace.cli.whatif import WhatifCommand
 
 COMMANDS: tuple[type[Command], ...] = (
-    DiagnoseCommand, OpsCommand, ConvertCommand, InfoCommand, RecordCommand, ViewCommand, DiffCommand, RunsCommand,
+    DiagnoseCommand, OpsCommand, MemoryCommand, WhatifCommand, CompileCommand, ConvertCommand, InfoCommand,
+    RecordCommand, ViewCommand, DiffCommand, RunsCommand,
 )
 
 

@@ -30,8 +30,15 @@ class DiagnoseCommand(common.Command):
         common.add_fallback_ops(parser, "ops known to have fallen back to the CPU (e.g. aten::nonzero)")
         parser.add_argument("--fallback-log", metavar="FILE", type=Path,
                             help="a TorchNeuron log whose fallback lines name the ops")
+        parser.add_argument("--compile-log", metavar="PATH", type=Path, action="append", default=[],
+                            help="a compile log (TORCH_TRACE log or directory, TORCH_LOGS text, Neuron compiler "
+                                 "lines, a NEFF cache); repeatable. Logs in compile/ or torch_trace/ beside the "
+                                 "trace are read without it (docs/compile.md)")
         parser.add_argument("--top", type=common.positive_int, default=TOP_STALLS,
                             help=f"how many top stalls per device (default {TOP_STALLS})")
+        parser.add_argument("--ranks", choices=("summary", "all"), default="summary",
+                            help="a job of several ranks: one line per rank (summary, the default) or every "
+                                 "rank's cause table, top stalls and op classes too (all)")
         parser.add_argument("--fail-on", choices=SEVERITIES, metavar="SEVERITY",
                             help=f"exit {errors.EXIT_FINDINGS} when a finding reaches SEVERITY "
                                  f"({', '.join(SEVERITIES)})")
@@ -57,7 +64,9 @@ class DiagnoseCommand(common.Command):
             return self._run_distributed(args, explicit)
         trace, inputs = common.load_traces(args.path, args)
         window, origin = common.resolve_window(args.window, trace)
-        diag = diagnose(trace, inputs=inputs, window=window, fallback_ops=explicit, top=args.top, origin_ns=origin)
+        compiles, compile_warnings = _compile_logs(args)
+        diag = diagnose(trace, inputs=inputs, window=window, fallback_ops=explicit, top=args.top, origin_ns=origin,
+                        compiles=compiles, compile_warnings=compile_warnings)
         self._print(args, diag)
         save_run(args, trace, diag)
         return self._exit_code(args, diag)
@@ -65,6 +74,9 @@ class DiagnoseCommand(common.Command):
     def _run_distributed(self, args: argparse.Namespace, explicit: list[str]) -> int:
         from neurontrace.distributed import diagnose as distributed_diagnose
 
+        if args.compile_log:
+            raise errors.UsageError("--compile-log needs the whole trace in one process; run it without "
+                                    "--workers/--scheduler (or read the logs with `neurontrace compile`)")
         if args.workers is not None and args.scheduler is not None:
             raise errors.UsageError("give --workers N (a local cluster) or --scheduler ADDRESS, not both")
         if getattr(args, "save_run", None) is not None:
@@ -91,7 +103,7 @@ class DiagnoseCommand(common.Command):
         else:
             from neurontrace.render.report import render
 
-            render(diag, common.console())
+            render(diag, common.console(), ranks_all=args.ranks == "all")
 
     @staticmethod
     def _exit_code(args: argparse.Namespace, diag: Any) -> int:
@@ -100,3 +112,14 @@ class DiagnoseCommand(common.Command):
             return errors.EXIT_FINDINGS
         return errors.EXIT_OK
 
+
+def _compile_logs(args: argparse.Namespace) -> tuple[Any, list[str]]:
+    """The compile logs named with --compile-log (strict) and those beside the traces (passed over if not logs)."""
+    from neurontrace.parsers.compile_logs import beside, read
+
+    found = beside(Path(p) for p in args.path)
+    if not args.compile_log and not found:
+        return None, []
+    log = read(args.compile_log)
+    log.extend(read(found, strict=False))
+    return log.table(), log.warnings()

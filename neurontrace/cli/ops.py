@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from neurontrace import errors
 from neurontrace.cli import _common as common
@@ -15,7 +16,8 @@ class OpsCommand(common.Command):
     One row per device, op name and kernel class: kernels, device time, FLOPs and bytes from the ops'
     recorded shapes (profile with record_shapes=True), achieved TFLOP/s and TB/s, arithmetic intensity,
     percent of the device's roofline bound and whether that bound is compute or memory (docs/ops.md). Over
-    the whole trace unless --window is given; a trace without device kernels shows its CPU ops.
+    each device's analysis window, the one diagnose reports, unless --window is given; a trace without device
+    kernels shows its CPU ops.
     """
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -29,6 +31,7 @@ class OpsCommand(common.Command):
 
     def run(self, args: argparse.Namespace) -> int:
         from neurontrace.analysis.ops import op_table
+        from neurontrace.analysis.ops_window import default_op_table
 
         trace, _ = common.load_traces(args.path, args)
         if args.device is not None:
@@ -36,11 +39,25 @@ class OpsCommand(common.Command):
             if args.device not in known:
                 raise errors.UsageError(f"no device {args.device!r} in the trace; it has {', '.join(sorted(known))}")
         window, _ = common.resolve_window(args.window, trace)
-        report = op_table(trace, window=window, device=args.device)
+        if window is None:  # diagnose's windows: one table of shares for both commands
+            report, used = default_op_table(trace, device=args.device)
+            windows: list[dict[str, Any]] = [{"device": u.device, "rank": u.rank, "start_ns": u.span[0], "end_ns": u.span[1],
+                        "source": u.source} for u in used]
+        else:
+            report = op_table(trace, window=window, device=args.device)
+            windows = [{"device": args.device, "rank": None, "start_ns": window[0], "end_ns": window[1],
+                        "source": "--window"}]
         if args.json:
-            common.out(json.dumps(report.as_dict(), indent=2))
+            common.out(json.dumps({**report.as_dict(), "windows": windows}, indent=2))
         else:
             from neurontrace.render.ops_report import render
+            from neurontrace.units import duration
 
-            render(report, common.console(), top=args.top)
+            console = common.console()
+            for w in windows:
+                who = w["device"] or "every device"
+                rank = "" if w["rank"] is None else f" rank {w['rank']}"
+                console.print(f"{who}{rank}: window {duration(w['end_ns'] - w['start_ns'])} ({w['source']})"
+                              + ("" if args.window else ", the analysis window diagnose reports; --window for another"))
+            render(report, console, top=args.top)
         return errors.EXIT_OK

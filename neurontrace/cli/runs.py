@@ -98,6 +98,7 @@ def _list(catalog: RunCatalog, args: argparse.Namespace) -> int:
     from rich.table import Table
     from rich.text import Text
 
+    from neurontrace.analysis.step_stats import FIRST_STEP, MEAN_PER_STEP
     from neurontrace.render.diff_report import fmt_ns
 
     console = common.console()
@@ -106,19 +107,34 @@ def _list(catalog: RunCatalog, args: argparse.Namespace) -> int:
                              f"no saved runs in {catalog.path} yet"))
         return errors.EXIT_OK
     table = Table(header_style="bold", title=escape(f"{len(records)} runs in {catalog.path}"), title_justify="left")
-    for col in ("id", "run time (UTC)", "model", "tags", "device", "step", "compute", "worst"):
-        table.add_column(col, justify="right" if col in ("id", "step", "compute") else "left",
-                         no_wrap=col in ("id", "run time (UTC)", "step", "compute", "worst"), overflow="fold")
+    # The declared step statistics (analysis/step_stats.py): the figure diff and runs compare compare, and the
+    # first step ("step" used to be the steady median, and "first step" the time to the first step's end).
+    per_step, first = MEAN_PER_STEP.label, FIRST_STEP.label
+    for col in ("id", "run time (UTC)", "model", "tags", "device", per_step, first, "compute", "worst"):
+        table.add_column(col, justify="right" if col in ("id", per_step, first, "compute") else "left",
+                         no_wrap=col in ("id", "run time (UTC)", "compute", "worst"), overflow="fold")
+    table.add_column("headline", ratio=2, overflow="fold")
     table.add_column("note", ratio=1, overflow="fold")
     for r in records:
         s = r.summary()
         share = "-" if s["compute_share"] is None else f"{100 * s['compute_share']:.0f}%"
         label = (r.device_type or r.backend or "-") + (" SYNTHETIC" if r.synthetic else "")
         table.add_row(str(r.run_id), r.run_time.replace("T", " ")[:16], Text(r.model or "-"),
-                      Text(", ".join(r.tags) or "-"), Text(label), fmt_ns(s["steady_median_ns"]), share,
-                      s["worst_finding"] or "-", Text(r.note or ""))
+                      Text(", ".join(r.tags) or "-"), Text(label), fmt_ns(s[MEAN_PER_STEP.key]),
+                      fmt_ns(s[FIRST_STEP.key]), share,
+                      s["worst_finding"] or "-", Text(s["headline"] or _headline_of(r.diagnosis)), Text(r.note or ""))
     console.print(table)
     return errors.EXIT_OK
+
+
+def _headline_of(doc: dict[str, Any]) -> str:
+    """The verdict of a run saved before diagnoses carried their headline: computed from the stored document."""
+    from neurontrace.analysis.diagnose import Diagnosis
+
+    try:
+        return Diagnosis.from_dict(doc).headline
+    except (KeyError, TypeError, ValueError):  # a document from another neurontrace version
+        return "-"
 
 
 def _show(record: RunRecord, args: argparse.Namespace) -> int:

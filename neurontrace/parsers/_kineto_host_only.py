@@ -95,5 +95,6 @@ def no_device_activity(source: str, backend: str, relabelled: int) -> str:
     where = ("TorchNeuron's eager mode writes none into the Kineto trace: capture the device profile too "
              "(NeuronConfig or NEURON_RT_INSPECT_ENABLE=1) and load the capture folder" if backend in
              ("neuron", "privateuse1") else "Was device tracing (CUPTI, ProfilerActivity.CUDA or the device's activity) on?")
-    return (f"{source}: a {backend} trace with no device activity recorded (no device events): the report covers "
-            f"the host side only, with the host as the device{moved}. {where}")
+    # A fact about the file, not a verdict: diagnose decides what to report (analysis/device_activity.py makes no
+    # device verdict where the host launched device work; otherwise the host side is reported as the device).
+    return (f"{source}: a {backend} trace with no device activity recorded (no device events){moved}. {where}")

@@ -27,15 +27,19 @@ SKIPPED_TABLES = {
     "FrameworkNode": "IR hierarchy roll-up of Instruction rows (not loaded)",
     "AssemblyInstruction": "compiler simulation assembly listing (not loaded)",
     "DmaUsageSummary": "Explorer's internal pre-bucketed copy of DmaUsage (not loaded)",
-    "SchemaFields": "schema description (read for the version check, not data)",
     "KernelIterationVariables": "NKI loop iteration variables (not mapped yet)",
     "SbufAllocation": "SBUF occupancy periods (not mapped yet)",
-    "StackFrame": "source stack lookup (turned into frames)",
-    "StackFrameFileLocation": "source stack lookup (turned into frames)",
-    "StackFrameFileName": "source stack lookup (turned into frames)",
-    "StackFrameFunctionName": "source stack lookup (turned into frames)",
-    "KernelInstructions": "NKI source lookup (turned into frames)",
-    "KernelStackFrames": "NKI source lookup (turned into frames)",
+}
+# Description and lookup tables that are read into the model, not skipped: their rows are counted kept in
+# the table they went into (a schema description is not data lost, and a report must not say so).
+READ_INTO = {
+    "SchemaFields": "metadata",  # the schema description, summarised as neuron.schema_fields
+    "StackFrame": "frames",  # source stack lookups, turned into frames
+    "StackFrameFileLocation": "frames",
+    "StackFrameFileName": "frames",
+    "StackFrameFunctionName": "frames",
+    "KernelInstructions": "frames",  # NKI source lookups, turned into frames
+    "KernelStackFrames": "frames",
 }
 UNKNOWN_TABLE_ROWS_KEPT = 1000
 

@@ -39,6 +39,7 @@ from . import _kineto_host_only as host_only
 from . import _kineto_json
 from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
 from ._kineto_frames import link_frames
+from ._kineto_memory import memory_events as _memory_events
 
 FORMAT = "kineto"
 
@@ -172,8 +173,11 @@ def normalize(
         sys_table, moved = host_only.device_copies(sys_table)
         acct.warnings.append(host_only.no_device_activity(source, backend, moved))
 
-    counters = pa.concat_tables([_memory_counters(memory_events, host, rank, backend),
+    mem_device = _memory_device_column(memory_events, backend)
+    counters = pa.concat_tables([_memory_counters(memory_events, mem_device, host, rank),
                                  _counter_events(counter_events, host, rank)])
+    # The memory instants are kept as counters (the accounting's table) and, one row each, as memory_events.
+    mem_table = _memory_events(memory_events, sys_table, mem_device, rank, acct)
     acct.keep("counters", memory_events.num_rows + counter_events.num_rows)
     flows = _flows(flow_markers, sys_table, dev_table, rank)
     acct.keep("flows", flow_markers.num_rows)
@@ -207,6 +211,7 @@ def normalize(
         device_events=dev_table,
         flows=flows,
         counters=counters,
+        memory_events=mem_table,
         frames=frames,
         metadata=metadata_table(facts, source=source, rank=rank),
     )
@@ -434,12 +439,15 @@ def _tracks(t: pa.Table, names: dict[str, Any], default: str) -> pa.Array:
     return pa.array([label(p, t) for p, t in pairs], pa.string()).take(pa.array(code))
 
 
-def _memory_counters(t: pa.Table, host: str | None, rank: int | None, backend: str) -> pa.Table:
-    parts = []
+def _memory_device_column(t: pa.Table, backend: str) -> pa.Array:
     dtype = pc.fill_null(t["mem_device_type"], -1)
     did = pc.fill_null(t["mem_device_id"], -1)
     key = pc.binary_join_element_wise(pc.cast(dtype, pa.string()), pc.cast(did, pa.string()), ":")
-    device = map_unique(key, lambda k: _memory_device(k, backend), pa.string())
+    return map_unique(key, lambda k: _memory_device(k, backend), pa.string())
+
+
+def _memory_counters(t: pa.Table, device: pa.Array, host: str | None, rank: int | None) -> pa.Table:
+    parts = []
     first = True
     for col, field in MEMORY_FIELDS.items():
         has = pc.is_valid(t[col])
@@ -468,6 +476,8 @@ def _memory_device(key: str, backend: str) -> str:
         return "cpu"
     if kind == "1":  # c10 DeviceType CUDA, which ROCm builds report too
         return f"{backend if backend == 'rocm' else 'cuda'}:{idx}"
+    if kind == "6":  # c10 DeviceType HIP (ROCm builds that report their own type)
+        return f"rocm:{idx}"
     return f"device_type{kind}:{idx}"
 
 

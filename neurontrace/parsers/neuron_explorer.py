@@ -51,7 +51,8 @@ from ._neuron_device import SPECS, first_present, load_device_tables
 from ._neuron_events import DETAILS, FULL_ARGS_MAX_ROWS, Context, device_table, system_table
 from ._neuron_flows import load_flows, referenced_tables
 from ._neuron_frames import FrameBuilder
-from ._neuron_meta import LOOKUP_TABLES, SKIPPED_TABLES, UNKNOWN_TABLE_ROWS_KEPT, read_profile
+from ._neuron_memory import memory_events as neuron_memory_events
+from ._neuron_meta import LOOKUP_TABLES, READ_INTO, SKIPPED_TABLES, UNKNOWN_TABLE_ROWS_KEPT, read_profile
 from ._neuron_read import KNOWN_TABLES, SourceTable, looks_like_explorer, open_tables
 from ._neuron_system import (
     COUNTER_TABLES,
@@ -168,11 +169,13 @@ def parse(
         facts["neuron.non_table_files"] = others
     facts[ACCOUNTING_KEY] = acct.as_dict()
     progress("neuron tables", steps, steps)
+    counters = _concat(ctx.counters, schema.COUNTERS)
     return checked(Trace(
         system_events=system_table(ctx),
         device_events=device,
         flows=_concat(ctx.flows, schema.FLOWS),
-        counters=_concat(ctx.counters, schema.COUNTERS),
+        counters=counters,
+        memory_events=neuron_memory_events(counters),
         frames=ctx.frames.table(),
         metadata=metadata_table(facts, source=src, rank=rank),
     ), src)
@@ -199,7 +202,8 @@ def _concat(parts: list[pa.Table], spec: schema.TableSpec) -> pa.Table:
 
 
 def _account_rest(ctx: Context, tables: dict[str, SourceTable], facts: dict[str, Any]) -> None:
-    """Tables not mapped above: known lookups are counted skipped with their reason; unknown small
+    """Tables not mapped above: description and lookup tables read into the model are counted kept where
+    they went (READ_INTO); tables left out on purpose are counted skipped with their reason; unknown small
     tables are kept in metadata (``neuron.table.<Name>``), big ones skipped."""
     handled = {s.table for s in SPECS} | set(COUNTER_TABLES) | _PROFILE_TABLES
     unknown = []
@@ -208,7 +212,9 @@ def _account_rest(ctx: Context, tables: dict[str, SourceTable], facts: dict[str,
             continue
         n = table.num_rows
         ctx.acct.events_read += n
-        if name in SKIPPED_TABLES:
+        if name in READ_INTO:
+            ctx.acct.keep(READ_INTO[name], n)
+        elif name in SKIPPED_TABLES:
             ctx.acct.skip(f"{name}: {SKIPPED_TABLES[name]}", n)
         elif name in KNOWN_TABLES:
             ctx.acct.skip(f"{name}: not mapped", n)

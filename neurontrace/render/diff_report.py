@@ -12,6 +12,7 @@ from rich.text import Text
 
 from neurontrace import units
 from neurontrace.analysis.diff import DeviceDelta, Diff
+from neurontrace.analysis.step_stats import FIRST_STEP, MEAN_PER_STEP, STEADY_MEDIAN
 from neurontrace.causes import CAUSES, COLORS
 
 STATUS_STYLE = {"added": "bold red", "removed": "green", "slower": "red", "faster": "green", "unchanged": "bright_black"}
@@ -48,7 +49,7 @@ def _device_panel(d: DeviceDelta) -> Panel:
     detail = Text("largest detail changes: ", style="bold")
     detail.append(", ".join(f"{k} {fmt_ns(v, '+')}" for k, v in moved) or "none")
     (ta, tb), (sa, sb) = d.time_per_step_ns, d.steps
-    per = "per step" if sa and sb else "window"
+    per = MEAN_PER_STEP.label if sa and sb else "window"
     reg = d.regression_pct
     head = Text(f"window {fmt_ns(d.window_ns[0])} → {fmt_ns(d.window_ns[1])}; {per} {fmt_ns(ta)} → {fmt_ns(tb)} ")
     head.append(_pct(reg), style="red" if reg and reg > 0 else "green")
@@ -73,6 +74,8 @@ def _ops_table(diff: Diff, top: int) -> Table | Text:
         op = Text(f"{r['kind']} ", style="dim")
         op.append(f"{r['unit']}: " if r["unit"] else "")
         op.append(r["name"] if len(r["name"]) <= 80 else r["name"][:77] + "...")
+        if r.get("shapes"):
+            op.append(f" {r['shapes'] if len(r['shapes']) <= 60 else r['shapes'][:57] + '...'}", style="dim")
         source = r["source"] or "-"
         if r["change_source"]:
             source = f"{source} → {r['change_source']}"
@@ -123,10 +126,25 @@ def render(diff: Diff, console: Console, *, top: int = TOP_OPS, fail_on_regressi
     console.print("[bold]phases[/]: " + "; ".join(_change_line(label, p[key]) for label, key in (
         ("compile", "compile_ns"), ("load", "load_ns"), ("execution", "execution_ns"),
         ("time to first step", "time_to_first_step_ns"))))
+    prep = [(label, p[key]) for label, key in (("recompiles", "compile.recompiles"), ("graph breaks",
+            "compile.graph_breaks"), ("cache hits", "compile.cache_hits"), ("cache misses", "compile.cache_misses"),
+            ("failed compiles", "compile.failed")) if key in p and (p[key]["baseline"] or p[key]["change"])]
+    if prep:
+        console.print("[bold]preparation[/]: " + "; ".join(f"{label} {c['baseline']} → {c['change']}"
+                                                            for label, c in prep))
     console.print(f"[bold]steps[/]: {s['count']['baseline']} → {s['count']['change']}; "
                   + "; ".join(_change_line(label, s[key]) for label, key in (
-                      ("median", "median_ns"), ("p90", "p90_ns"), ("steady median", "steady_median_ns"),
-                      ("steady p90", "steady_p90_ns"))))
+                      (STEADY_MEDIAN.label, STEADY_MEDIAN.key), ("steady p90", "steady_p90_ns"),
+                      (FIRST_STEP.label, FIRST_STEP.key), ("median of all steps", "median_ns"),
+                      ("p90 of all steps", "p90_ns")) if key in s))
+    if s.get("why_they_differ"):
+        console.print(f"[bold]which is which[/]: {escape(s['why_they_differ'])}")
+    for m in diff.memory:
+        who = m["device"] if m["rank"] is None else f"rank {m['rank']} {m['device']}"
+        console.print(f"[bold]memory[/] {escape(who)}: " + "; ".join(
+            f"{label} {units.size(m[key]['baseline'])} → {units.size(m[key]['change'])} {_pct(m[key]['pct'])}".rstrip()
+            for label, key in (("peak allocated", "peak_allocated_bytes"), ("peak reserved", "peak_reserved_bytes"),
+                               ("growth per step", "growth_bytes_per_step"))))
     for label, key in (("[red]new finding[/]", "appeared"), ("[green]resolved[/]", "resolved")):
         for f in diff.findings[key]:
             where = escape(f" [{f['device']}]") if f["device"] else ""
@@ -139,7 +157,7 @@ def _verdict(diff: Diff, console: Console, pct: float | None) -> None:
     if worst is None:
         console.print("[yellow]no device could be matched, so nothing was compared per device[/]")
         return
-    what = "time per step" if all(worst.steps) else "window time"
+    what = MEAN_PER_STEP.label if all(worst.steps) else "window time"
     figure = escape(f"{worst.label} {what} {_pct(worst.regression_pct)}")
     if pct is None:
         console.print(f"[bold]largest change[/]: {figure}")

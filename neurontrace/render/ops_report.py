@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from neurontrace.analysis.ops import OpsReport
@@ -45,7 +46,13 @@ def render(report: OpsReport, console: Console, *, top: int = 30) -> None:
         classes = "; ".join(f"{c['op_class']} {100 * c['share']:.1f}%"
                             + (f" at {c['pct_of_peak']:.1f}% of peak" if c["pct_of_peak"] is not None else "")
                             for c in report.classes(device))
-        console.print(f"  by op class (share of kernel time): {classes}")
+        console.print(f"  by class (share of kernel time; the classes of diagnose's compute.<class>): {classes}")
+    if report.links.get("unlinked"):
+        total = sum(report.links.values())
+        console.print(f"{report.links['unlinked']} of {total} kernels have no launching CPU op (no launch call in "
+                      "the trace, or no op around it): listed as (no launching op)")
+    for w in report.warnings():
+        console.print(f"[yellow]warning[/]: {escape(w)}")
     if report.skipped:
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(report.skipped.items()))
         console.print(f"[yellow]ops with a formula but no estimate[/]: {why} "

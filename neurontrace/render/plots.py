@@ -181,6 +181,7 @@ def roofline_hover(r: Mapping[str, Any]) -> str:
             f"{_num(r.get('tflops_per_s'), '.4g')} TFLOP/s · {_num(r.get('tb_per_s'), '.4g')} TB/s · "
             f"{_num(r.get('intensity'), '.4g')} FLOP/byte<br>"
             + (f"{pct:.1f}% of its roofline bound · {r.get('bound')} bound" if pct is not None
+               else "above the peak: a bug, no % of peak shown (see the warning)" if r.get("over_peak") is not None
                else "no % of peak (device or dtype peak unknown)"))
 
 
@@ -188,14 +189,15 @@ def roofline(ops: Any, *, device: str | None = None, title: str = "Roofline") ->
     """Each op row (``analysis.ops.op_table`` or its JSON) as a point at (FLOP/byte, achieved TFLOP/s),
     sized by device time (``customdata``: the row's index in the JSON's ``rows``), under the device's
     roofs: the memory roof (HBM bandwidth x intensity), one compute roof per dtype peak (dtypes with the
-    same peak share one) and the ridge points where they meet. Rows without FLOPs or bytes are left out;
-    with an unknown device only the points are drawn (no peak is guessed)."""
+    same peak share one) and the ridge points where they meet. Rows without FLOPs or bytes are left out, and
+    so are rows above the peak (``over_peak``: a bug, never drawn as a result); with an unknown device only the
+    points are drawn (no peak is guessed)."""
     go = _go()
     doc = _doc(ops)
     devices = doc.get("devices") or {}
     device = device or next(iter(devices), None)
     picked = [(i, r) for i, r in enumerate(doc.get("rows") or [])
-              if r["device"] == device and r.get("intensity") and r.get("tflops_per_s")]
+              if r["device"] == device and r.get("intensity") and r.get("tflops_per_s") and r.get("over_peak") is None]
     fig = go.Figure()
     peak = (devices.get(device) or {}).get("peak") if device else None
     if peak:

@@ -11,7 +11,7 @@ import pytest
 import neurontrace
 from neurontrace.analysis.diagnose import Diagnosis, diagnose
 from neurontrace.causes import CAUSES
-from tests.conformance.expectations import EXPECTATIONS, TOLERANCE, Expect
+from tests.conformance.expectations import EXPECTATIONS, RUN_EXPECTATIONS, TOLERANCE, Expect, RunExpect
 from tests.conftest import SAMPLES, corpus_files, corpus_root
 
 
@@ -65,3 +65,19 @@ def test_no_real_trace_has_host_slices_overflowing_their_parent(path: tuple[str,
     if p is None:
         pytest.skip("the real-trace corpus (../shared/corpus/kineto) is not beside this checkout")
     assert "overflows_parent" not in _diagnosis(p).sections["event_checks"].counts
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("e", RUN_EXPECTATIONS, ids=lambda e: e.run)
+def test_verdict_of_a_real_run(e: RunExpect, verdict_runs: Path) -> None:
+    diag = _diagnosis(verdict_runs / e.run)
+    fired = {f.id for f in diag.findings}
+    assert set(e.must) <= fired, f"missing {set(e.must) - fired}: {e.why}"
+    assert not set(e.must_not) & fired, f"wrongly fired {set(e.must_not) & fired}: {e.why}"
+    stalls = [s for d in diag.devices for s in d.top_stalls if s.detail == e.detail]
+    assert stalls, e.why
+    if e.source is not None:
+        assert all(s.source and s.source.endswith(f" {e.source}") for s in stalls), e.why
+    if e.run == "ddp":
+        (straggler,) = [f for f in diag.findings if f.id == "straggler"]
+        assert "host-side work" in straggler.advice and "computes more" not in straggler.advice, e.why

@@ -23,7 +23,7 @@ import dash
 from dash import ALL, Input, Output, State, html, no_update
 
 from neurontrace.app import callbacks, figures, inputs, layout
-from neurontrace.app.compare.layout import ALIGN_NOTE, diff_rows, page
+from neurontrace.app.compare.layout import ALIGN_NOTE, diff_rows, page, strip_scale
 from neurontrace.app.compare.model import (
     FAILED_STAGE,
     LABELS,
@@ -237,7 +237,8 @@ def on_progress(state: CompareState, shown: Any, op: Any) -> tuple[Any, ...]:
         return (no_update,) * 8
     _origins, analysed = state.alignment()
     a, b = state.models()
-    return (key, text, ALIGN_NOTE[analysed], figures.summary(a), figures.summary(b),
+    scale = strip_scale(state)
+    return (key, text, ALIGN_NOTE[analysed], figures.summary(a, scale_ns=scale), figures.summary(b, scale_ns=scale),
             diff_rows(state, op if isinstance(op, str) else None), state.counts(), key in (READY_STAGE, FAILED_STAGE))
 
 

@@ -15,8 +15,11 @@ from neurontrace.app import figures, layout
 from neurontrace.app.compare.model import FAILED_STAGE, LABELS, READY_STAGE, CompareState
 from neurontrace.app.server import FAILED, LOADING
 
-DIFF_COLUMNS = (("status", "status"), ("kind", "kind"), ("name", "op"), ("baseline_ms", "A (ms)"),
-                ("change_ms", "B (ms)"), ("delta_ms", "Δ (ms)"), ("delta_pct", "Δ %"))
+# The figures first and the op's name last, folding: in the 430 px side column a wide name pushed the
+# numbers behind a horizontal scroll.
+DIFF_COLUMNS = (("status", "status"), ("delta_ms", "Δ (ms)"), ("delta_pct", "Δ %"), ("baseline_ms", "A (ms)"),
+                ("change_ms", "B (ms)"), ("kind", "kind"), ("name", "op"))
+WRAPPED = ("kind", "name")
 ALIGN_NOTE = {True: "x: ms from each run's first analysed step; zooming or panning either timeline moves both.",
               False: "x: ms from each run's first step marker (the trace start without one): a provisional "
                      "alignment until both analyses are done, then each run's first analysed step. Zooming or "
@@ -50,9 +53,18 @@ def _side_card(state: CompareState, side: str) -> html.Div:
                     style={"margin": 0}, id=f"nt-cmp-title-{side}"),
             html.Span(id=f"nt-cmp-status-{side}", className="nt-status"),
         ]),
-        dcc.Graph(id=f"nt-cmp-summary-{side}", figure=figures.summary(model), config={"displayModeBar": False}),
+        dcc.Graph(id=f"nt-cmp-summary-{side}", figure=figures.summary(model, scale_ns=strip_scale(state)),
+                  config={"displayModeBar": False}),
         dcc.Graph(id=f"nt-cmp-timeline-{side}", config=layout.GRAPH_CONFIG, clear_on_unhover=True),
     ])
+
+
+def strip_scale(state: CompareState) -> int | None:
+    """The common length of both runs' cause strips: the longest analysis window of either (None until an
+    analysis is done). Both strips drawn to 100% hid a 2x slowdown; on one scale they show it."""
+    windows = [d.window_ns for m in state.models() if m is not None and m.analysis is not None
+               for d in m.analysis.diagnosis.devices]
+    return max(windows, default=0) or None
 
 
 def diff_rows(state: CompareState, picked: str | None = None) -> list[Any]:
@@ -65,7 +77,8 @@ def diff_rows(state: CompareState, picked: str | None = None) -> list[Any]:
     if not rows:
         return [html.Tr(html.Td("No op got faster or slower, and none was added or removed.",
                                 colSpan=len(DIFF_COLUMNS), className="nt-empty"))]
-    return [html.Tr([html.Td(layout._cell(r.get(c)), title=str(r.get(c, ""))) for c, _ in DIFF_COLUMNS],
+    return [html.Tr([html.Td(layout._cell(r.get(c)), title=str(r.get(c, "")),
+                             className="nt-wrap" if c in WRAPPED else None) for c, _ in DIFF_COLUMNS],
                     id={"type": "nt-cmp-row", "index": i}, n_clicks=0,
                     className="nt-tr" + (" nt-cmp-picked" if r["name"] == picked else ""))
             for i, r in enumerate(rows)]

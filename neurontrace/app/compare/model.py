@@ -22,7 +22,9 @@ from typing import Any
 import dash
 import numpy as np
 
+from neurontrace import units
 from neurontrace.analysis.diff import Diff, diff
+from neurontrace.analysis.step_stats import MEAN_PER_STEP
 from neurontrace.app import inputs
 from neurontrace.app.model import ViewModel
 from neurontrace.app.server import FAILED, LOADING, READY, ViewerState
@@ -150,8 +152,21 @@ class CompareState:
         head = ", ".join(f"{n} {s}" for s, n in d.ops_summary().items() if s != "unchanged")
         worst = d.worst_regression
         if worst is not None and worst.regression_pct is not None:
-            head += f" · {worst.label}: {worst.regression_pct:+.1f}% per step"
-        return head
+            head += f" · {worst.label}: {MEAN_PER_STEP.label} {worst.regression_pct:+.1f}%"
+        return head + "".join(f" · {line}" for line in memory_peaks(d.memory))
+
+
+def memory_peaks(memory: list[dict[str, Any]]) -> list[str]:
+    """One line per device of the diff's memory comparison: the peak allocated in A and B (docs/memory.md)."""
+    out = []
+    for m in memory:
+        peak = m["peak_allocated_bytes"]
+        if peak["baseline"] is None and peak["change"] is None:
+            continue
+        who = m["device"] if m["rank"] is None else f"rank {m['rank']} {m['device']}"
+        pct = f" ({peak['pct']:+.1f}%)" if peak["pct"] is not None else ""
+        out.append(f"{who} memory peak {units.size(peak['baseline'])} → {units.size(peak['change'])}{pct}")
+    return out
 
 
 # -- the view: one aligned window for both sides ---------------------------------------------------

@@ -1,0 +1,166 @@
+"""Findings about preparation (the ``compile`` section): recompiles, the recompile limit, graph breaks, failures,
+cache misses on a warm run, Neuron cache failures, ranks that compiled different graphs. Each finding names the
+frame (file:line), the guard or reason torch gave, and what to change. Thresholds are listed here and in
+docs/compile.md.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from neurontrace import units
+from neurontrace.analysis.compile import SECTION, CompileReport, Frame, is_recompile_limit
+from neurontrace.analysis.contract import Context, Finding, FindingFamily
+
+RECOMPILE_WARN = 1  # a frame recompiled at least this many times
+SHAPE_GUARD = re.compile(r"size mismatch at index (\d+)|stride mismatch|dim mismatch|rank mismatch")
+_BREAK_ADVICE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"Tensor\.item\(\)|capture_scalar_outputs|_local_scalar_dense", re.I),
+     ("the .item() reads a tensor on the host: keep the value a tensor, or set "
+      "torch._dynamo.config.capture_scalar_outputs = True")),
+    (re.compile(r"builtin operator `?print|logging|reorderable_logging", re.I),
+     ("move the print/logging out of the compiled function, or add it to "
+      "torch._dynamo.config.reorderable_logging_functions")),
+    (re.compile(r"data.dependent|nonzero|dynamic output shape", re.I),
+     ("an op whose output shape depends on the data: set torch._dynamo.config.capture_dynamic_output_shape_ops = "
+      "True, or move it out of the compiled region")),
+)
+_NEURON_SHAPES = ("On TorchNeuron, where dynamic=True is rejected, every new shape recompiles: pad or bucket "
+                  "inputs to a fixed set of shapes and warm each one up (or precompile them with "
+                  "neuron_parallel_compile).")
+
+
+def _who(f: Frame) -> str:
+    return f"{f.function or 'frame ' + str(f.frame_id)} ({f.source or 'unknown source'})" + (
+        f" on rank {f.rank}" if f.rank is not None else "")
+
+
+def recompile_findings(r: CompileReport) -> list[Finding]:
+    out = []
+    for f in r.frames:
+        again = [c for c in f.compiles if c.get("recompile_reason") or _n(c) > 0]
+        ids = {str(c.get("compile_id") or "").split("_")[0] for c in again}
+        if len(ids) < RECOMPILE_WARN:
+            continue
+        reasons = [c["recompile_reason"] for c in again if c.get("recompile_reason")]
+        first = reasons[0].split("; ")[0] if reasons else "no guard failure recorded (add TORCH_LOGS=recompiles)"
+        took = sum(int(c.get("dur_ns") or 0) for c in again)
+        shapes = any(SHAPE_GUARD.search(x) for x in reasons)
+        m = SHAPE_GUARD.search(first)
+        dim = m.group(1) if m and m.group(1) else "0"
+        advice = (f"A new input shape recompiles the frame: mark the dimension dynamic before the call "
+                  f"(torch._dynamo.mark_dynamic(x, {dim})), or pad/bucket inputs to a few fixed shapes. "
+                  + _NEURON_SHAPES) if shapes else (
+                  "Find what changes between calls (the guard names it) and keep it constant, or pass it as a "
+                  "tensor; torch._dynamo.explain() lists the guards.")
+        out.append(Finding(
+            "recompiles", "warning", f"{f.function or 'A frame'} recompiled {len(ids)} time(s)",
+            f"{_who(f)}: {len(ids)} recompile(s) ({units.duration(took)} compiling); first guard that failed: "
+            f"{first}", advice))
+    for lim in r.recompile_limits:
+        out.append(Finding(
+            "recompile_limit", "error", f"{lim.get('function') or 'A frame'} hit the recompile limit and runs eagerly",
+            f"{lim.get('function')} ({lim.get('source')}) hit {lim.get('reason')}",
+            "From now on this frame runs without torch.compile. Stop the recompiles (mark_dynamic, fixed shapes); "
+            "raising torch._dynamo.config.recompile_limit only delays it. " + _NEURON_SHAPES))
+    return out
+
+
+def _n(c: dict[str, Any]) -> int:
+    cid = str(c.get("compile_id") or "")
+    m = re.match(r"(?:!\d+/)?\d+/(\d+)", cid)
+    return int(m.group(1)) if m else 0
+
+
+def graph_break_findings(r: CompileReport) -> list[Finding]:
+    breaks = [(f, g) for f in r.frames for g in f.graph_breaks]
+    if not breaks:
+        return []
+    seen: dict[tuple[Any, Any], int] = {}
+    for _f, g in breaks:
+        seen[(g.get("source"), g.get("reason"))] = seen.get((g.get("source"), g.get("reason")), 0) + 1
+    where = "; ".join(f"{src or '?'}: {reason or '?'}" + (f" (x{n})" if n > 1 else "")
+                      for (src, reason), n in list(seen.items())[:5])
+    tips = []
+    for _src, reason in seen:
+        for pat, tip in _BREAK_ADVICE:
+            if reason and pat.search(reason) and tip not in tips:
+                tips.append(tip)
+    advice = ("Each break ends a graph and starts another (one compiled region per break, Python between them): "
+              + ("; ".join(tips) + ". " if tips else "")
+              + "torch.compile(fullgraph=True) turns every break into an error that names it.")
+    return [Finding("graph_breaks", "warning", f"{len(breaks)} graph break(s) split the compiled code",
+                    f"{len(breaks)} graph break(s): {where}", advice)]
+
+
+def failure_findings(r: CompileReport) -> list[Finding]:
+    out = []
+    for f in r.frames:
+        for c in f.compiles:
+            if c.get("status") != "failed" or is_recompile_limit(c):  # the recompile_limit finding says it
+                continue
+            out.append(Finding(
+                "compile_failed", "error", f"Compiling {f.function or 'a frame'} failed",
+                f"{_who(f)} {c.get('compile_id')}: {c.get('fail_type') or 'failed'}: "
+                f"{(c.get('fail_reason') or '').splitlines()[0][:300] if c.get('fail_reason') else ''}",
+                "The backend raised: read the reason above (TORCH_LOGS=+dynamo shows the traceback). With "
+                "torch._dynamo.config.suppress_errors the frame silently runs eagerly; fix or report the backend "
+                "error rather than hiding it."))
+    n = r.neuron or {}
+    if n.get("cached_failures"):
+        out.append(Finding(
+            "neuron_cached_failure", "error", "The Neuron cache replays a failed compile",
+            f"{n['cached_failures']} graph(s) loaded as a cached failed NEFF: the compiler is not run again",
+            "An earlier compile failed (or was interrupted) and its failure was cached. Fix the cause, then set "
+            "NEURON_CC_FLAGS=--retry_failed_compilation (or delete that MODULE_ entry from the cache)."))
+    if n.get("failed"):
+        out.append(Finding(
+            "neuron_compile_failed", "error", "Neuron graph compilation failed",
+            f"{n['failed']} graph(s) failed to compile"
+            + (f": {n['failures'][0]['module']} {n['failures'][0]['fail_type']}" if n.get("failures") else ""),
+            "Read the compiler's log for that module (log-neuron-cc.txt in its work directory, model.log in the "
+            "cache entry); the error code names the fix in the Neuron compiler error-code pages."))
+    par = n.get("parallel") or {}
+    if par.get("failed"):
+        out.append(Finding(
+            "neuron_parallel_failed", "error", "neuron_parallel_compile left graphs uncompiled",
+            f"{par['failed']} of {par.get('graphs')} graph(s) failed in neuron_parallel_compile",
+            "Those graphs will compile (or fail) again at the first step of training; fix the failures first."))
+    return out
+
+
+def cache_findings(r: CompileReport) -> list[Finding]:
+    if r.cache_hits and r.cache_misses:
+        return [Finding(
+            "cache_misses_warm", "info", "Some graphs missed a warm compile cache",
+            f"{r.cache_hits} FX graph cache hit(s) but {r.cache_misses} miss(es) in the same run",
+            "A miss on a warm cache means the graph changed (new shapes, code, config, torch version) or the "
+            "cache was not shared (TORCHINDUCTOR_CACHE_DIR per job); keep them stable to reuse compiled graphs.")]
+    return []
+
+
+def divergence_findings(r: CompileReport) -> list[Finding]:
+    counts = {k: v for k, v in r.per_rank.items() if k != "None"}
+    if len(counts) > 1 and len(set(counts.values())) > 1:
+        text = ", ".join(f"rank {k}: {v}" for k, v in sorted(counts.items(), key=lambda kv: int(kv[0]))[:8])
+        return [Finding(
+            "compile_rank_divergence", "warning", "Ranks compiled different numbers of graphs",
+            f"graphs compiled per rank: {text}",
+            "Ranks that compile different graphs issue different collectives and can hang the job; make every "
+            "rank see the same shapes and code paths (same batch shapes, no rank-dependent branches).")]
+    return []
+
+
+def findings(r: CompileReport) -> list[Finding]:
+    """Every compile finding of one report (the job's, after the combine)."""
+    return (failure_findings(r) + recompile_findings(r) + graph_break_findings(r) + cache_findings(r)
+            + divergence_findings(r))
+
+
+def _find(ctx: Context) -> list[Finding]:
+    r = ctx.sections.get(SECTION.key)
+    return [] if r is None else findings(r)
+
+
+FINDINGS = FindingFamily("compile", _find)

@@ -1,0 +1,184 @@
+"""Kineto ``[memory]`` / ``[OutOfMemory]`` instants → the ``memory_events`` table (kineto.md, memory events).
+
+Each instant is one allocator call: ``Bytes`` > 0 an allocation, < 0 a free, ``Addr`` the block,
+``Total Allocated`` / ``Total Reserved`` the allocator's totals after it (absent from the old events of
+torch 1.8/1.9, which carry only ``Device Type``, ``Device Id`` and ``Bytes``). ``[OutOfMemory]`` is an
+allocation that failed; its ``Bytes`` is what was asked for. Each row is charged to the framework op
+running on the same thread at that instant: the outermost one, the op user code called (``aten::linear``,
+not the ``aten::empty`` inside it), and that op's source frame; where no op runs (a free at a ``del``), to
+the Python frame running.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from neurontrace.trace import ParseAccounting
+
+from ._arrow import pair_codes
+
+_INT64_MAX = 2**63 - 1
+
+
+class _Args(msgspec.Struct, gc=False):
+    addr: int | float | None = msgspec.field(default=None, name="Addr")
+
+
+_DECODER = msgspec.json.Decoder(list[_Args | None])
+
+
+def memory_events(t: pa.Table, system: pa.Table, device: pa.Array, rank: int | None,
+                  acct: ParseAccounting) -> pa.Table:
+    """The memory_events rows of the memory instants ``t`` (the parser's memory split, in file order)."""
+    n = t.num_rows
+    addr = _addresses(t["args"], acct)
+    nbytes, bad_bytes = _ints(t["mem_bytes"], signed=True)
+    allocated, bad_alloc = _ints(t["mem_total_allocated"], signed=False)
+    reserved, bad_res = _ints(t["mem_total_reserved"], signed=False)
+    if bad_bytes or bad_alloc or bad_res:
+        acct.warnings.append(
+            f"memory events: {bad_alloc} negative or non-integral Total Allocated, {bad_res} Total Reserved and "
+            f"{bad_bytes} non-integral Bytes values were left out (null); peaks use the others")
+    is_oom = pc.fill_null(pc.equal(t["name"], "[OutOfMemory]"), False)
+    action = pc.if_else(is_oom, "oom", pc.if_else(pc.less(pc.fill_null(nbytes, 0), 0), "free", "alloc"))
+    op_row = _enclosing(t, system, "framework_op")
+    py_row = _enclosing(t, system, "python")  # where no op runs (a free at a `del`), the Python frame's line
+    frame_row = np.where(op_row >= 0, op_row, py_row)
+    return pa.table({
+        "ts_ns": t["ts_ns"],
+        "device": device,
+        "rank": pa.array([rank] * n, pa.int32()),
+        "pid": t["pid"],
+        "tid": t["tid"],
+        "action": action,
+        "addr": addr,
+        "bytes": nbytes,
+        "total_allocated_bytes": allocated,
+        "total_reserved_bytes": reserved,
+        "stream": pa.nulls(n, pa.int64()),
+        "op_event_id": _at(system["event_id"], op_row),
+        "op": _at(system["name"].cast(pa.string()), op_row),
+        "frame_id": _at(system["frame_id"], frame_row),
+    })
+
+
+def _at(col: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+    """``col`` at ``rows``; null where a row is -1."""
+    if not len(col):
+        return pa.nulls(len(rows), col.type)
+    return pc.if_else(pa.array(rows < 0), pa.scalar(None, col.type), col.take(pa.array(np.maximum(rows, 0))))
+
+
+def _ints(col: pa.ChunkedArray, *, signed: bool) -> tuple[pa.Array, int]:
+    """Float64 byte counts as int64, and how many were unusable: values that are not whole numbers within
+    int64, and negative ones unless ``signed``, become null."""
+    v = col.to_numpy(zero_copy_only=False).astype(np.float64)
+    ok = np.isfinite(v) & (np.floor(v) == v) & (np.abs(v) <= 2.0**62)
+    if not signed:
+        ok &= v >= 0
+    out = np.where(ok, v, 0).astype(np.int64)
+    return pa.array(out, mask=~ok), int((~ok & ~np.isnan(v)).sum())
+
+
+_ADDR = r'"Addr":\s*(?P<addr>\d{1,18})[,}\s]'  # what Kineto writes: a whole number (addresses fit in 18 digits)
+
+
+def _addresses(args: pa.ChunkedArray, acct: ParseAccounting) -> pa.Array:
+    """``Addr`` of each event's args text: one regular-expression pass in Arrow where every Addr is a plain
+    whole number (what Kineto writes), else a decode of the rows' args."""
+    if not len(args):
+        return pa.nulls(0, pa.int64())
+    flat = args.combine_chunks() if isinstance(args, pa.ChunkedArray) else args
+    found = pc.extract_regex(flat, _ADDR)  # null where no match (the struct, not its field, is null)
+    matched = pc.fill_null(found.is_valid(), False)
+    mentioned = pc.sum(pc.fill_null(pc.match_substring(flat, '"Addr"'), False).cast(pa.int64())).as_py() or 0
+    if (pc.sum(matched.cast(pa.int64())).as_py() or 0) == mentioned:  # every Addr is in the plain form
+        return pc.if_else(matched, found.field("addr"), pa.scalar(None, pa.string())).cast(pa.int64())
+    texts = flat.to_pylist()
+    doc = b"[" + b",".join((s or "null").encode() for s in texts) + b"]"
+    try:
+        decoded = _DECODER.decode(doc)
+    except msgspec.ValidationError:  # an Addr that is not a number: read row by row, dropping it
+        decoded = [_one(s) for s in texts]
+    addr = [a.addr if a is not None and a.addr is not None and 0 <= a.addr <= _INT64_MAX
+            and float(a.addr).is_integer() else None for a in decoded]
+    bad = sum(1 for a, v in zip(decoded, addr, strict=True) if v is None and a is not None and a.addr is not None)
+    if bad:
+        acct.warnings.append(f"{bad} memory events have an Addr that is not an address; kept without it")
+    return pa.array([int(a) if a is not None else None for a in addr], pa.int64())
+
+
+def _one(text: str | None) -> _Args | None:
+    try:
+        return msgspec.json.decode(text or "null", type=_Args | None)
+    except msgspec.ValidationError:  # an Addr of another type: marked unusable (counted, then dropped)
+        return _Args(addr=-1)
+
+
+def _enclosing(t: pa.Table, system: pa.Table, category: str) -> np.ndarray:
+    """Row in ``system`` of the outermost (``framework_op``) or innermost (other categories) event of
+    ``category`` on the same thread enclosing each instant (-1: none)."""
+    out = np.full(t.num_rows, -1, dtype=np.int64)
+    is_op = pc.fill_null(pc.equal(system["category"].cast(pa.string()), category), False)
+    op_rows = np.flatnonzero(is_op.to_numpy(zero_copy_only=False))
+    if not t.num_rows or not len(op_rows):
+        return out
+    ops = system.take(pa.array(op_rows))
+    both = pa.table({"pid": pa.concat_arrays([_plain(ops["pid"]), _plain(t["pid"])]),
+                     "tid": pa.concat_arrays([_plain(ops["tid"]), _plain(t["tid"])])})
+    thread, _ = pair_codes(both["pid"], both["tid"])
+    op_thread, ev_thread = thread[:len(op_rows)], thread[len(op_rows):]
+    start = ops["ts_ns"].to_numpy()
+    end = start + ops["dur_ns"].to_numpy()
+    ts = t["ts_ns"].to_numpy()
+    for code in np.unique(ev_thread):
+        mine = np.flatnonzero(op_thread == code)
+        if not len(mine):
+            continue
+        mine = mine[np.lexsort((-end[mine], start[mine]))]  # by start, the outer of equal starts first
+        s, e = start[mine], end[mine]
+        parent, root = _parents(s, e)
+        q = np.flatnonzero(ev_thread == code)
+        cand = np.searchsorted(s, ts[q], side="right") - 1
+        for _ in range(len(s) + 1):  # walk out to the first op still open at the instant
+            bad = cand >= 0
+            bad[bad] = e[cand[bad]] < ts[q][bad]
+            if not bad.any():
+                break
+            cand[bad] = parent[cand[bad]]
+        if category == "framework_op":
+            cand = np.where(cand >= 0, root[np.maximum(cand, 0)], -1)
+        out[q] = np.where(cand >= 0, op_rows[mine[np.maximum(cand, 0)]], -1)
+    return out
+
+
+def _parents(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each interval's enclosing interval and outermost enclosing one (positions; -1 and itself at the
+    top), for nested intervals sorted by start (the outer of equal starts first); an interval ending where
+    the next starts encloses it, as a stack walk would have it. Vectorized over nesting levels: an
+    interval's depth is how many intervals before it are still open at its start, and its parent is the
+    last interval before it one level up."""
+    n = len(start)
+    pos = np.arange(n, dtype=np.int64)
+    depth = pos - np.searchsorted(np.sort(end), start, side="left")
+    parent = np.full(n, -1, dtype=np.int64)
+    by_depth = np.lexsort((pos, depth))
+    levels = np.searchsorted(depth[by_depth], np.arange(int(depth.max(initial=0)) + 2))
+    for d in range(1, len(levels) - 1):
+        up, here = by_depth[levels[d - 1]:levels[d]], by_depth[levels[d]:levels[d + 1]]
+        if len(up) and len(here):
+            k = np.searchsorted(up, here, side="left") - 1
+            parent[here] = np.where(k >= 0, up[np.maximum(k, 0)], -1)
+    top = by_depth[levels[0]:levels[1]]
+    root = top[np.maximum(np.searchsorted(top, pos, side="right") - 1, 0)] if len(top) else pos.copy()
+    return parent, root
+
+
+def _plain(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.cast(arr.type.value_type)
+    return arr.cast(pa.string())
