@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import random
 import resource
 import shutil
@@ -33,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import neurontrace
 from tests import fuzz_inputs as fz
+from tests import fuzz_new_inputs as fn
 from tests import fuzz_structured as fs
 
 TOTALS: Counter[str] = Counter()
@@ -82,6 +84,8 @@ def main() -> None:
     ap.add_argument("--json", type=int, default=4000)
     ap.add_argument("--outputs", type=int, default=500)
     ap.add_argument("--datasets", type=int, default=300, help="damaged two-rank datasets (convert -o)")
+    ap.add_argument("--logs", type=int, default=1000, help="damaged real TORCH_TRACE compile logs")
+    ap.add_argument("--pickles", type=int, default=1000, help="damaged memory-snapshot pickles")
     ap.add_argument("--max-source-bytes", type=int, default=2_000_000, help="corpus files up to this size")
     ap.add_argument("--no-user-runs", action="store_true",
                     help="skip running `info` and `diagnose` on every input that loads (faster, shallower)")
@@ -177,12 +181,46 @@ def main() -> None:
                 failures.add(exc, f"dataset #{i} {kind}", out)
                 return "FAIL"
 
+        logs = fn.compile_logs()
+
+        def log_case(i: int) -> str:
+            src = rng.choice(logs)
+            kind, data = fn.log_mutation(src.read_bytes(), rng)
+            path = tmp / "x.log"
+            path.write_bytes(data)
+            try:
+                return f"{kind}: {'ok' if fn.run_user('compile', str(path)) == 0 else 'error'}"
+            except Exception as exc:
+                failures.add(exc, f"compile log #{i} {kind} of {src.name}", path)
+                return f"{kind}: FAIL"
+
+        from neurontrace.testing import synthetic_snapshot
+
+        snapshot = synthetic_snapshot.leaky_steps(steps=2)
+        canary = tmp / "canary"
+        os.environ["NEURONTRACE_FUZZ_CANARY"] = str(canary)
+
+        def pickle_case(i: int) -> str:
+            kind, data = fn.pickle_mutation(snapshot, rng)
+            path = tmp / "s.pickle"
+            path.write_bytes(data)
+            try:
+                codes = [fn.run_user(cmd, str(path)) for cmd in ("memory", "diagnose")]
+                if canary.exists():
+                    raise AssertionError("a pickle's __reduce__ payload ran")
+                return f"{kind}: {'ok' if codes[0] == 0 else 'error'}"
+            except Exception as exc:
+                failures.add(exc, f"pickle #{i} {kind}", path)
+                return f"{kind}: FAIL"
+
         run("kineto (both decoders)", args.kineto, kineto_case)
         run("kineto structure-aware (both decoders)", args.structured, structured_case)
         run("neuron explorer directories", args.neuron, neuron_case)
         run("legacy neuron json", args.json, json_case)
         run("convert outputs", args.outputs, output_case)
         run("datasets", args.datasets, dataset_case)
+        run("compile logs", args.logs if logs else 0, log_case)
+        run("snapshot pickles", args.pickles, pickle_case)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"cases {TOTALS['cases']:,}; named errors {TOTALS['named errors']:,}; tracebacks {TOTALS['tracebacks']:,}; "
           f"decoder disagreements {TOTALS['decoder disagreements']:,}; invalid tables {TOTALS['invalid tables']:,}; "

@@ -323,7 +323,9 @@ def test_every_callback_survives_nan_infinity_and_strings_over_http() -> None:
         while (state.model is None or state.model.analysis is None) and time.monotonic() < deadline:
             time.sleep(0.05)
         # the Report tab's callback (every registered section's text) and the ops panel's are among them
-        every_callback_survives_hostile_values(server.url, covers=("nt-report.children", "nt-roof-graph.figure"))
+        # the critical-path toggle's (the newer views' callback; compile and memory draw in the timeline's own)
+        every_callback_survives_hostile_values(server.url, covers=("nt-report.children", "nt-roof-graph.figure",
+                                                                   "nt-cp-breakdown.children"))
     finally:
         server.stop()
 

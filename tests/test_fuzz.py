@@ -18,6 +18,7 @@ import pytest
 
 import neurontrace
 from tests import fuzz_inputs as fz
+from tests import fuzz_new_inputs as fn
 from tests import fuzz_structured as fs
 
 SEED = 12
@@ -27,6 +28,8 @@ NEURON_CASES = 120
 JSON_CASES = 1300
 OUTPUT_CASES = 80
 DATASET_CASES = 32
+LOG_CASES = 40
+PICKLE_CASES = 60
 STRUCTURED_CASES = 300  # a count, not a time: the run is the same on every machine (~12 s on a quiet one)
 USER_RUN_EVERY = 25  # of those, every 25th that loads also goes through `info` and `diagnose`
 
@@ -149,6 +152,43 @@ def test_damaged_datasets_load_or_fail_by_name(tmp_path: Path) -> None:
             raise AssertionError(f"dataset case {i} ({kind}): {type(exc).__name__}: {exc}") from exc
         outcomes[result.kind] += 1
     assert outcomes["ok"] > 3 and outcomes["error"] > 10, outcomes
+
+
+@pytest.mark.skipif(not fn.compile_logs(), reason="the real compile logs (shared/corpus/compile) are not here")
+def test_damaged_compile_logs_give_a_report_or_a_named_error(tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    codes: Counter[int] = Counter()
+    for i in range(LOG_CASES):
+        src = rng.choice(fn.compile_logs())
+        kind, data = fn.log_mutation(src.read_bytes(), rng)
+        path = tmp_path / "x.log"
+        path.write_bytes(data)
+        try:
+            codes[fn.run_user("compile", str(path))] += 1
+        except Exception as exc:
+            raise AssertionError(f"log case {i} ({kind} of {src.name}): {type(exc).__name__}: {exc}") from exc
+    assert codes[0] > 10, codes
+
+
+def test_damaged_snapshot_pickles_give_a_result_or_a_named_error_and_never_run_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from neurontrace.testing import synthetic_snapshot
+
+    canary = tmp_path / "canary"
+    monkeypatch.setenv("NEURONTRACE_FUZZ_CANARY", str(canary))
+    snapshot = synthetic_snapshot.leaky_steps(steps=2)
+    rng = random.Random(SEED)
+    codes: Counter[str] = Counter()
+    for i in range(PICKLE_CASES):
+        kind, data = fn.pickle_mutation(snapshot, rng)
+        path = tmp_path / "s.pickle"
+        path.write_bytes(data)
+        try:
+            codes[f"{kind} {fn.run_user('memory', str(path))}"] += 1
+        except Exception as exc:
+            raise AssertionError(f"pickle case {i} ({kind}): {type(exc).__name__}: {exc}") from exc
+    assert not canary.exists()  # the __reduce__ payload never ran
+    assert codes["global 5"] > 0 and codes["huge_numbers 0"] > 0, codes
 
 
 def test_mutations_are_reproducible() -> None:
