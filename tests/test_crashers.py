@@ -237,6 +237,13 @@ KINETO = {
         {"ph": "X", "cat": "user_annotation", "name": "gloo:all_gather", "pid": 19683, "tid": 20164,
          "ts": 5257925603585.475, "dur": 23924.388, "args": {"External id": 1025, "Ev Idx": 1200}}]}
     ).replace('"@"', "1e400"),
+    # found by bench/fuzz_campaign.py (seed 2026, structured #3379, drop_keys), minimized: a Python frame whose
+    # parent is on another thread (its tid dropped) indexed the other thread's frame positions (IndexError)
+    "python parent on another thread": json.dumps({"traceEvents": [
+        {"cat": "python_function", "pid": 8639, "tid": 8639, "ts": 5131080469123.243},
+        {"cat": "python_function", "pid": 8639, "tid": 8639, "ts": 5131080469126.357, "args": {"Python id": 430}},
+        {"cat": "python_function", "pid": 8639, "ts": 5131080469127.34, "args": {"Python parent id": 430}},
+        {"pid": 8639, "ts": 5131080469147.946}]}),
     "rank beyond a double": BASE[:-1] + ', "distributedInfo": {"rank": 1e400}}',
     "distributedInfo a string": BASE[:-1] + ', "distributedInfo": "text"}',
     "distributedInfo a list": BASE[:-1] + ', "distributedInfo": [1, null]}',
