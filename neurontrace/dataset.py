@@ -234,7 +234,7 @@ def open_dataset(path: str | Path) -> Dataset:
                                  f"`neurontrace convert DIR -o {p}`")
     try:
         doc = json.loads(marker.read_text())
-    except (ValueError, UnicodeError) as exc:
+    except (ValueError, UnicodeError, RecursionError) as exc:  # RecursionError: nested past the parser's limit
         raise MalformedTraceError(f"{marker}: unreadable ({exc})") from exc
     if not isinstance(doc, dict) or doc.get("layout") != LAYOUT:
         got = doc.get("layout") if isinstance(doc, dict) else type(doc).__name__

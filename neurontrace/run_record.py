@@ -40,15 +40,48 @@ def read_run_record(trace_path: str | Path) -> dict[str, Any] | None:
             continue
         try:
             record = json.loads(candidate.read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
             if _mentions_schema(candidate):
                 warnings.warn(f"{candidate}: unreadable run record ({exc}); the run's facts are not attached",
                               TraceWarning, stacklevel=2)
                 return None
             continue
-        if isinstance(record, dict) and str(record.get("schema", "")).startswith(SCHEMA_PREFIX):
-            return record
+        if isinstance(record, dict) and isinstance(record.get("schema"), str) \
+                and record["schema"].startswith(SCHEMA_PREFIX):
+            return validated(record, candidate)
     return None
+
+
+# The keys readers use, and the kinds they must hold (docs/capture.md); null is always allowed.
+LIST_KEYS = ("command", "argv", "devices", "tags", "windows", "warnings", "failures", "fallback_ops")
+DICT_KEYS = ("versions", "environment", "environment_changes", "profiler", "neuron", "exit")
+TEXT_KEYS = ("status", "neurontrace_version", "cwd", "start_time", "end_time", "host", "rank_source", "python",
+             "platform", "backend", "notes", "out_dir")
+INT_KEYS = ("rank", "world_size", "pid", "steps_marked")
+INT_LIMIT = 1 << 31
+
+
+def validated(record: dict[str, Any], path: Path) -> dict[str, Any]:
+    """The record with every documented key of the documented kind: a key of another kind (a
+    fallback list that is a number, a world size given as text, a rank beyond 2^31) is dropped
+    and named in one TraceWarning, so no reader meets a shape the format does not have."""
+    out, dropped = dict(record), []
+    for key in (*LIST_KEYS, *DICT_KEYS, *TEXT_KEYS, *INT_KEYS):
+        value = out.get(key)
+        if value is None:
+            continue
+        ok = (isinstance(value, list) if key in LIST_KEYS else isinstance(value, dict) if key in DICT_KEYS
+              else isinstance(value, str) if key in TEXT_KEYS
+              else isinstance(value, int) and not isinstance(value, bool) and 0 <= value < INT_LIMIT)
+        if ok and key == "fallback_ops":
+            ok = all(isinstance(op, str) for op in value)
+        if not ok:
+            out[key] = None
+            dropped.append(f"{key} ({type(value).__name__})")
+    if dropped:
+        warnings.warn(f"{path}: run record field(s) not of the documented kind, left out: {', '.join(dropped)}",
+                      TraceWarning, stacklevel=3)
+    return out
 
 
 def _mentions_schema(path: Path) -> bool:

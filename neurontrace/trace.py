@@ -259,7 +259,7 @@ class Trace:
             raise InputNotFoundError(f"{d} is not a neurontrace Parquet directory (no {PARQUET_MARKER})")
         try:
             layout = json.loads(marker.read_text())["layout_version"]
-        except (ValueError, KeyError, TypeError, IndexError) as exc:  # TypeError: not an object
+        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:  # TypeError: not an object
             raise MalformedTraceError(f"{marker}: unreadable marker file ({exc!r}); expected an object with a "
                                       "layout_version. Convert the original trace again") from exc
         if layout != PARQUET_LAYOUT_VERSION:

@@ -18,9 +18,11 @@ directories: renamed, dropped, retyped or nulled columns, part files of mixed sc
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import gzip
+import io
 import json
 import os
 import random
@@ -89,6 +91,20 @@ def outcome(path: Path, decoder: str | None = None) -> Outcome:
     return Outcome("ok", ({n: trace.tables[n] for n in TABLES}, meta), trace.meta("decoder"))
 
 
+def as_user(path: Path) -> list[int]:
+    """``neurontrace info`` and ``diagnose`` on ``path`` in this process, as a user runs them: the exit
+    codes. A named error is an exit code; any other exception propagates (a traceback for the user)."""
+    from neurontrace.cli import main
+
+    codes = []
+    for command in ("info", "diagnose"):
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            codes.append(main([command, str(path)]))
+    return codes
+
+
 def same(a: Outcome, b: Outcome) -> bool:
     if a.kind != b.kind:
         return False
@@ -154,8 +170,10 @@ def _brief(o: Outcome) -> str:
 def kineto_sources(max_bytes: int = 100_000) -> list[Path]:
     """The shipped samples and the small files of the real corpus (beside the checkout, if present)."""
     files = sorted((ROOT / "sample_traces").rglob("*.pt.trace.json.gz"))
-    corpus = ROOT.parent / "shared" / "corpus" / "kineto"
-    if corpus.is_dir():
+    from tests.conftest import corpus_root  # (beside the checkout, or $NEURONTRACE_CORPUS)
+
+    corpus = corpus_root()
+    if corpus is not None:
         files += sorted(p for p in corpus.rglob("*") if p.name.endswith((".json", ".json.gz"))
                         and p.stat().st_size < max_bytes)
     return files
@@ -291,6 +309,19 @@ NEURON_DIRS = [ROOT / "sample_traces" / "synthetic_neuron" / "synthetic_mlp_parq
                ROOT / "sample_traces" / "synthetic_neuron" / "synthetic_mlp_v12_parquet"]
 
 
+# A column of another type than neuron.md declares (issue #29 item 1): each makes n values.
+RETYPE: dict[str, Callable[[int], pa.Array]] = {
+    "as_int": lambda n: pa.array(range(n), pa.int64()),
+    "as_float": lambda n: pa.array([i + 0.5 for i in range(n)], pa.float64()),
+    "as_timestamp": lambda n: pa.array([1_700_000_000_000_000_000 + i for i in range(n)], pa.timestamp("ns")),
+    "nan": lambda n: pa.array([float("nan")] * n, pa.float64()),
+    "int64_max": lambda n: pa.array([2**63 - 1] * n, pa.int64()),
+    "bad_utf8": lambda n: pa.array([b"ok\xff"] * n, pa.binary()).view(pa.string()),
+    "null_type": pa.nulls,
+    "abc": lambda n: pa.array(["abc"] * n, pa.string()),
+}
+
+
 def neuron_mutation(src: Path, out: Path, rng: random.Random) -> str:
     """Copy an Explorer directory to ``out`` with one mutation; returns its class."""
     shutil.rmtree(out, ignore_errors=True)
@@ -298,7 +329,8 @@ def neuron_mutation(src: Path, out: Path, rng: random.Random) -> str:
     files = sorted(out.glob("*.parquet"))
     f = rng.choice(files)
     kind = rng.choice(["rename", "drop", "as_text", "nulls", "as_list", "mixed_parts", "flip", "cut", "remove",
-                       "empty"])
+                       "empty", "as_int", "as_float", "as_timestamp", "nan", "int64_max", "duplicate", "bad_utf8",
+                       "null_type", "abc"])
     if kind in ("flip", "cut"):
         b = bytearray(f.read_bytes())
         if kind == "flip":
@@ -328,6 +360,10 @@ def neuron_mutation(src: Path, out: Path, rng: random.Random) -> str:
         t = t.set_column(i, col, pa.array([[v] for v in t[col].to_pylist()]))
     elif kind == "empty":
         t = t.slice(0, 0)
+    elif kind in RETYPE:
+        t = t.set_column(i, col, RETYPE[kind](t.num_rows))
+    elif kind == "duplicate":
+        t = pa.Table.from_arrays([*t.columns, t[col]], names=[*t.column_names, col])
     elif kind == "mixed_parts" and t.num_rows >= 2:
         f.unlink()
         stem = f.name.removesuffix(".parquet").split("_")[0]
@@ -404,3 +440,48 @@ def parquet_output_mutation(out: Path, rng: random.Random) -> str:
             t = t.set_column(t.column_names.index(col), col, pa.array([[1]] * t.num_rows))
     pq.write_table(t, f)
     return f"{kind} {f.name}"
+
+
+# -- neurontrace datasets (convert DIR -o DATASET) ------------------------------------------------------
+
+
+def dataset_mutation(out: Path, rng: random.Random) -> str:
+    """Damage a dataset written by ``neurontrace convert DIR -o DATASET`` (in place): a partition missing
+    or extra, a marker from a newer layout or of another shape, a partition file retyped, flipped or cut."""
+    kind = rng.choice(["drop_partition", "extra_partition", "marker_layout", "marker_shape", "marker_ranks",
+                       "retype", "flip", "cut", "extra_column"])
+    marker = out / "neurontrace-dataset.json"
+    parts = sorted(out.glob("*/rank=*/*.parquet"))
+    f = rng.choice(parts)
+    if kind == "drop_partition":
+        shutil.rmtree(f.parent)
+    elif kind == "extra_partition":
+        extra = f.parent.parent / "rank=99"
+        extra.mkdir(exist_ok=True)
+        shutil.copy(f, extra / f.name)
+    elif kind.startswith("marker"):
+        doc = json.loads(marker.read_text())
+        if kind == "marker_layout":
+            doc["layout"] = rng.choice(["neurontrace-dataset/2", None, 1, ["x"]])
+            marker.write_text(json.dumps(doc))
+        elif kind == "marker_ranks":
+            doc["ranks"] = rng.choice([5, None, [1, "x"], [{"rank": "1e400", "partition": "../../etc"}], {}])
+            marker.write_text(json.dumps(doc))
+        else:
+            marker.write_text(rng.choice(["[]", "7", "null", "{", "[" * 100_000 + "]" * 100_000]))
+    elif kind in ("flip", "cut"):
+        b = bytearray(f.read_bytes())
+        if kind == "flip":
+            b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
+        else:
+            b = b[: rng.randrange(len(b))]
+        f.write_bytes(bytes(b))
+    else:
+        t = pq.read_table(f)
+        if kind == "extra_column":
+            t = t.append_column("fuzz_extra", pa.nulls(t.num_rows, pa.int64()))
+        elif t.num_columns:
+            col = rng.choice(t.column_names)
+            t = t.set_column(t.column_names.index(col), col, pa.array([[1]] * t.num_rows))
+        pq.write_table(t, f)
+    return f"{kind} {f.relative_to(out)}"

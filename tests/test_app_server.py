@@ -292,7 +292,12 @@ BAD_VALUES: list[Any] = [float("nan"), float("inf"), -float("inf"), "x", "1e400"
                          [], [float("nan")], {}, {"t0": float("nan"), "t1": "y", "origin": float("inf")},
                          {"points": [{"x": float("inf"), "customdata": [float("nan"), "a", None, 1e400]}]},
                          {"device": 5, "cause": [], "rank": float("nan")}, {"xaxis.range[0]": float("nan"),
-                                                                             "xaxis.range[1]": float("inf")}]
+                                                                             "xaxis.range[1]": float("inf")},
+                         # the shapes the newer views take (a toggle's list, a highlight naming a view, a
+                         # step or allocation pick), each with a hostile member
+                         ["on", float("nan")], ["on", {"x": 1e400}], {"critical_path": True, "t0": float("nan")},
+                         {"critical_path": "yes"}, {"step": float("inf"), "rank": "0"},
+                         {"frame": -(2**70), "address": float("nan"), "size": "1e400"}, "\ud800", "x" * 100_000]
 
 
 def _dash_post(url: str, body: dict[str, Any]) -> int:
@@ -318,7 +323,9 @@ def test_every_callback_survives_nan_infinity_and_strings_over_http() -> None:
         while (state.model is None or state.model.analysis is None) and time.monotonic() < deadline:
             time.sleep(0.05)
         # the Report tab's callback (every registered section's text) and the ops panel's are among them
-        every_callback_survives_hostile_values(server.url, covers=("nt-report.children", "nt-roof-graph.figure"))
+        # the critical-path toggle's (the newer views' callback; compile and memory draw in the timeline's own)
+        every_callback_survives_hostile_values(server.url, covers=("nt-report.children", "nt-roof-graph.figure",
+                                                                   "nt-cp-breakdown.children"))
     finally:
         server.stop()
 

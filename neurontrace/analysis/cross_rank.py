@@ -198,6 +198,8 @@ def _distributed_info(trace: Trace, rank: int | None) -> _Info:
     for key, value in zip(meta["key"].to_pylist(), meta["value"].to_pylist(), strict=True):
         if key == "kineto.distributedInfo":
             info = json.loads(value)
+            if not isinstance(info, dict):  # null, or another shape than the object Kineto writes
+                continue
             pgs = info.get("pg_config") or []
             for pg in pgs if isinstance(pgs, list) else []:
                 if isinstance(pg, dict) and "pg_name" in pg and _int(pg.get("pg_size")):

@@ -74,7 +74,10 @@ def _python(system: pa.Table, acct: ParseAccounting) -> tuple[pa.Table | None, n
         fr = fr[np.lexsort((fr, start[fr]))]
         pos_of_row[fr] = np.arange(len(fr))
         fr_parent_rows = parent_rows[np.searchsorted(py_rows, fr)]
-        fr_parent = np.where(fr_parent_rows >= 0, pos_of_row[py_rows[np.maximum(fr_parent_rows, 0)]], -1)
+        parent_at = py_rows[np.maximum(fr_parent_rows, 0)]
+        # A parent on another thread (a writer's or an edit's python_parent_id) is no enclosing frame here;
+        # its position would be another thread's (pos_of_row is valid for this thread only).
+        fr_parent = np.where((fr_parent_rows >= 0) & (thread[parent_at] == code), pos_of_row[parent_at], -1)
         targets = np.flatnonzero(in_thread & ~is_py)
         if not len(targets):
             continue

@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace._io import UTF8_BOM, Data, Snapshot
+from neurontrace._numbers import checked_float
 from neurontrace.errors import MalformedTraceError, TruncatedTraceError
 from neurontrace.progress import Progress, no_progress
 
@@ -419,9 +420,24 @@ def _batch(raws: list[msgspec.Raw], first_index: int) -> pa.Table:
     doc = b"[" + b",".join(raws) + b"]"
     try:
         events = msgspec.json.decode(doc, type=list[_Event])
-    except msgspec.ValidationError as exc:
-        raise MalformedTraceError(f"an event has an unexpected field type: {exc}") from exc
+    except msgspec.ValidationError:
+        # A key given twice with a bad first value ("cat": 2, "cat": "cpu_op"): the last value
+        # counts, as JSON.parse (and the compiled scanner) take it; then the same typed decode.
+        doc = b"[" + b",".join(map(_last_values, raws)) + b"]"
+        try:
+            events = msgspec.json.decode(doc, type=list[_Event])
+        except msgspec.ValidationError as exc:
+            raise MalformedTraceError(f"an event has an unexpected field type: {exc}") from exc
     return _columns(events, first_index, doc)
+
+
+def _last_values(raw: msgspec.Raw) -> bytes:
+    """An event object with each duplicate key kept once, holding its last value (others as they are)."""
+    text = bytes(raw)
+    if text[:1] != b"{":
+        return text
+    fields = msgspec.json.decode(text, type=dict[str, msgspec.Raw])
+    return b"{" + b",".join(msgspec.json.encode(k) + b":" + bytes(v) for k, v in fields.items()) + b"}"
 
 
 def _bracketed(chunk: memoryview) -> bytearray:
@@ -609,7 +625,7 @@ def _coerce(v: Any, typ: pa.DataType) -> Any:
             return None
         return int(v)
     if pa.types.is_floating(typ):
-        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+        return checked_float(v)
     return v
 
 

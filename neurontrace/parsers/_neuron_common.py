@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from neurontrace._numbers import checked_float
 from neurontrace.errors import TraceWarning
 from neurontrace.trace import ParseAccounting
 
@@ -128,16 +129,12 @@ def percent_to_fraction(metrics: Mapping[str, Any]) -> tuple[dict[str, Any], str
     any ``*_percent`` value is above 1 the whole output is taken as 0-100 and divided by 100.
     """
     out = dict(metrics)
-    pct = {k: v for k, v in out.items() if k.endswith("_percent") and _number(v)}
-    if any(float(v) > 1.0 + 1e-9 for v in pct.values()):
+    pct = {k: f for k, v in out.items() if k.endswith("_percent") and (f := checked_float(v)) is not None}
+    if any(v > 1.0 + 1e-9 for v in pct.values()):
         for k, v in pct.items():
-            out[k] = float(v) / 100.0
+            out[k] = v / 100.0
         return out, "0-100 in the input, divided by 100"
     return out, "fraction 0..1 in the input (kept)"
-
-
-def _number(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
 
 
 def is_synthetic_text(value: Any) -> bool:

@@ -250,7 +250,7 @@ def _locations(value: Any) -> list[tuple[str, int | None]]:
         text = str(value).strip()
         try:
             parsed = json.loads(text) if text.startswith("[") else None
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         items = parsed if isinstance(parsed, list) else [t for t in text.strip("[]").split(",") if t.strip()]
     out: list[tuple[str, int | None]] = []

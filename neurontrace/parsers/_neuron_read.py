@@ -9,6 +9,7 @@ a few hundred thousand rows at a time, optionally decoded ahead on a helper thre
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ import pyarrow.parquet as pq
 
 from neurontrace._io import check_parquet_expansion
 from neurontrace.errors import MalformedTraceError
+
+from . import _neuron_conform as conform
 
 _FILE = re.compile(r"^(?P<table>[A-Z][A-Za-z0-9]*?)(?:_(?P<part>\d+))?\.parquet$")
 
@@ -42,24 +45,9 @@ KNOWN_TABLES = frozenset({
 # left out (with a warning) as if it were missing.
 KEY_COLUMNS = {"StackFrame": "id", "StackFrameFileLocation": "id", "StackFrameFileName": "id",
                "StackFrameFunctionName": "id", "KernelStackFrames": "stack_frame_id"}
-# In the timeline and sample tables, columns whose names say they hold numbers (times and durations
-# in ns, sizes, indexes, percentages, line numbers: neuron.md §3.3 types every such column int64 or
-# float64), and
-# the event tables' own int64 ``id``. An export that stores one as text is read with the text
-# converted; a value that is not a number, or a column of another kind, is a named error (the
-# parsers do arithmetic on them). Metadata-like tables keep their types (Metadata.first_ts is text).
-NUMERIC_COLUMN = re.compile(r"(_ts|_ns|_size|_bytes|_idx|_count|_percent|_throughput|^timestamp|^value|^duration\w*"
-                            r"|^line_number)$")
-NUMERIC_TABLES = frozenset({
-    "Instruction", "DmaPacket", "DmaPacketAggregated", "SemaphoreUpdate", "Throttle", "CcOp", "CcInstruction",
-    "ActiveTime", "CoreBarriers", "SystemProfileEvents", "SbufAllocation", "DmaUsage", "HbmUsage", "PsumUsage",
-    "SbufUsage", "PendingDma", "CpuUsage", "HostMemUsage", "SystemProfileHbmUsage", "Flow", "ExecutionInfo",
-    "KernelInstructions", "KernelStackFrames", "StackFrameFileLocation",
-})
 # The columns neuron.md documents as lists or structs; any other nested column (an edited or foreign
 # file) is left out with a warning, as if missing: the parsers read every other column as scalars.
 NESTED_COLUMN = re.compile(r"^(flow_id|stack_frame_ids|series|points|direction)$|_per_interval$")
-INT64_IDS = frozenset({"Instruction", "DmaPacket", "DmaPacketAggregated", "CcOp", "CcInstruction"})
 # Enough to call a directory an Explorer output even without Metadata (system-only profiles).
 SIGNATURE_TABLES = frozenset({"Metadata", "Instruction", "SystemProfileEvents", "NeffHeader", "Summary",
                               "SchemaFields", "DmaPacketAggregated", "SystemProfileMetadata"})
@@ -90,6 +78,8 @@ class SourceTable:
     name: str
     files: list[Path]
     _meta: list[pq.FileMetaData] = field(default_factory=list)
+    # What the boundary (_neuron_conform) changed, per column: counts the load's warnings report.
+    repairs: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         for f in self.files:
@@ -117,6 +107,8 @@ class SourceTable:
             schemas = [m.schema.to_arrow_schema() for m in self._meta]
         except (pa.ArrowException, OSError) as exc:
             raise _corrupt(self.files[0], exc) from exc
+        for f, sch in zip(self.files, schemas, strict=True):
+            conform.check_names(self.name, str(f), sch.names)
         try:
             unified = schemas[0] if len(schemas) == 1 else pa.unify_schemas(schemas, promote_options="permissive")
         except (pa.ArrowTypeError, pa.ArrowInvalid) as exc:
@@ -124,7 +116,14 @@ class SourceTable:
                 f"{self.files[0].parent}: the part files of table {self.name} "
                 f"({', '.join(f.name for f in self.files)}) have incompatible schemas ({exc}); they come from "
                 "different exports. Keep the parts of one export only") from exc
-        odd = [f.name for f in unified if pa.types.is_nested(f.type) and not NESTED_COLUMN.search(f.name)]
+        odd = [f.name for f in unified if (pa.types.is_nested(f.type) and not NESTED_COLUMN.search(f.name))
+               or (pa.types.is_nested(f.type) and conform.kind(self.name, f.name) == "text"
+               and f.name != "stack_frame_ids")]
+        for f in unified:
+            if f.name not in odd and (expected := conform.stored_ok(self.name, f)):
+                raise MalformedTraceError(
+                    f"{self.files[0]}: column {f.name!r} of table {self.name} holds {f.type}, where neuron-explorer "
+                    f"writes {expected}; the file was edited or is not an Explorer export")
         return (pa.schema([f for f in unified if f.name not in odd], metadata=unified.metadata) if odd else unified,
                 odd)
 
@@ -142,31 +141,9 @@ class SourceTable:
             out.update(m.metadata or {})
         return out
 
-    @cached_property
-    def _numeric(self) -> dict[str, pa.DataType]:
-        """Numeric columns (NUMERIC_COLUMN) stored as something else: the type each is read as."""
-        out: dict[str, pa.DataType] = {}
-        if self.name not in NUMERIC_TABLES:
-            return out
-        for f in self.schema:
-            if not (NUMERIC_COLUMN.search(f.name) or (f.name == "id" and self.name in INT64_IDS)):
-                continue
-            if pa.types.is_integer(f.type) or pa.types.is_floating(f.type):
-                continue
-            if pa.types.is_null(f.type) or pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
-                out[f.name] = pa.int64()
-            else:
-                raise MalformedTraceError(
-                    f"{self.files[0]}: column {f.name!r} of table {self.name} holds {f.type}, where neuron-explorer "
-                    "writes numbers (int64 or float64); the file was edited or is not an Explorer export")
-        return out
-
-    def _typed(self, t: pa.Table) -> pa.Table:
-        for name, typ in self._numeric.items():
-            if name in t.column_names:
-                i = t.column_names.index(name)
-                t = t.set_column(i, name, _as_number(t[name], typ, self.name, name))
-        return t
+    def _typed(self, t: pa.Table, dictionary: Sequence[str] = ()) -> pa.Table:
+        """The batch checked against the declared column kinds (the boundary: _neuron_conform)."""
+        return conform.conform(t, self.name, dictionary, self.repairs)
 
     def has(self, column: str | None) -> bool:
         return column is not None and column in self.schema.names
@@ -190,7 +167,7 @@ class SourceTable:
         """
         cols = list(columns) if columns is not None else None
         for read in self._reads(cols, dictionary, batch_rows):
-            yield self._typed(self._fill(read(), cols))
+            yield self._typed(self._fill(read(), cols), dictionary)
 
     def stream(self, columns: Sequence[str] | None = None, *, dictionary: Sequence[str] = (),
                batch_rows: int = 1 << 18, read_ahead: bool = False) -> Iterator[pa.Table]:
@@ -221,7 +198,7 @@ class SourceTable:
                 pf = pq.ParquetFile(f, read_dictionary=[c for c in dictionary if c in meta.schema.names])
                 want = self._want(pf, cols)
                 for b in pf.iter_batches(batch_size=batch_rows, columns=want):
-                    yield self._typed(self._fill(pa.Table.from_batches([b]), cols))
+                    yield self._typed(self._fill(pa.Table.from_batches([b]), cols), dictionary)
             except (pa.ArrowException, OSError) as exc:
                 raise _corrupt(f, exc) from exc
 
@@ -277,8 +254,8 @@ class SourceTable:
     def column_min(self, column: str) -> int | None:
         """The smallest value of an integer column: from the row-group statistics when every group
         has them, else from the first row group's data (enough to tell time bases apart)."""
-        if column in self._numeric:  # stored as text: no usable statistics
-            return self._first_group_min(column)
+        if self.has(column) and not pa.types.is_integer(self.schema.field(column).type):
+            return self._first_group_min(column)  # stored as text, a timestamp, floats: statistics not usable
         lows = []
         for m in self._meta:
             names = m.schema.names
@@ -290,6 +267,8 @@ class SourceTable:
                 if st is None or not st.has_min_max:
                     return self._first_group_min(column)
                 lows.append(int(st.min))
+        if lows and abs(min(lows)) >= conform.TIME_LIMIT:  # out of range: the boundary nulls it, so read the data
+            return self._first_group_min(column)
         return min(lows) if lows else None
 
     def _first_group_min(self, column: str) -> int | None:
@@ -320,19 +299,6 @@ class _Read:
             return self.pf.read_row_groups(list(self.groups), columns=self.want)
         except (pa.ArrowException, OSError) as exc:
             raise _corrupt(self.path, exc) from exc
-
-
-def _as_number(col: pa.ChunkedArray, typ: pa.DataType, table: str, name: str) -> pa.ChunkedArray:
-    """Text (or all-null) column → numbers: int64 when every value is an integer, else float64."""
-    try:
-        return col.cast(typ)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    try:
-        return col.cast(pa.float64())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise MalformedTraceError(f"table {table}: column {name!r} should hold numbers but holds text that is not "
-                                  f"one ({exc}); the file was edited or is not an Explorer export") from exc
 
 
 def _corrupt(path: Path, exc: BaseException) -> MalformedTraceError:

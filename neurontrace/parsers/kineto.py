@@ -119,7 +119,10 @@ def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = No
     decoded.damage = content.damage
     del content
     # A neurontrace capture's run.json (versions, fallback ops, step windows) joins the metadata.
-    run = read_run_record(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TraceWarning)
+        run = read_run_record(path)
+    decoded.notes += [str(w.message) for w in caught if issubclass(w.category, TraceWarning)]
     if run is not None:
         decoded.top["neurontrace_run"] = run
     return normalize(decoded, source=str(path), rank=rank, progress=progress, device_elsewhere=device_elsewhere)

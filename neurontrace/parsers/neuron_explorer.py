@@ -136,6 +136,7 @@ def parse(
     progress("neuron tables", 3, steps)
     scales = load_counters(ctx, tables)
     _account_rest(ctx, tables, prof.facts)
+    _report_repairs(acct, tables, src)
     prof.facts.update(_neuron_schema.check(prof.schema_version, prof.major, tables, acct, src))
     progress("neuron tables", 4, steps)
     facts: dict[str, Any] = {
@@ -178,6 +179,15 @@ def parse(
         frames=ctx.frames.table(),
         metadata=metadata_table(facts, source=src, rank=rank),
     ), src)
+
+
+def _report_repairs(acct: ParseAccounting, tables: dict[str, SourceTable], source: str) -> None:
+    """One warning per table the read boundary had to repair (_neuron_conform), with its counts."""
+    for name, table in sorted(tables.items()):
+        if table.repairs:
+            what = "; ".join(f"{k} ({n:,} value(s) read)" for k, n in sorted(table.repairs.items()))
+            warn(acct, f"{source}: table {name} holds values of another type or beyond their range: {what}",
+                 NeuronProfileWarning, stacklevel=3)
 
 
 def _nc_index(device: str) -> int | None:

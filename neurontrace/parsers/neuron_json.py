@@ -113,6 +113,9 @@ def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
     data, complete = read_all(Path(path), progress)
     try:
         doc = msgspec.json.decode(data)
+    except RecursionError as exc:  # msgspec's own nesting limit
+        raise MalformedTraceError(f"{path}: JSON nested deeper than the parser's limit ({exc}); no Neuron "
+                                  "profile nests this deep: the file is damaged or hostile") from exc
     except msgspec.DecodeError as exc:
         cut = "" if complete else " (the gzip stream ends early)"
         raise MalformedTraceError(f"{path}: not valid JSON{cut} ({exc}); export the profile again") from exc

@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from neurontrace._io import read_all
+from neurontrace._numbers import checked_float, checked_text_number
 from neurontrace.errors import MalformedTraceError
 from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
@@ -86,7 +87,7 @@ def summary_fact(profile_id: str | None, metrics: dict[str, Any]) -> dict[str, A
 def _from_json(text: str, acct: ParseAccounting, source: str) -> dict[str, dict[str, Any]]:
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser's limit
         raise MalformedTraceError(f"{source}: not valid JSON ({exc}); was the summary cut off?") from exc
     out: dict[str, dict[str, Any]] = {}
     for pid, metrics in doc.items() if isinstance(doc, dict) else ():
@@ -146,16 +147,24 @@ def _from_text(text: str, acct: ParseAccounting) -> tuple[dict[str, dict[str, An
             else:
                 acct.skip("line without a value", 1)
             continue
-        current[prefix + key.rstrip(":")] = _value(value.strip())
+        parsed = _value(value.strip())
+        if parsed is _TOO_LARGE:
+            acct.skip("metric value beyond a double (kept out)", 1)
+            continue
+        current[prefix + key.rstrip(":")] = parsed
         acct.keep("metadata", 1)
     return out, synthetic
 
 
+_TOO_LARGE = object()
+
+
 def _value(text: str) -> Any:
-    if re.fullmatch(r"[+-]?\d+", text):
-        return int(text)
-    if _FLOAT.match(text):
-        return float(text)
+    """A summary-text value: a number through the one checked conversion (beyond a double:
+    ``_TOO_LARGE``, skipped and counted), a boolean, or the text."""
+    if re.fullmatch(r"[+-]?\d+", text) or _FLOAT.match(text):
+        number = checked_text_number(text)
+        return _TOO_LARGE if number is None else number
     if text in ("true", "false"):
         return text == "true"
     return text
@@ -170,9 +179,9 @@ def metrics_table(trace: Trace) -> pa.Table:
     for fact in trace.meta_all("neuron.summary"):
         for s in fact if isinstance(fact, list) else [fact]:
             for k, v in s.get("metrics", {}).items():
-                number = isinstance(v, int | float) and not isinstance(v, bool)
+                number = checked_float(v) is not None
                 for col, val in zip(rows, (s.get("profile_id"), s.get("kind"), s.get("device"), k,
-                                           float(v) if number else None, None if number else json.dumps(v),
+                                           checked_float(v), None if number else json.dumps(v),
                                            metric_unit(k)), strict=True):
                     rows[col].append(val)
     return pa.table({

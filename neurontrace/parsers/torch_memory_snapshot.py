@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from neurontrace._io import read_content
+from neurontrace._numbers import checked_float
 from neurontrace.errors import MalformedTraceError, TruncatedTraceError, UnsafePickleError
 from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
@@ -190,8 +191,18 @@ class _State:
         return [{"device": f"cuda:{d}", **s} for d, s in sorted(self.segments.items())]
 
 
+_LIMIT = 1 << 53  # sizes, addresses and times beyond 2^53 (8 PiB, 285 years in µs) are no real allocator's
+
+
 def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+    """An int field, or None when it is not an int or lies beyond ±2^53 (so sums and ns stay in int64)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and -_LIMIT < v < _LIMIT else None
+
+
+def _time(v: Any) -> float | None:
+    """``time_us`` through the one checked conversion, within ±2^53 µs."""
+    t = checked_float(v)
+    return t if t is not None and abs(t) < _LIMIT else None
 
 
 def _state(segments: list[Any], unknown: dict[str, int], acct: ParseAccounting) -> _State:
@@ -241,8 +252,7 @@ def _entries(dev: int, entries: list[Any], frames: _Frames, unknown: dict[str, i
             continue
         for k in set(e) - _ENTRY_KEYS:
             unknown[f"entry.{k}"] = unknown.get(f"entry.{k}", 0) + 1
-        t = e.get("time_us")
-        rows.append((t if isinstance(t, int | float) and not isinstance(t, bool) else None, action,
+        rows.append((_time(e.get("time_us")), action,
                      _int(e.get("addr")), size, _int(e.get("stream")), frames.id(e.get("frames"))))
     acct.keep("memory_events", len(rows))
     return rows

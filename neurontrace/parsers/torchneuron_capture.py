@@ -187,7 +187,7 @@ def read_framework_mapping(files: list[Path], acct: ParseAccounting) -> list[tup
             data = doc["data"] if isinstance(doc, dict) else None
             if not isinstance(data, list):
                 raise ValueError("no 'data' list")
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, RecursionError) as exc:
             acct.skip("framework_mapping file not as documented", 1)
             warn(acct, f"{f}: not a framework_mapping file as torch-neuronx writes it ({exc}); not joined",
                  NeuronProfileWarning)
