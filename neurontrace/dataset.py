@@ -267,7 +267,8 @@ def _entry_ok(e: Any) -> bool:
     part, where = e.get("part"), e.get("partition")
     return (isinstance(part, int) and not isinstance(part, bool) and 0 <= part < 1 << 20 and isinstance(where, str)
             and where.startswith("rank=") and "/" not in where and "\\" not in where and ".." not in where
-            and (e.get("rank") is None or (isinstance(e.get("rank"), int) and not isinstance(e.get("rank"), bool))))
+            and (e.get("rank") is None or (isinstance(e.get("rank"), int) and not isinstance(e.get("rank"), bool)
+                                           and -(1 << 31) <= e["rank"] < 1 << 31)))  # ranks are int32
 
 
 # -- the load() registry entry (neurontrace.load: format "neurontrace-dataset") -------------------

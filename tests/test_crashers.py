@@ -293,7 +293,7 @@ def test_a_dataset_marker_rank_entry_of_another_shape_is_named(tmp_path: Path, e
     (ds / "system_events" / "rank=0").mkdir(parents=True)
     (ds / "neurontrace-dataset.json").write_text(json.dumps({"layout": "neurontrace-dataset/1", "tables": [],
                                                              "ranks": [entry]}))
-    with pytest.raises(errors.MalformedTraceError, match="rank entry"):
+    with pytest.raises(errors.MalformedTraceError, match="'ranks' is not a list of entries"):
         neurontrace.load(ds)
 
 

@@ -30,6 +30,8 @@ def matching_names(names: np.ndarray, text: object) -> tuple[np.ndarray, str | N
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_QUERY_CHARS:
         return none, None
     needle = text.strip()
+    if any("\ud800" <= c <= "\udfff" for c in needle):  # Arrow cannot encode it: refuse, by name
+        return none, "refused: the search text holds a lone surrogate (not a character), so it matches no name"
     arr = pa.array(names, type=pa.string(), from_pandas=True) if len(names) else pa.array([], pa.string())
     if len(needle) > 2 and needle.startswith("/") and needle.endswith("/"):
         try:
