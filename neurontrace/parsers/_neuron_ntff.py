@@ -30,6 +30,7 @@ from neurontrace.errors import (
 )
 
 from ._neuron_common import SYNTHETIC_PREFIX
+from ._neuron_pb import walk
 
 HEADER = 128
 _MAX_META = 64 << 20
@@ -129,39 +130,9 @@ def read_header(path: Path) -> NtffHeader:
 def _fields(msg: bytes) -> dict[int, Any]:
     """First value of each top-level field of a protobuf message (wire format only, no schema)."""
     out: dict[int, Any] = {}
-    pos = 0
-    while pos < len(msg):
-        key, pos = _varint(msg, pos)
-        num, wire = key >> 3, key & 7
-        value: Any
-        if wire == 0:
-            value, pos = _varint(msg, pos)
-        elif wire == 1:
-            value, pos = msg[pos:pos + 8], pos + 8
-        elif wire == 2:
-            length, pos = _varint(msg, pos)
-            value, pos = msg[pos:pos + length], pos + length
-        elif wire == 5:
-            value, pos = msg[pos:pos + 4], pos + 4
-        else:
-            raise ValueError(f"wire type {wire} at byte {pos}")
-        if pos > len(msg):
-            raise ValueError("field runs past the message")
+    for num, _wire, value in walk(msg):
         out.setdefault(num, value)
     return out
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise ValueError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
 
 
 def _text(value: Any) -> str | None:
