@@ -222,3 +222,15 @@ def test_every_callback_of_the_two_run_page_survives_hostile_values() -> None:
         every_callback_survives_hostile_values(server.url, callbacks_at_least=8)
     finally:
         server.stop()
+
+
+def test_the_header_gives_each_runs_headline_as_diagnose_prints_it(pair: CompareState) -> None:
+    """The two-run page's header carries each side's one-line verdict, the very line `diagnose` prints first
+    (run here as a separate process, as a user would)."""
+    for side, name in (("a", "baseline"), ("b", "slowed")):
+        res = subprocess.run([sys.executable, "-m", "neurontrace", "diagnose", "--json",
+                              str(SAMPLES / "compare" / f"{name}.pt.trace.json.gz")],
+                             capture_output=True, text=True, timeout=120, check=True)
+        headline = json.loads(res.stdout)["headline"]
+        assert headline and pair.headlines()[side] == headline
+        assert headline in pair.counts()

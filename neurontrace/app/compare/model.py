@@ -153,7 +153,17 @@ class CompareState:
         worst = d.worst_regression
         if worst is not None and worst.regression_pct is not None:
             head += f" · {worst.label}: {MEAN_PER_STEP.label} {worst.regression_pct:+.1f}%"
-        return head + "".join(f" · {line}" for line in memory_peaks(d.memory))
+        return head + "".join(f" · {line}" for line in memory_peaks(d.memory)) + "".join(
+            f" · {LABELS[k]}: {line}" for k, line in self.headlines().items())
+
+    def headlines(self) -> dict[str, str]:
+        """Each analysed side's one-line verdict, the headline ``diagnose`` prints first (analysis/headline.py)."""
+        out = {}
+        for k in SIDES:
+            model = self.sides[k].model
+            if model is not None and model.analysis is not None:
+                out[k] = model.analysis.diagnosis.headline
+        return out
 
 
 def memory_peaks(memory: list[dict[str, Any]]) -> list[str]:
