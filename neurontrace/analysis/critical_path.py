@@ -280,7 +280,7 @@ def analyse(trace: Trace, window: tuple[int, int] | None = None, frames: dict[in
     is_step = np.flatnonzero(cat == cats.index("step")) if "step" in cats else np.zeros(0, np.int64)
     for i in is_step.tolist():
         s, e = int(g.ev_ts[i]), int(g.ev_end[i])
-        if e <= lo or s >= hi:
+        if e <= s or e <= lo or s >= hi:  # a step of no extent (a damaged record) has no path
             continue
         edges, ns, _, _ = w.walk(2 * i + 1, s)
         p = _path(w.pieces(edges, ns), s, e)

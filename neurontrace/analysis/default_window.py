@@ -43,6 +43,8 @@ def choose_window(trace: Trace, host: pa.Table, dev: pa.Table) -> Window:
     4. ``activity``: first to last activity of the device and of the host work that drove it.
     """
     steps = select(host, "category", "step")
+    if steps.num_rows:  # a step of no extent (a damaged record) delimits nothing
+        steps = keep(steps, np.asarray(steps["dur_ns"].to_numpy(zero_copy_only=False)) > 0)
     if steps.num_rows:
         s, e = spans(steps)
         lo, hi, n = _step_cluster(s, e)
