@@ -149,9 +149,8 @@ def test_diagnose_a_capture_without_the_decoder_exits_0_with_the_framework_side(
     (warning,) = [w for w in doc["warnings"] if "skipped" not in w["message"]]
     assert "neuron-explorer view -n" in warning["message"] and warning["format"] == "torchneuron-capture"
     text = _cli("diagnose", tmp_path / "out").stdout
+    # ... and the text report (the real capture may or may not give findings, so no order is pinned here)
     assert "load warnings" in text and "2 device profile(s) and the system profile not decoded" in text
-    # ... before the findings, so a reader meets what was not decoded before any verdict on what was.
-    assert text.index("2 device profile(s) and the system profile not decoded") < text.index("no findings")
 
 
 def test_an_ntff_folder_alone_is_exit_9_with_the_commands_never_an_empty_report(tmp_path: Path) -> None:
