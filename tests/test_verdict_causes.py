@@ -90,8 +90,10 @@ def test_overlapping_bucket_all_reduces_count_the_straggler_once(verdict_runs: P
     assert late == merged
     # Summing them instead would count each step's sleep twice (its two bucket all-reduces wait for it together).
     assert sum(hi - lo for lo, hi in stretches) > 1.4 * late
-    # The lateness is the sleep, give or take what each rank computed before arriving: not twice the sleep.
-    assert 0.85 * slept <= late <= 1.3 * slept, (late, slept)
+    # The lateness is the sleep, give or take what each rank computed before arriving: not twice the sleep (the
+    # double count gave >= 2x). The margin above 1x is the ranks' own compute, which a loaded 2-core machine
+    # stretches: 1.47x was seen there once in four full runs, so the bound is 1.75x, still clear of 2x.
+    assert 0.85 * slept <= late <= 1.75 * slept, (late, slept)
     waited = next(p for p in cr.per_rank if p["rank"] == 0)
     assert waited["wait_ns"] <= waited["collective_ns"]
     (cpu0,) = [d for d in diag.devices if d.rank == 0]
