@@ -24,7 +24,7 @@ import pyarrow as pa
 from neurontrace import units
 from neurontrace.analysis.compile_spans import compile_mask
 from neurontrace.analysis.contract import Context, Section
-from neurontrace.columns import isin
+from neurontrace.columns import isin, matches
 from neurontrace.errors import MixedRunsError
 from neurontrace.trace import Trace
 
@@ -128,6 +128,7 @@ def kineto_rows(trace: Trace) -> list[dict[str, Any]]:
 
 
 _REGION = re.compile(r"^Torch-Compiled Region(?:: (.+))?$")
+_REGION_PREFIX = re.compile(r"^Torch-Compiled Region")
 
 
 def compiled_regions(trace: Trace) -> dict[str, dict[str, int]]:
@@ -137,7 +138,7 @@ def compiled_regions(trace: Trace) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     if host.num_rows == 0:
         return out
-    mask = np.asarray([bool(n and n.startswith("Torch-Compiled Region")) for n in host["name"].to_pylist()])
+    mask = matches(host["name"], _REGION_PREFIX)  # once per distinct name (columns.py), not per event
     if not mask.any():
         return out
     t = host.filter(pa.array(mask))
