@@ -294,10 +294,15 @@ def _rows(t: pa.Table, frames: dict[int, str]) -> _Rows:
     reserved = _carried(res_col) if res_col.null_count < len(res_col) else None
     if reserved is not None and not reserved.any() and allocated.any():
         reserved = None  # all zero: an allocator that reserves nothing (the CPU's) records no reserve
-    frame = t["frame_id"].to_pylist()
+    # the source of each row, looked up once per distinct frame (not once per allocator record)
+    frame_ids, frame_of = np.unique(pc.fill_null(t["frame_id"], -1).to_numpy(), return_inverse=True)
+    per_frame = [frames.get(int(f)) if f >= 0 else None for f in frame_ids.tolist()]
+    by_frame = np.empty(len(per_frame), dtype=object)
+    by_frame[:] = per_frame
+    source = by_frame[frame_of.ravel()].tolist()
     tracked = (action == "alloc") & (nbytes > 0) & t["addr"].is_valid().to_numpy(zero_copy_only=False)
     return _Rows(t["ts_ns"].to_numpy(), action, nbytes, allocated, reserved, _freed_at(t["addr"], action), tracked,
-                 t["op"].cast(pa.string()).to_pylist(), [frames.get(f) if f is not None else None for f in frame],
+                 t["op"].cast(pa.string()).to_pylist(), source,
                  t["op_event_id"].to_pylist())
 
 
