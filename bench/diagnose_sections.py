@@ -11,6 +11,8 @@ Method:
   ...), the core stages (sanitize, fallback, attribution), the findings and the rendering.
 - Wall time is the child's whole run; MB/s is the raw (uncompressed) JSON size over it, MB = 10**6 bytes.
   A ``.gz`` argument is decompressed to a temporary file first, and that file is what the child reads.
+- CPU seconds are the child's user + system time (os.wait4): on a shared machine, size / CPU seconds is the
+  rate the run would have had with a core to itself (the wall figure is the one the target is about).
 - Peak RSS is the child's ``ru_maxrss`` (this script imports nothing heavy, so the children's maximum is
   theirs). A baseline child that only imports the CLI gives the start-up RSS; both ratios are printed:
   peak / raw size (the target's) and (peak - baseline) / raw size.
@@ -39,8 +41,8 @@ TARGET_MB_S = 100.0
 TARGET_RSS_RATIO = 2.5
 
 
-def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, subprocess.CompletedProcess[str]]:
-    """Run one child, timing it and reading its own peak RSS (os.wait4's rusage is of that child alone)."""
+def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, subprocess.CompletedProcess[str]]:
+    """Run one child: (wall s, its peak RSS MB, its CPU s, the result); os.wait4's rusage is of that child alone."""
     with tempfile.TemporaryFile("w+") as err:  # stderr to a file: no pipe to fill while stdout is read
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
@@ -51,7 +53,8 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, subprocess.
         if p.stdout:
             p.stdout.close()
         err.seek(0)
-        return wall, usage.ru_maxrss / 1024, subprocess.CompletedProcess(cmd, p.returncode, out, err.read())
+        return (wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime,
+                subprocess.CompletedProcess(cmd, p.returncode, out, err.read()))
 
 
 def _stages(stderr: str) -> dict[str, float]:
@@ -88,13 +91,13 @@ def main() -> None:
         with path.open("rb") as f:  # into the page cache
             while f.read(1 << 24):
                 pass
-        _, base_mb, _ = _run([sys.executable, "-c", "import neurontrace.cli.diagnose, neurontrace.analysis.diagnose"],
+        _, base_mb, _, _ = _run([sys.executable, "-c", "import neurontrace.cli.diagnose, neurontrace.analysis.diagnose"],
                              env)
         cmd = [sys.executable, "-m", "neurontrace", "diagnose", str(path), "--timings"] + ([] if args.text else ["--json"])
-        best: tuple[float, dict[str, float]] | None = None
+        best: tuple[float, dict[str, float], float] | None = None
         peak = 0.0
         for _ in range(args.repeat):
-            wall, rss, done = _run(cmd, env)
+            wall, rss, cpu, done = _run(cmd, env)
             if done.returncode not in (0, 3):
                 sys.exit(f"diagnose failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
             if not args.text:
@@ -102,22 +105,25 @@ def main() -> None:
                 assert doc["schema"] == "neurontrace.diagnose/1", doc.get("schema")
             peak = max(peak, rss)
             if best is None or wall < best[0]:
-                best = (wall, _stages(done.stderr))
+                best = (wall, _stages(done.stderr), cpu)
     assert best is not None
-    wall, stages = best
+    wall, stages, cpu = best
     mb = size / 1e6
     print(f"trace: {args.trace} ({mb:.0f} MB raw JSON)   run: {' '.join(cmd[1:3])} diagnose ... "
           f"{'' if args.text else '--json '}--timings, best of {args.repeat}")
     print(f"\n{'stage':<28} {'seconds':>8} {'share':>6} {'MB/s':>9}")
     timed = sum(stages.values())
     for name, sec in stages.items():
-        print(f"{name:<28} {sec:8.3f} {100 * sec / wall:5.1f}% {mb / sec if sec else float('inf'):9.0f}")
+        rate = f"{mb / sec:9.0f}" if sec >= 0.001 else f"{'-':>9}"
+        print(f"{name:<28} {sec:8.3f} {100 * sec / wall:5.1f}% {rate}")
     print(f"{'(start-up, imports, exit)':<28} {wall - timed:8.3f} {100 * (wall - timed) / wall:5.1f}%")
     analysis = sum(v for k, v in stages.items() if k not in ("load", "render", "compile_logs"))
     print(f"\n{'figure':<40} {'measured':>10} {'target':>10}  verdict")
     rate = mb / wall
     print(f"{'end to end MB/s (wall, imports incl.)':<40} {rate:10.1f} {'>= 100':>10}  "
           f"{'PASS' if rate >= TARGET_MB_S else 'FAIL'}")
+    print(f"{'  the same over CPU seconds (contention)':<40} {mb / cpu:10.1f}            "
+          f"(CPU {cpu:.1f} s of {wall:.1f} s wall: under 1 when other work had the cores)")
     print(f"{'  load (parse) MB/s':<40} {mb / stages.get('load', wall):10.1f}")
     print(f"{'  analysis (every section) MB/s':<40} {mb / analysis if analysis else float('inf'):10.1f}")
     ratio = peak / mb
