@@ -10,12 +10,11 @@ verdict for it and the load warnings say how to record the device.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow.compute as pc
 
+from neurontrace import trace_facts
 from neurontrace.analysis import names
 from neurontrace.analysis.work import DEVICE_WORK
 from neurontrace.columns import isin, matches, select
@@ -62,18 +61,7 @@ def unrecorded(trace: Trace) -> Unrecorded | None:
 
 
 def _devices(trace: Trace) -> tuple[str, ...]:
+    """The devices the inputs list, labelled with their names; else the backend."""
     backend = str(trace.meta("backend", "") or "")
-    prefix = backend if backend in ("cuda", "rocm", "mtia") else "cuda"
-    meta = trace.metadata
-    rows = pc.equal(meta["key"], "kineto.deviceProperties")
-    out: list[str] = []
-    for value in meta.filter(rows)["value"].to_pylist():
-        props = json.loads(value)
-        for p in props if isinstance(props, list) else []:
-            if isinstance(p, dict) and "id" in p:
-                label = f"{prefix}:{p['id']}" + (f" ({p['name']})" if p.get("name") else "")
-                if label not in out:
-                    out.append(label)
-    if not out and backend and backend != "cpu":
-        out.append(backend)
-    return tuple(out)
+    out = tuple(f"{d.id} ({d.name})" if d.name else d.id for d in trace_facts.devices(trace).values() if d.listed)
+    return out or ((backend,) if backend and backend != "cpu" else ())

@@ -40,6 +40,7 @@ from . import _kineto_json
 from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
 from ._kineto_frames import link_frames
 from ._kineto_memory import memory_events as _memory_events
+from ._normalized_meta import with_normalized
 
 FORMAT = "kineto"
 
@@ -234,7 +235,7 @@ def normalize(
         facts["run"] = run
     facts.update({f"kineto.{k}": v for k, v in top.items()})
     progress("normalize", 4, 4)
-    return Trace(
+    return with_normalized(Trace(
         system_events=sys_table,
         device_events=dev_table,
         flows=flows,
@@ -242,7 +243,7 @@ def normalize(
         memory_events=mem_table,
         frames=frames,
         metadata=metadata_table(facts, source=source, rank=rank),
-    )
+    ))
 
 
 _EVENT_COLUMNS = [c for c in _kineto_json.COLUMNS if not c.startswith("mem_") and c not in ("label", "labels")]
