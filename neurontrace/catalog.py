@@ -47,7 +47,7 @@ MAX_FACT_CHARS = 65_536  # metadata values larger than this (lookup tables) are 
 # Metadata keys never copied: bookkeeping that the diagnosis already summarizes, or bulk tables.
 _SKIP_KEYS = ("neurontrace.accounting", "kineto.names", "neuron.table.", "neuron.execution_info",
               "neuron.derived_rows", "neuron.opcode_summary", "neuron.tensor_info",
-              *(k.key for k in schema.NORMALIZED_KEYS))  # these are in versions and device_type
+              *(k.key for k in schema.NORMALIZED_KEYS), schema.DEVICE_ACTIVITY.key)  # these are in versions etc.
 _BUSY_TIMEOUT_S = 30.0
 _TABLES = ("runs", "tags", "versions")
 

@@ -333,10 +333,14 @@ DISTRIBUTED = MetaKey("distributed", _O, (
 INSTANCE_TYPE = MetaKey("instance_type", _S, (
     "the cloud instance the input names (Neuron: `trn2.48xlarge`): an `instance_type` field of its Neuron "
     "facts, else the first `trn1/trn2/trn3.<size>` its facts mention; absent when none"))
+DEVICE_ACTIVITY = MetaKey("device_activity", _O, (
+    "written by a parser that read an accelerator trace without device events: `recorded` (false), `backend`, "
+    "`transfers` (host ops re-labelled as moves to the device) and `shapes` (whether op inputs were recorded, "
+    "which telling moves from casts needs); analysis/device_activity.py decides what it means and warns once"))
 NORMALIZED_KEYS: tuple[MetaKey, ...] = (DEVICES, TOOL_VERSIONS, DISTRIBUTED, INSTANCE_TYPE)
 
 METADATA_KEYS: tuple[MetaKey, ...] = (
-    *NORMALIZED_KEYS,
+    *NORMALIZED_KEYS, DEVICE_ACTIVITY,
     MetaKey("format", _S, "the registered format that read this input (`neurontrace info` lists them)"),
     MetaKey("clock", _S, "what the times count from: `unix_epoch_ns`, `trace_relative_ns`, a Neuron device clock, ..."),
     MetaKey("backend", _S, "what the trace ran on: `cuda`, `rocm`, `cpu`, `neuron`, `mtia`, a PrivateUse1 name"),

@@ -19,14 +19,16 @@ import pytest
 
 import neurontrace
 from neurontrace import trace_facts
+from neurontrace.analysis import load_warnings
 from neurontrace.analysis.cross_rank import link_class, rank_collectives
+from neurontrace.analysis.diagnose import diagnose
 from neurontrace.analysis.memory import memory
 from neurontrace.analysis.peaks import device_peak
 from neurontrace.catalog import run_facts
 from neurontrace.dataset import open_dataset, write_dataset
 from neurontrace.parsers.kineto import parse_bytes
 from neurontrace.parsers.neuron_explorer import parse as parse_explorer
-from neurontrace.schema import DEVICES, DISTRIBUTED, NORMALIZED_KEYS, TOOL_VERSIONS
+from neurontrace.schema import DEVICE_ACTIVITY, DEVICES, DISTRIBUTED, NORMALIZED_KEYS, TOOL_VERSIONS
 from neurontrace.testing.neuron_explorer_files import write_explorer
 from neurontrace.testing.neuron_scenario import Scenario
 from neurontrace.trace import Trace
@@ -143,3 +145,17 @@ def test_a_neuron_profile_states_its_instance_and_versions(tmp_path: Path) -> No
     facts = run_facts(trace)
     assert facts["device_type"] == sc.instance_type and facts["versions"]["neuron_runtime"] == "2.27.23 (synthetic)"
     assert device_peak(trace, f"neuron:nc{sc.nc_idx}").name == sc.instance_type
+
+
+def test_an_accelerator_trace_without_device_events_is_one_rule_one_warning(corpus: Path) -> None:
+    """Real CUDA trace holding CPU ops only (edited upstream): loading records the fact and warns nothing; diagnose
+    makes its verdict on the host (no launches: nothing recorded was lost) and says so once."""
+    trace = _load(corpus / NO_DEVICE)  # filterwarnings=error: a load warning would fail here
+    fact = trace.meta(DEVICE_ACTIVITY.key)
+    assert fact["recorded"] is False and fact["backend"] == "cuda" and fact["transfers"] > 0
+    assert not any("device activity" in w for a in trace.accounting for w in a.warnings)
+    diag = diagnose(trace)
+    assert [d.device for d in diag.devices] == ["cpu"]
+    said = [w.message for w in diag.sections[load_warnings.SECTION.key].items if "device activity" in w.message]
+    assert len(said) == 1 and said[0].startswith("a cuda trace with no device activity recorded")
+    assert f"{fact['transfers']} aten::to op(s) that move tensors to the device" in said[0]
