@@ -100,19 +100,16 @@ def read(path: Path) -> CompileLog:
             status = s.group("status")
             continue
         m = RECORD.match(line)
-        g = STAGE.match(line) if m is None else None
-        if m is None and g is None:
-            out.skip(path, lineno, "unrecognised neuronx-cc log line")
-            continue
-        ts = _ns(m.group("iso"), m.group("us")) if m is not None else _ns(g.group("iso"), None)  # type: ignore[union-attr]
-        if ts is not None:
-            first = ts if first is None else min(first, ts)
-            last = ts if last is None else max(last, ts)
-        if g is not None:
+        if m is None:
+            g = STAGE.match(line)
+            if g is None:
+                out.skip(path, lineno, "unrecognised neuronx-cc log line")
+                continue
+            first, last = _span(first, last, _ns(g.group("iso"), None))
             if g.group("done"):
                 _timed(passes, g.group("done"), float(g.group("secs")), lineno)
             continue
-        assert m is not None
+        first, last = _span(first, last, _ns(m.group("iso"), m.group("us")))
         msg = m.group("msg")
         pid = pid or m.group("pid")
         if (v := VERSION.search(msg)) is not None:
@@ -160,6 +157,12 @@ def read_args(path: Path) -> CompileLog:
         "event": "compile", "evidence": EVIDENCE, "path": str(path), "line": 1, "cache": "miss",
         "compile_id": workdir["module"], "compiler_version": workdir["version"], "flags": workdir["flags"],
         "status": "ok" if workdir["neff"] else "running"}])
+
+
+def _span(first: int | None, last: int | None, ts: int | None) -> tuple[int | None, int | None]:
+    if ts is None:
+        return first, last
+    return (ts if first is None else min(first, ts)), (ts if last is None else max(last, ts))
 
 
 def _timed(passes: dict[str, list[Any]], name: str, secs: float, lineno: int) -> None:
