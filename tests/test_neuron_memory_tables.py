@@ -17,6 +17,7 @@ import pytest
 import neurontrace
 from neurontrace import units
 from neurontrace.analysis.memory import Memory, memory, text
+from neurontrace.analysis.memory_findings import findings
 from neurontrace.testing import synthetic_neuron as syn
 from neurontrace.testing.neuron_memory_files import HBM_BY_TYPE, SPILL, add_memory_tables, sbuf_rows
 
@@ -48,6 +49,7 @@ def test_sbuf_occupancy_peak_and_what_is_live_there(profile: Path) -> None:
     ev = trace.memory_events.filter(pc.equal(trace.memory_events["category"].cast("string"), "sbuf"))
     assert ev.num_rows == 2 * len(rows)
     assert sum(ev["bytes"].to_pylist()) == 0  # every period taken is given back
+    assert not findings(result)  # no capacity, no steps, no OOM in the profile: nothing to find
     acct = trace.accounting[0]
     assert acct.skipped["SbufAllocation: no start/end time, end before start, or no positive address range"] == 1
 
