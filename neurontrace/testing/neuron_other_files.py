@@ -13,6 +13,7 @@ from typing import Any
 
 from neurontrace.testing.neuron_explorer_files import explorer_tables, summary_metrics, write_explorer
 from neurontrace.testing.neuron_scenario import NOTE, Scenario
+from neurontrace.testing.synthetic_neuron_observed import field as _field
 from neurontrace.testing.synthetic_neuron_observed import neff_bytes
 
 # -- legacy JSON ----------------------------------------------------------------------------------
@@ -101,22 +102,6 @@ def _go_float(v: Any) -> str:
 
 
 # -- NTFF / NEFF containers -------------------------------------------------------------------------
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(num: int, value: int | bytes) -> bytes:
-    if isinstance(value, int):
-        return _varint(num << 3) + _varint(value)
-    return _varint(num << 3 | 2) + _varint(len(value)) + value
 
 
 def ntff_bytes(sc: Scenario, *, version: int = 5, neff_name: str | None = None) -> bytes:
