@@ -172,3 +172,20 @@ def test_the_debug_directory_beside_a_trace_and_the_compile_command(tmp_path: Pa
     n = out["compile"]["neuron"]
     assert n["failed"] == 1 and n["compiler"][0]["flags"] == "--target=trn2"
     assert n["compiler"][0]["fail_type"] == "F134"
+
+
+def test_the_debug_directory_a_capture_recorded(tmp_path: Path) -> None:
+    """A capture's run.json records the environment (TORCH_NEURONX_* among it): a debug directory set there,
+    relative to the run's working directory, is read for the trace without --compile-log."""
+    work = tmp_path / "job"
+    _workdir(work / "my_artifacts", PASSING_LOG, "--target=trn2")
+    capture = tmp_path / "capture"
+    capture.mkdir()
+    (capture / "run.json").write_text(json.dumps({"schema": "neurontrace.run/1", "cwd": str(work),
+                                                  "environment": {"TORCH_NEURONX_DEBUG_DIR": "my_artifacts"}}))
+    trace = capture / "rank0.pt.trace.json"
+    trace.write_text("{}")
+    found = compile_logs.beside([trace])
+    assert found == [work / "my_artifacts"]
+    rep = report(compile_logs.read(found, strict=False).rows)
+    assert rep is not None and rep.neuron is not None and rep.neuron["compiled"] == 1

@@ -18,7 +18,9 @@ from pathlib import Path
 from neurontrace.errors import EmptyInputError, InputNotFoundError, UnknownFormatError
 from neurontrace.parsers import neuron_cc_log, neuron_compile, torch_logs, torch_trace
 from neurontrace.parsers._compile_rows import CompileLog, open_text
+from neurontrace.run_record import read_run_record
 
+DEBUG_DIR_ENV = "TORCH_NEURONX_DEBUG_DIR"  # TorchNeuron's debug directory (SDK "TorchNeuron environment variables")
 SNIFF_LINES = 400
 SNIFF_CHARS = 1 << 18
 # Where logs live beside a trace: neurontrace.capture writes `compile/` (TORCH_TRACE logs in
@@ -97,13 +99,18 @@ def _read_file(path: Path) -> CompileLog | None:
 
 
 def beside(trace_paths: Iterable[Path]) -> list[Path]:
-    """The compile-log folders a capture or a user keeps next to the traces (``compile/``, ``torch_trace/``)."""
+    """The compile-log folders a capture or a user keeps next to the traces (``compile/``, ``torch_trace/``,
+    ``neff_cache/``, ``neuron_backend/``), and the TorchNeuron debug directory a capture's ``run.json`` recorded
+    in its environment (``TORCH_NEURONX_DEBUG_DIR``, relative to the run's working directory) when it exists."""
     out: list[Path] = []
     for given in trace_paths:
         p = Path(given)
-        for base in ((p,) if p.is_dir() else ()) + (p.parent,):
-            for name in BESIDE:
-                cand = base / name
-                if cand.is_dir() and cand not in out:
-                    out.append(cand)
+        cands = [base / name for base in ((p,) if p.is_dir() else ()) + (p.parent,) for name in BESIDE]
+        run = read_run_record(p)
+        debug = ((run or {}).get("environment") or {}).get(DEBUG_DIR_ENV)
+        if isinstance(debug, str) and debug:
+            cands.append(Path(str(run.get("cwd") or ".")) / debug if run else Path(debug))
+        for cand in cands:
+            if cand.is_dir() and cand not in out:
+                out.append(cand)
     return out
