@@ -189,3 +189,28 @@ def test_the_debug_directory_a_capture_recorded(tmp_path: Path) -> None:
     assert found == [work / "my_artifacts"]
     rep = report(compile_logs.read(found, strict=False).rows)
     assert rep is not None and rep.neuron is not None and rep.neuron["compiled"] == 1
+
+
+def test_a_long_debug_log_streams_in_bounded_memory(tmp_path: Path) -> None:
+    """A --verbose=debug log of 60,000 records (the time-region form of aws-neuron-sdk#662, 20 passes timed in each
+    of 1,500 subgraphs): read line by line, the passes summed, memory far below the file's size."""
+    import tracemalloc
+
+    path = tmp_path / neuron_cc_log.LOG_NAME
+    with path.open("w") as f:
+        for sg in range(1500):
+            for k in range(20):
+                f.write(f"05/03/2023 07:32:05 PM INFO 29116 [sg{sg:04d}/Tensorizer/Pass{k}]: Enter time region\n")
+                f.write(f"05/03/2023 07:32:06 PM INFO 29116 [sg{sg:04d}/Tensorizer/Pass{k}]: "
+                        "Exit time region: delta=0.001s\n")
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        log = neuron_cc_log.read(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    passes = [r for r in log.rows if r["event"] == "compiler_pass"]
+    assert len(passes) == 20 and {r["count"] for r in passes} == {1500}
+    assert {r["dur_ns"] for r in passes} == {1_500_000_000}
+    assert peak < size / 20, (peak, size)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 import shlex
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,8 @@ ERROR_FIELD = re.compile(r"^\s*Error (?P<what>message|class):\s*(?P<text>.*\S)")
 MODULE = re.compile(r"MODULE_[0-9A-Za-z]+(?:\+[0-9A-Za-z]+)?")
 CACHE_VERSION = re.compile(r"^neuronxcc-(?P<v>\d[\w.+-]*)$")  # a NEFF cache's `neuronxcc-<version>/` level
 SUBGRAPH = re.compile(r"^sg\d+/")
-PASSES_KEPT = 200  # distinct pass names kept per log (a debug log names a few hundred)
+PASSES_KEPT = 200
+CODES_KEPT = 20  # distinct error codes kept per log  # distinct pass names kept per log (a debug log names a few hundred)
 
 
 def is_log_name(path: Path) -> bool:
@@ -71,6 +73,7 @@ def sniff(first_lines: list[str]) -> bool:
     return any(RECORD.match(ln) or STAGE.match(ln) for ln in first_lines)
 
 
+@lru_cache(maxsize=1024)  # a log's times change once a second at most: parse each once
 def _ns(iso: str | None, us: str | None) -> int | None:
     if iso:
         when = datetime.fromisoformat(iso.rstrip("Z")).replace(tzinfo=timezone.utc)
@@ -116,7 +119,8 @@ def read(path: Path) -> CompileLog:
             version = version or v.group("v")
         if (e := EXIT_REGION.match(msg)) is not None:
             _timed(passes, SUBGRAPH.sub("", m.group("comp")), float(e.group("secs")), lineno)
-        codes += [c for c in ERROR_CODE.findall(msg) if c not in codes]
+        if "[" in msg and len(codes) < CODES_KEPT:
+            codes += [c for c in ERROR_CODE.findall(msg) if c not in codes]
         if m.group("level") in ("ERROR", "CRITICAL"):
             errors += 1
             if (f := ERROR_FIELD.match(msg)) is not None:
