@@ -80,3 +80,22 @@ def test_the_memory_command_on_a_neuron_profile(profile: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["synthetic"] is True and doc["neuron"][0]["hbm_by_type"] == HBM_BY_TYPE
+
+
+def test_a_summary_json_alone_gives_the_spill_figures(tmp_path: Path) -> None:
+    """A SYNTHETIC summary-json (synthetic_neuron_observed, the shape of the real 2.32 files) with the two spill keys
+    (§4.2): the memory section reports them though the file holds no memory events."""
+    from neurontrace.testing import synthetic_neuron_observed as obs
+
+    doc = obs.summary_json()
+    (metrics,) = doc.values()
+    metrics.update(spill_save_bytes=3 << 20, spill_reload_bytes=9 << 20)
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(doc))
+    trace = neurontrace.load(path)
+    assert trace.memory_events.num_rows == 0
+    result = memory(trace)
+    assert result is not None and not result.devices
+    (n,) = result.neuron
+    assert (n.spill_save_bytes, n.spill_reload_bytes, n.hbm_by_type) == (3 << 20, 9 << 20, {})
+    assert n.hbm_read_bytes == metrics.get("hbm_read_bytes")
