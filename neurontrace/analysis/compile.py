@@ -97,8 +97,8 @@ class CompileReport:
 
 
 def kineto_rows(trace: Trace) -> list[dict[str, Any]]:
-    """One compile row per outermost compile range of the trace (trace clock), with the compile id the
-    ``dynamo_data`` annotation inside it names (torch 2.5+; none before)."""
+    """One compile row per outermost compile range of the trace (trace clock, with its ``event_id``), with the
+    compile id the ``dynamo_data`` annotation inside it names (torch 2.5+; none before)."""
     host = trace.system_events
     if host.num_rows == 0:
         return []
@@ -113,12 +113,13 @@ def kineto_rows(trace: Trace) -> list[dict[str, Any]]:
     id_ts = np.asarray([t for t, _ in ids], dtype=np.int64)
     rows: list[dict[str, Any]] = []
     last_end = -1
-    for ts, dur, rank, pid in zip(*(outer[c].to_pylist() for c in ("ts_ns", "dur_ns", "rank", "pid")), strict=True):
+    for ts, dur, rank, pid, eid in zip(*(outer[c].to_pylist() for c in ("ts_ns", "dur_ns", "rank", "pid",
+                                                                        "event_id")), strict=True):
         if ts < last_end:  # nested in the previous range ("_compile.compile_inner" inside "dynamo")
             continue
         last_end = ts + dur
         row: dict[str, Any] = {"event": "compile", "evidence": "kineto", "rank": rank, "pid": pid, "start_ns": ts,
-                               "dur_ns": dur, "status": "ok", "function": None}
+                               "dur_ns": dur, "status": "ok", "function": None, "event_id": eid}
         i = int(np.searchsorted(id_ts, ts))
         if i < len(ids) and ids[i][0] < ts + dur:
             m = ids[i][1]
