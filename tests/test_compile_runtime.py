@@ -139,3 +139,26 @@ def test_the_graph_breaks_each_step_crosses_with_line_and_reason(with_logs: Diag
     assert [[(a["source"], a["reason"]) for a in s["at"]] for s in bare] == \
         [[(f"compile_scenarios.py:{n}", None) for n in lines]] * len(steps)
     assert any(f.id == "graph_breaks" and "reason" in f.evidence for f in alone.findings)
+
+
+def test_a_real_gpu_trace_of_compiled_code(corpus: Path) -> None:
+    """TraceLens's torch.compile + Triton trace of a ROCm GPU (the corpus): its guard check is host overhead of
+    the GPU's host, its region and Inductor graph are read as they ran."""
+    path = corpus / "TraceLens" / "tests" / "traces" / "torch_compile_triton" / "trace.json.gz"
+    with gzip.open(path, "rt") as fh:
+        events = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+    d = diagnose(neurontrace.load(path))
+    rep = _report(d)
+    lookups = [e for e in events if e["name"] == "TorchDynamo Cache Lookup"]
+    assert rep.runtime["guard_checks"]["calls"] == len(lookups) > 0
+    assert rep.runtime["guard_checks"]["ns"] == pytest.approx(sum(e["dur"] for e in lookups) * 1000, abs=len(lookups))
+    regions = [e for e in events if e["name"].startswith("Torch-Compiled Region: ")]
+    assert {k: v["calls"] for k, v in rep.regions.items()} == {
+        n: sum(e["name"] == f"Torch-Compiled Region: {n}" for e in regions)
+        for n in {e["name"].split(": ", 1)[1] for e in regions}}
+    graphs = {e["name"].split()[3] for e in events if e["name"].startswith("## Call CompiledFxGraph ")}
+    assert {g["hash"] for g in rep.runtime["graphs"]} == graphs
+    assert d.phases.compile_ns == 0 and rep.compile_ns == 0  # running compiled code is not compiling
+    (gpu,) = d.devices
+    assert gpu.device.startswith("rocm")
+    assert 0 < gpu.detail_ns.get("host_overhead.guards", 0) <= rep.runtime["guard_checks"]["ns"]
