@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_t
 from . import _kineto_chunks, _kineto_json
 from . import _kineto_host_only as host_only
 from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
-from ._kineto_chunks import EventChunk, TraceEnd, iter_chunks
+from ._kineto_chunks import CHUNK_BYTES, EventChunk, TraceEnd
 from ._kineto_frames import link_frames
 from ._kineto_memory import memory_events as _memory_events
 
@@ -122,6 +123,16 @@ def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = No
     if run is not None:
         decoded.top["neurontrace_run"] = run
     return normalize(decoded, source=str(path), rank=rank, progress=progress, device_elsewhere=device_elsewhere)
+
+
+def iter_chunks(path: str | Path, *, chunk_bytes: int = CHUNK_BYTES,
+                progress: Progress = no_progress) -> Iterator[EventChunk | TraceEnd]:
+    """The trace's events a chunk of about ``chunk_bytes`` of content at a time, in file order, then one
+    :class:`TraceEnd` (top-level keys, accounting): memory about 3x ``chunk_bytes`` whatever the size.
+    The contract (changes while read, cut-off files, declined input) is ``_kineto_chunks.iter_chunks``'s;
+    docs/scale.md, "One trace, a chunk at a time"."""
+    return _kineto_chunks.iter_chunks(path, chunk_bytes=chunk_bytes, progress=progress,
+                                      device_categories=list(DEVICE_CATEGORIES))
 
 
 def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = None) -> Trace:
@@ -278,7 +289,7 @@ _REPEATED = ("name", "cat", "ph", "pid", "tid")
 
 def _encoded(t: pa.Table) -> pa.Table:
     for name in _REPEATED:
-        t = t.set_column(t.schema.get_field_index(name), name, pc.dictionary_encode(flat(t[name])))
+        t = t.set_column(t.schema.get_field_index(name), name, flat(pc.dictionary_encode(t[name])))
     return t
 
 
