@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neurontrace import schema
 from neurontrace.columns import encoded
 from neurontrace.errors import MalformedTraceError, TraceWarning, TruncatedTraceWarning
 from neurontrace.load import Probe
@@ -41,6 +42,7 @@ from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
 from ._kineto_chunks import CHUNK_BYTES, EventChunk, TraceEnd
 from ._kineto_frames import link_frames
 from ._kineto_memory import memory_events as _memory_events
+from ._normalized_meta import with_normalized
 
 FORMAT = "kineto"
 __all__ = ["EventChunk", "TraceEnd", "iter_chunks", "parse", "parse_bytes", "sniff"]
@@ -204,9 +206,9 @@ def normalize(
     acct.keep("system_events", sys_table.num_rows)
     acct.keep("device_events", dev_table.num_rows)
     acct.warnings += host_only.log_warnings(top, source)  # the profiler's own ERROR/WARNING lists
+    activity = None  # an accelerator trace without device events: a fact; analysis/device_activity.py decides
     if backend != "cpu" and dev_table.num_rows == 0 and sys_table.num_rows and not device_elsewhere:
-        sys_table, moved = host_only.device_copies(sys_table)
-        acct.warnings.append(host_only.no_device_activity(source, backend, moved))
+        sys_table, activity = host_only.unrecorded_device(sys_table, backend)
 
     mem_device = _memory_device_column(memory_events, backend)
     counters = pa.concat_tables([_memory_counters(memory_events, mem_device, host, rank),
@@ -239,9 +241,11 @@ def normalize(
     run = top.pop("neurontrace_run", None)
     if run is not None:
         facts["run"] = run
+    if activity is not None:
+        facts[schema.DEVICE_ACTIVITY.key] = activity
     facts.update({f"kineto.{k}": v for k, v in top.items()})
     progress("normalize", 4, 4)
-    return Trace(
+    return with_normalized(Trace(
         system_events=sys_table,
         device_events=dev_table,
         flows=flows,
@@ -249,7 +253,7 @@ def normalize(
         memory_events=mem_table,
         frames=frames,
         metadata=metadata_table(facts, source=source, rank=rank),
-    )
+    ))
 
 
 _EVENT_COLUMNS = [c for c in _kineto_json.COLUMNS if not c.startswith("mem_") and c not in ("label", "labels")]
