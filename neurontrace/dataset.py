@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
@@ -180,7 +182,33 @@ class Dataset:
         if not entries:
             have = ", ".join(str(e["rank"]) for e in self.ranks)
             raise InputNotFoundError(f"{self.path}: no rank {rank} in this dataset (ranks: {have})")
-        return Trace.concat([self.load_part(e["partition"], e["part"]) for e in entries])
+        traces, done = [], set()
+        for e in entries:
+            if time_parts(e):
+                if e["partition"] not in done:
+                    traces.append(self.load_partition(e["partition"]))
+                    done.add(e["partition"])
+            else:
+                traces.append(self.load_part(e["partition"], e["part"]))
+        return Trace.concat(traces)
+
+    def load_partition(self, partition: str) -> Trace:
+        """Every part of one partition as one Trace. The time parts of one streamed trace
+        (``convert TRACE -o DATASET --dataset``, neurontrace.dataset_stream) share one id space: their
+        tables are concatenated as they are and put back in the file's order, so the Trace equals the
+        whole-file parse's; other parts are concatenated as separate traces (ids renumbered)."""
+        entries = [e for e in self.ranks if e["partition"] == partition]
+        if not entries:
+            raise InputNotFoundError(f"{self.path}: no {partition} in this dataset's marker")
+        if not all(time_parts(e) for e in entries):
+            return Trace.concat([self.load_part(partition, e["part"]) for e in entries])
+        tables = {}
+        for name, spec in schema.TABLES.items():
+            files = [(self.path / name / partition / f"part-{e['part']}.parquet", e) for e in entries]
+            if spec.optional and not all(f.is_file() for f, _ in files):
+                continue
+            tables[name] = file_order(name, pa.concat_tables([_read_part(f, spec, e, name) for f, e in files]))
+        return checked(Trace(**tables), str(self.path / partition))
 
     def load_part(self, partition: str, part: int = 0) -> Trace:
         """One part file set (``partition`` as in the marker, e.g. ``rank=3``) as a Trace."""
@@ -194,6 +222,29 @@ class Dataset:
                 continue  # a dataset written before this table existed
             tables[name] = _read_part(f, schema.TABLES[name], entry, name)
         return checked(Trace(**tables), str(self.path / partition))
+
+
+def time_parts(entry: dict[str, Any]) -> bool:
+    """Whether a marker entry is one time part of a streamed trace (it records its ``span_ns``)."""
+    return "span_ns" in entry
+
+
+# The memory counters of a trace come field by field (parsers/kineto.py), then its C events.
+_COUNTER_GROUPS = pa.array(["Bytes", "Total Allocated", "Total Reserved"])
+
+
+def file_order(name: str, table: pa.Table) -> pa.Table:
+    """A streamed trace's table, concatenated from its time parts, in the order the whole-file parse gives."""
+    if name in ("system_events", "device_events"):
+        return table.sort_by("event_id")
+    if name == "counters" and table.num_rows:
+        memory = pc.and_(pc.equal(table["unit"].cast(pa.string()), "bytes"), pc.is_valid(pc.index_in(
+            table["field"].cast(pa.string()), _COUNTER_GROUPS)))
+        group = pc.if_else(pc.fill_null(memory, False), pc.index_in(table["field"].cast(pa.string()), _COUNTER_GROUPS),
+                           len(_COUNTER_GROUPS))
+        order = np.argsort(group.to_numpy(zero_copy_only=False), kind="stable")
+        return table.take(pa.array(order))
+    return table
 
 
 def _read_part(f: Path, spec: schema.TableSpec, entry: dict[str, Any], name: str) -> pa.Table:
@@ -277,7 +328,11 @@ def sniff(probe: Any) -> bool:
     return bool(probe.is_dir and (probe.path / MARKER).is_file())
 
 
-def parse(path: Path, *, progress: Progress = no_progress, partition: str | None = None, part: int = 0) -> Trace:
-    """Every rank of the dataset as one Trace, or only one ``partition`` (``rank=3``: what a map task reads)."""
+def parse(path: Path, *, progress: Progress = no_progress, partition: str | None = None,
+          part: int | None = 0) -> Trace:
+    """Every rank of the dataset as one Trace, or only one ``partition`` (``rank=3``: what a map task reads):
+    its part ``part``, or all its parts when ``part`` is None (a streamed trace's time parts)."""
     ds = open_dataset(path)
-    return ds.load() if partition is None else ds.load_part(partition, part)
+    if partition is None:
+        return ds.load()
+    return ds.load_partition(partition) if part is None else ds.load_part(partition, part)
