@@ -56,6 +56,7 @@ _SAMPLES_PER_CHUNK = 4096
 _CONTEXT_CATS = pa.array(["python_function", *sorted(c for c, v in kineto.HOST_CATEGORIES.items()
                                                      if v == "framework_op")])
 _OP_CATS = pa.array(["cpu_op", "Operator"])  # the ops whose frame a kernel inherits (parsers/_kineto_frames.py)
+_EXTERNAL_IDS = 1 << 20  # External ids carried from part to part (16 MB)
 _MARKER_COLUMNS = ["index", "ph", "cat", "flow_id", "pid", "tid", "ts_ns"]
 _LAST_TABLES = ("flows", "frames", "metadata")  # whole-trace tables: written last, into part 0
 
@@ -201,7 +202,7 @@ class _Writer:
     def run(self) -> tuple[list[dict[str, Any]], ParseAccounting]:
         buckets = self._route()
         ctx: pa.Table | None = None
-        ext_prev: tuple[np.ndarray, np.ndarray] | None = None
+        ext_prev: tuple[np.ndarray, np.ndarray] | None = None  # External id -> frame of earlier parts' ops
         entries, notes, marker_files = [], [], []
         base_notes = self.empty[1]
         lows: list[int] = []
@@ -410,16 +411,22 @@ def _remapped(t: pa.Table, col: str, mapping: np.ndarray) -> pa.Table:
 
 def _inherit(system: pa.Table, device: pa.Table, prev: tuple[np.ndarray, np.ndarray] | None
              ) -> tuple[pa.Table, tuple[np.ndarray, np.ndarray] | None]:
-    """Device ops without a frame take that of the op (External id) in the previous part that launched them;
-    returns the device table and this part's External id -> frame map for the next part."""
+    """Device ops without a frame take that of the op (External id) in an earlier part that launched them;
+    returns the device table and the External id -> frame map of the latest ops for the next part (the
+    _EXTERNAL_IDS largest ids: a device runs at most that many launches behind its host)."""
     is_op = pc.fill_null(pc.and_(pc.is_in(system["raw_category"].cast(pa.string()), _OP_CATS),
                                  pc.is_valid(system["frame_id"])), False)
     ops = system.select(["external_id", "frame_id"]).filter(pc.and_(is_op, pc.is_valid(system["external_id"])))
-    now = None
+    now = prev
     if ops.num_rows:
-        g = ops.group_by("external_id").aggregate([("frame_id", "min")])
-        order = np.argsort(g["external_id"].to_numpy())
-        now = (g["external_id"].to_numpy()[order], g["frame_id_min"].to_numpy()[order])
+        keys, vals = ops["external_id"].to_numpy(), ops["frame_id"].to_numpy()
+        if prev is not None:
+            keys, vals = np.r_[prev[0], keys], np.r_[prev[1], vals]
+        order = np.lexsort((vals, keys))  # by id, then frame: the first of each id is its smallest frame
+        keys, vals = keys[order], vals[order]
+        first = np.r_[True, keys[1:] != keys[:-1]]
+        keys, vals = keys[first][-_EXTERNAL_IDS:], vals[first][-_EXTERNAL_IDS:]
+        now = (keys, vals)
     if prev is None or device.num_rows == 0:
         return device, now
     frame = device["frame_id"]
