@@ -28,7 +28,7 @@ class ConvertCommand(common.Command):
         parser.add_argument("--dataset", action="store_true",
                             help="stream one trace (Kineto JSON, plain or gz, of any size) into a dataset of "
                                  "time-ordered parts, in bounded memory (docs/scale.md)")
-        parser.add_argument("--part-mb", type=common.positive_int, default=128, metavar="MB",
+        parser.add_argument("--part-mb", type=_positive_mb, default=128.0, metavar="MB",
                             help="with --dataset: raw event columns per part (default 128; memory peaks at a "
                                  "few times this)")
         parser.add_argument("--scheduler", metavar="ADDRESS",
@@ -69,7 +69,7 @@ def _stream(args: argparse.Namespace, out: Path) -> int:
     if args.workers is not None or args.scheduler is not None:
         raise errors.UsageError("--workers/--scheduler convert a directory of ranks; --dataset streams one trace")
     with common.progress_bar() as progress:
-        path, entries, acct = convert_trace(src, out, part_bytes=args.part_mb << 20, force=args.force,
+        path, entries, acct = convert_trace(src, out, part_bytes=int(args.part_mb * (1 << 20)), force=args.force,
                                             rank=getattr(args, "rank", None), progress=progress)
     events = sum(e["rows"]["system_events"] + e["rows"]["device_events"] for e in entries)
     common.out(f"wrote dataset {path}/ (1 rank, {len(entries)} time-ordered parts, {events} events)")
@@ -77,6 +77,16 @@ def _stream(args: argparse.Namespace, out: Path) -> int:
         common.out(f"  warning: {w}")
     common.out(f"next: neurontrace diagnose {path}")
     return errors.EXIT_OK
+
+
+def _positive_mb(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of MB, got {text!r}")
+    return value
 
 
 def _is_rank_directory(path: Path, args: argparse.Namespace) -> bool:
