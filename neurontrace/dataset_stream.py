@@ -2,7 +2,7 @@
 
 Two passes over the trace, each holding one piece at a time:
 
-1. the file is read in blocks (``parsers._kineto_chunks``): each block's raw event columns are spilled to a
+1. the file is read in chunks (``parsers.kineto.iter_chunks``): each chunk's raw event columns are spilled to a
    Parquet file beside the output, and its start times sampled; the process/thread names (``M`` events,
    few) are kept, and so are the top-level keys torch.profiler writes after ``traceEvents``
    (``baseTimeNanoseconds``, ...), known only at the end;
@@ -24,9 +24,10 @@ markers alone (a few numbers each); launch flows that fall back to correlation i
 accounting, equal to the whole-file parse's) are in part 0; counters and memory events are in the part
 of their time.
 
-Limits: what the compiled scanner declines, and a cut-off file, are named errors (the whole-file
-``convert`` salvages or names them); memory grows with the number of flow markers (about 60 bytes each)
-and of distinct frames, not with the events.
+A cut-off trace streams the complete events before the cut (with iter_chunks' warning), as the whole-file
+parse salvages them. Limits: input the compiled scanner declines is read whole by the reference decoder
+(iter_chunks: not bounded then); memory grows with the number of flow markers (about 60 bytes each) and
+of distinct frames, not with the events.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from neurontrace import dataset, schema
+from neurontrace.errors import TruncatedTraceWarning
 from neurontrace.parsers import _kineto_chunks, _kineto_json, kineto
+from neurontrace.parsers.kineto import TraceEnd
 from neurontrace.progress import Progress, no_progress
 from neurontrace.run_record import read_run_record
 from neurontrace.trace import _ID_COLUMNS, ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
@@ -62,7 +65,7 @@ _LAST_TABLES = ("flows", "frames", "metadata")  # whole-trace tables: written la
 
 
 def convert_trace(path: str | Path, out: str | Path, *, part_bytes: int = DEFAULT_PART_BYTES,
-                  chunk_bytes: int = _kineto_chunks.DEFAULT_CHUNK_BYTES, force: bool = False,
+                  chunk_bytes: int = _kineto_chunks.CHUNK_BYTES, force: bool = False,
                   rank: int | None = None, progress: Progress = no_progress) -> tuple[Path, list[dict[str, Any]],
                                                                                   ParseAccounting]:
     """Stream one single-rank Kineto trace (plain or gz) into a dataset of time-ordered parts; returns the
@@ -85,7 +88,7 @@ def convert_trace(path: str | Path, out: str | Path, *, part_bytes: int = DEFAUL
 
 @dataclass
 class _Read:
-    final: _kineto_chunks.Final
+    final: TraceEnd
     spill: Path
     meta: pa.Table
     cats: set[str]
@@ -103,10 +106,11 @@ def _read(src: Path, spill: Path, chunk_bytes: int, progress: Progress) -> _Read
     nbytes = device_rows = 0
     final = None
     device_cats = pa.array(sorted(kineto.DEVICE_CATEGORIES))
-    for item in _kineto_chunks.iter_raw(src, chunk_bytes=chunk_bytes, progress=progress):
-        if isinstance(item, _kineto_chunks.Final):
-            final = item
+    for chunk in kineto.iter_chunks(src, chunk_bytes=chunk_bytes, progress=progress):
+        if isinstance(chunk, TraceEnd):
+            final = chunk
             continue
+        item = chunk.events
         cats |= {c for c in pc.unique(item["cat"]).to_pylist() if c is not None}
         is_meta = pc.fill_null(pc.equal(item["ph"], "M"), False)
         meta.append(item.filter(is_meta))
@@ -123,7 +127,7 @@ def _read(src: Path, spill: Path, chunk_bytes: int, progress: Progress) -> _Read
         device_rows += kineto._count(dev)
     if writer is not None:
         writer.close()
-    assert final is not None  # iter_raw ends with its Final or raises
+    assert final is not None  # iter_chunks ends with its TraceEnd or raises
     schema_ = meta[0].schema if meta else pa.schema([])
     return _Read(final, out, pa.concat_tables(meta).cast(schema_) if meta else pa.table({}),
                  cats, np.concatenate(samples) if samples else np.zeros(0, np.int64), nbytes, device_rows)
@@ -327,15 +331,23 @@ class _Writer:
         markers = pa.concat_tables([pq.read_table(f) for f in marker_files]).sort_by("index") if marker_files \
             else None
         flows = None if markers is None else self._flows(markers, entries)
-        acct = ParseAccounting(self.source, kineto.FORMAT, events_read=self.read.final.events)
-        acct.warnings += self.read.final.notes + notes
+        end = self.read.final
+        acct = ParseAccounting(self.source, kineto.FORMAT, events_read=end.events + end.partial_events)
+        acct.skip("cut in half by truncation", end.partial_events)
+        acct.warnings += end.notes + notes
         for e in entries:
             acct.keep("system_events", e["rows"]["system_events"])
             acct.keep("device_events", e["rows"]["device_events"])
         acct.keep("counters", self.counted)
         acct.keep("flows", 0 if markers is None else markers.num_rows)
         acct.keep("metadata", self.read.meta.num_rows)
-        acct.skip("no timestamp", self.read.final.events - acct.kept_total)
+        acct.skip("no timestamp", end.events + end.partial_events - acct.kept_total - acct.skipped_total)
+        if end.truncated_at is not None:  # worded as kineto.normalize words it
+            msg = (f"{self.source}: the trace was cut off at byte {end.truncated_at}; kept the "
+                   f"{acct.kept_total} complete events before the cut (metadata "
+                   "written after the events is lost)" + (f". Why: {end.damage}" if end.damage else ""))
+            acct.warnings.append(msg)
+            warnings.warn(msg, TruncatedTraceWarning, stacklevel=3)
         facts = {r["key"]: json.loads(r["value"]) for r in self.empty[0].metadata.to_pylist()}
         facts[ACCOUNTING_KEY] = acct.as_dict()
         facts["clock"] = "unix_epoch_ns" if self.base is not None or (lows and min(lows) > 10**18) \

@@ -27,7 +27,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace._io import read_content
 from neurontrace.columns import encoded
 from neurontrace.errors import MalformedTraceError, TraceWarning, TruncatedTraceWarning
 from neurontrace.load import Probe
@@ -35,13 +34,15 @@ from neurontrace.progress import Progress, no_progress
 from neurontrace.run_record import read_run_record
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
 
+from . import _kineto_chunks, _kineto_json
 from . import _kineto_host_only as host_only
-from . import _kineto_json
 from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
+from ._kineto_chunks import EventChunk, TraceEnd, iter_chunks
 from ._kineto_frames import link_frames
 from ._kineto_memory import memory_events as _memory_events
 
 FORMAT = "kineto"
+__all__ = ["EventChunk", "TraceEnd", "iter_chunks", "parse", "parse_bytes", "sniff"]
 
 # Kineto category → normalized category. Legacy (torch 1.8/1.9) aliases map like their successors.
 HOST_CATEGORIES = {
@@ -112,12 +113,7 @@ def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = No
           device_elsewhere: bool = False) -> Trace:
     """``device_elsewhere``: the device events of this run come from other files (a Neuron capture's
     framework trace), so a trace without device events is not reported as a host-only one."""
-    content = read_content(path, progress, snapshot=True)
-    decoded = _kineto_json.decode(content.data, complete=content.complete,
-                                  device_categories=list(DEVICE_CATEGORIES), progress=progress)
-    decoded.notes[:0] = content.notes
-    decoded.damage = content.damage
-    del content
+    decoded = _kineto_chunks.decode_file(path, progress=progress, device_categories=list(DEVICE_CATEGORIES))
     # A neurontrace capture's run.json (versions, fallback ops, step windows) joins the metadata.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TraceWarning)
