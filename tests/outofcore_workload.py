@@ -27,7 +27,7 @@ def main(out: str) -> None:
             with record_function("forward"):
                 loss = torch.nn.functional.cross_entropy(model(x), y)
             opt.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]  # torch's Tensor.backward has no annotations
             opt.step()
             prof.step()
 

@@ -70,7 +70,8 @@ def _whole(src: Path) -> Trace:
 
 def _plain(col: pa.ChunkedArray) -> list[Any]:
     a = col.combine_chunks()
-    return (a.cast(a.type.value_type) if pa.types.is_dictionary(a.type) else a).to_pylist()
+    values: list[Any] = (a.cast(a.type.value_type) if pa.types.is_dictionary(a.type) else a).to_pylist()
+    return values
 
 
 def _stacks(trace: Trace) -> dict[int, tuple[Any, ...]]:
