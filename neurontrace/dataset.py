@@ -316,8 +316,9 @@ def open_dataset(path: str | Path) -> Dataset:
                                   "convert the original traces again")
     ranks = doc.get("ranks")
     if not isinstance(ranks, list) or not all(_entry_ok(e) for e in ranks):
-        raise MalformedTraceError(f"{marker}: 'ranks' is not a list of entries with a partition (rank=N) and a "
-                                  "part number; convert the original traces again")
+        raise MalformedTraceError(f"{marker}: 'ranks' is not a list of entries with a partition (rank=N), a "
+                                  "part number and, for a time part, its span_ns [start, end]; convert the "
+                                  "original traces again")
     ds = Dataset(p, list(ranks))
     listed = {str(f.relative_to(p)) for t in schema.TABLES for f in ds.files(t)}
     missing = sorted(f for f in listed if not (p / f).is_file())
@@ -338,7 +339,10 @@ def open_dataset(path: str | Path) -> Dataset:
 def _entry_ok(e: Any) -> bool:
     if not isinstance(e, dict):
         return False
-    part, where = e.get("part"), e.get("partition")
+    part, where, span = e.get("part"), e.get("partition"), e.get("span_ns")
+    if span is not None and not (isinstance(span, list) and len(span) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in span) and span[0] <= span[1]):
+        return False  # a time part's span: [first start, last end] in ns, or null for a part without events
     return (isinstance(part, int) and not isinstance(part, bool) and 0 <= part < 1 << 20 and isinstance(where, str)
             and where.startswith("rank=") and "/" not in where and "\\" not in where and ".." not in where
             and (e.get("rank") is None or (isinstance(e.get("rank"), int) and not isinstance(e.get("rank"), bool)

@@ -13,6 +13,7 @@ import contextlib
 import gzip
 import io
 import json
+import shutil
 import subprocess
 import sys
 import warnings
@@ -186,3 +187,13 @@ def test_the_cli_streams_and_salvages_a_cut_off_trace(torch_run: Path, tmp_path:
     a, b = salvaged.accounting[0], whole.accounting[0]
     assert (a.events_read, a.kept, a.skipped) == (b.events_read, b.kept, b.skipped)
     assert any("cut off at byte" in w for w in a.warnings)
+
+
+def test_a_marker_with_a_damaged_span_is_a_named_error(streamed: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
+    ds = tmp_path / "ds"
+    shutil.copytree(streamed["torch"][1], ds)
+    marker = json.loads((ds / dataset.MARKER).read_text())
+    marker["ranks"][1]["span_ns"] = [5, 1]  # ends before it starts
+    (ds / dataset.MARKER).write_text(json.dumps(marker))
+    with pytest.raises(errors.MalformedTraceError, match="span_ns"):
+        dataset.open_dataset(ds)
