@@ -26,8 +26,8 @@ of their time.
 
 A cut-off trace streams the complete events before the cut (with iter_chunks' warning), as the whole-file
 parse salvages them. Limits: input the compiled scanner declines is read whole by the reference decoder
-(iter_chunks: not bounded then); memory grows with the number of flow markers (about 60 bytes each) and
-of distinct frames, not with the events.
+(iter_chunks: not bounded then); memory grows with the number of flow markers (about 150 bytes each at
+the pairing's peak: bench/out_of_core.py) and of distinct frames, not with the events.
 """
 
 from __future__ import annotations
