@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace import units
+from neurontrace import trace_facts, units
 from neurontrace.analysis.contract import Context, Section
 from neurontrace.analysis.phases import phases
 from neurontrace.analysis.stalls import frame_sources
@@ -337,17 +337,14 @@ def _step(rows: _Rows, number: int, lo: int, hi: int) -> StepMemory:
 
 
 def _capacity(trace: Trace, device: str) -> tuple[int | None, str | None]:
-    """The device's memory size: CUDA/ROCm ``deviceProperties`` ``totalGlobalMem`` of the device's id."""
-    kind, _, index = device.partition(":")
-    if kind not in ("cuda", "rocm"):
+    """The device's memory size, as its input states it (trace_facts; CUDA/ROCm: ``deviceProperties`` of the
+    device's id), and where that was read."""
+    if device.partition(":")[0] not in ("cuda", "rocm"):
         return None, None
-    listed = [p for props in trace.meta_all("kineto.deviceProperties") if isinstance(props, list)
-              for p in props if isinstance(p, dict)]
-    for p in listed:
-        mem = p.get("totalGlobalMem")
-        if str(p.get("id")) == index and isinstance(mem, int) and mem > 0:
-            return mem, f"deviceProperties[{index}].totalGlobalMem ({p.get('name')})"
-    return None, None
+    found = trace_facts.devices(trace).get(device)
+    if found is None or found.memory_bytes is None:
+        return None, None
+    return found.memory_bytes, f"{found.memory_source} ({found.name})"
 
 
 # -- the section -----------------------------------------------------------------------------------------

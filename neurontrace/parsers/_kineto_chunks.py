@@ -34,7 +34,7 @@ from neurontrace.trace import ParseAccounting
 
 from . import _kineto_json, _kineto_native
 
-CHUNK_BYTES = 16 << 20  # content read per chunk by default
+CHUNK_BYTES = 4 << 20  # content read per chunk by default
 _HEAD_LIMIT = 256 << 20  # how far the start of the event list is looked for
 _AT_BYTE = re.compile(r"\(event at byte (\d+)\)")
 
@@ -90,8 +90,8 @@ class _DeclinedError(Exception):
     """The chunked scan cannot read this input; the reference decoder reads the whole document."""
 
 
-def iter_chunks(path: str | Path, *, chunk_bytes: int = CHUNK_BYTES, progress: Progress = no_progress,
-                device_categories: list[str] | None = None) -> Iterator[EventChunk | TraceEnd]:
+def iter_chunks(path: str | Path, *, device_categories: list[str], chunk_bytes: int = CHUNK_BYTES,
+                progress: Progress = no_progress) -> Iterator[EventChunk | TraceEnd]:
     """Chunks of a Kineto trace's events in file order, then one :class:`TraceEnd`.
 
     Each :class:`EventChunk` holds the events of about ``chunk_bytes`` of (decompressed) content,
@@ -106,7 +106,7 @@ def iter_chunks(path: str | Path, *, chunk_bytes: int = CHUNK_BYTES, progress: P
     yielded, so the stream is the same either way.
     """
     p = existing(path)
-    cats = device_categories if device_categories is not None else _device_categories()
+    cats = device_categories
     rows = 0
     try:
         for item in _native(p, chunk_bytes, progress, cats, salvage=True):
@@ -128,12 +128,12 @@ def iter_chunks(path: str | Path, *, chunk_bytes: int = CHUNK_BYTES, progress: P
 
 
 def decode_file(path: Path, *, progress: Progress = no_progress, device_categories: list[str],
-                chunk_bytes: int = CHUNK_BYTES) -> _kineto_json.Decoded:
+                chunk_bytes: int | None = None) -> _kineto_json.Decoded:
     """The whole trace decoded (``kineto.parse``): the chunks' parts concatenated once, or the
     reference decoder's reading of the whole document where the scan declines or the trace ends early."""
     pieces: list[list[pa.Table]] = [[], [], [], []]
     try:
-        for item in _native(path, chunk_bytes, progress, device_categories, salvage=False):
+        for item in _native(path, chunk_bytes or CHUNK_BYTES, progress, device_categories, salvage=False):
             if isinstance(item, TraceEnd):
                 parts = [pa.concat_tables(p) for p in pieces if p]
                 return _kineto_json.Decoded(dict(item.top), parts, decoder=item.decoder,
@@ -145,11 +145,6 @@ def decode_file(path: Path, *, progress: Progress = no_progress, device_categori
         del pieces
         return _reference(path, progress, device_categories, str(exc))
     raise AssertionError("the chunk loop ends with a TraceEnd")  # pragma: no cover
-
-
-def _device_categories() -> list[str]:
-    from .kineto import DEVICE_CATEGORIES  # the normalizer's own list (kineto imports this module)
-    return list(DEVICE_CATEGORIES)
 
 
 def _reference(path: Path, progress: Progress, cats: list[str], reason: str) -> _kineto_json.Decoded:

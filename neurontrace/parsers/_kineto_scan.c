@@ -49,7 +49,7 @@ typedef struct {
 
 static int buf_reserve(Buf *b, size_t extra) {
     if (b->len + extra <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 1 << 16;
+    size_t cap = b->cap ? b->cap : 1 << 12;
     while (cap < b->len + extra) cap *= 2;
     if (!b->obj) {
         b->obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)cap);

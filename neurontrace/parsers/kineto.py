@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neurontrace import schema
 from neurontrace.columns import encoded
 from neurontrace.errors import MalformedTraceError, TraceWarning, TruncatedTraceWarning
 from neurontrace.load import Probe
@@ -37,9 +39,10 @@ from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_t
 from . import _kineto_chunks, _kineto_json
 from . import _kineto_host_only as host_only
 from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
-from ._kineto_chunks import EventChunk, TraceEnd, iter_chunks
+from ._kineto_chunks import CHUNK_BYTES, EventChunk, TraceEnd
 from ._kineto_frames import link_frames
 from ._kineto_memory import memory_events as _memory_events
+from ._normalized_meta import with_normalized
 
 FORMAT = "kineto"
 __all__ = ["EventChunk", "TraceEnd", "iter_chunks", "parse", "parse_bytes", "sniff"]
@@ -124,6 +127,16 @@ def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = No
     return normalize(decoded, source=str(path), rank=rank, progress=progress, device_elsewhere=device_elsewhere)
 
 
+def iter_chunks(path: str | Path, *, chunk_bytes: int = CHUNK_BYTES,
+                progress: Progress = no_progress) -> Iterator[EventChunk | TraceEnd]:
+    """The trace's events a chunk of about ``chunk_bytes`` of content at a time, in file order, then one
+    :class:`TraceEnd` (top-level keys, accounting): memory about 3x ``chunk_bytes`` whatever the size.
+    The contract (changes while read, cut-off files, declined input) is ``_kineto_chunks.iter_chunks``'s;
+    docs/scale.md, "One trace, a chunk at a time"."""
+    return _kineto_chunks.iter_chunks(path, chunk_bytes=chunk_bytes, progress=progress,
+                                      device_categories=list(DEVICE_CATEGORIES))
+
+
 def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = None) -> Trace:
     """Parse a trace held in memory (tests, notebooks)."""
     decoded = _kineto_json.decode(data, complete=True, device_categories=list(DEVICE_CATEGORIES))
@@ -195,9 +208,9 @@ def normalize(
     acct.keep("system_events", sys_table.num_rows)
     acct.keep("device_events", dev_table.num_rows)
     acct.warnings += host_only.log_warnings(top, source)  # the profiler's own ERROR/WARNING lists
+    activity = None  # an accelerator trace without device events: a fact; analysis/device_activity.py decides
     if backend != "cpu" and dev_table.num_rows == 0 and sys_table.num_rows and not device_elsewhere:
-        sys_table, moved = host_only.device_copies(sys_table)
-        acct.warnings.append(host_only.no_device_activity(source, backend, moved))
+        sys_table, activity = host_only.unrecorded_device(sys_table, backend)
 
     mem_device = _memory_device_column(memory_events, backend)
     counters = pa.concat_tables([_memory_counters(memory_events, mem_device, host, rank),
@@ -230,9 +243,11 @@ def normalize(
     run = top.pop("neurontrace_run", None)
     if run is not None:
         facts["run"] = run
+    if activity is not None:
+        facts[schema.DEVICE_ACTIVITY.key] = activity
     facts.update({f"kineto.{k}": v for k, v in top.items()})
     progress("normalize", 4, 4)
-    return Trace(
+    return with_normalized(Trace(
         system_events=sys_table,
         device_events=dev_table,
         flows=flows,
@@ -240,7 +255,7 @@ def normalize(
         memory_events=mem_table,
         frames=frames,
         metadata=metadata_table(facts, source=source, rank=rank),
-    )
+    ))
 
 
 _EVENT_COLUMNS = [c for c in _kineto_json.COLUMNS if not c.startswith("mem_") and c not in ("label", "labels")]
@@ -280,7 +295,7 @@ _REPEATED = ("name", "cat", "ph", "pid", "tid")
 
 def _encoded(t: pa.Table) -> pa.Table:
     for name in _REPEATED:
-        t = t.set_column(t.schema.get_field_index(name), name, pc.dictionary_encode(flat(t[name])))
+        t = t.set_column(t.schema.get_field_index(name), name, flat(pc.dictionary_encode(t[name])))
     return t
 
 

@@ -62,6 +62,7 @@ from ._neuron_system import (
     load_system_events,
     system_flows,
 )
+from ._normalized_meta import with_normalized
 
 FORMAT = "neuron-explorer"
 _NC = re.compile(r"neuron:nc(\d+)$")
@@ -170,7 +171,7 @@ def parse(
     facts[ACCOUNTING_KEY] = acct.as_dict()
     progress("neuron tables", steps, steps)
     counters = _concat(ctx.counters, schema.COUNTERS)
-    return checked(Trace(
+    return with_normalized(checked(Trace(
         system_events=system_table(ctx),
         device_events=device,
         flows=_concat(ctx.flows, schema.FLOWS),
@@ -178,7 +179,7 @@ def parse(
         memory_events=neuron_memory_events(counters),
         frames=ctx.frames.table(),
         metadata=metadata_table(facts, source=src, rank=rank),
-    ), src)
+    ), src))
 
 
 def _report_repairs(acct: ParseAccounting, tables: dict[str, SourceTable], source: str) -> None:
