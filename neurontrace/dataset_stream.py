@@ -49,6 +49,7 @@ import pyarrow.parquet as pq
 from neurontrace import dataset, schema
 from neurontrace.errors import TruncatedTraceWarning
 from neurontrace.parsers import _kineto_chunks, _kineto_json, kineto
+from neurontrace.parsers._normalized_meta import derive
 from neurontrace.parsers.kineto import TraceEnd
 from neurontrace.progress import Progress, no_progress
 from neurontrace.run_record import read_run_record
@@ -188,6 +189,8 @@ class _Writer:
         self.frames = _Frames()
         self.rank = rank
         self.counted = 0  # counters kept (the accounting's count: one per input event)
+        self.devices: set[str] = set()  # the device ids the device events name (the normalized metadata's)
+        self.activity: dict[str, Any] | None = None  # schema.DEVICE_ACTIVITY, summed over the parts
         self.empty = self._normalize(None)
         self.rank_value = kineto._rank(self.top, self.source, rank, ParseAccounting(self.source, kineto.FORMAT))[0]
 
@@ -267,6 +270,8 @@ class _Writer:
             keep = pc.invert(pc.is_in(tables["system_events"]["event_id"], ctx_ids))
             tables["system_events"] = tables["system_events"].filter(keep)
         self.counted += tr.accounting[0].kept.get("counters", 0)
+        self.devices |= {str(d) for d in pc.unique(tables["device_events"]["device"]).to_pylist() if d is not None}
+        self._add_activity(tr.meta(schema.DEVICE_ACTIVITY.key))
         mapping = self.frames.remap(tr.frames)
         for name, cols in _ID_COLUMNS.items():
             if name == "frames":
@@ -285,6 +290,15 @@ class _Writer:
         low = min((int(pc.min(t["ts_ns"]).as_py()) for t in (tables["system_events"], tables["device_events"])
                    if t.num_rows), default=None)
         return entry, next_ctx, ext_now, part_notes, marker_file, low
+
+    def _add_activity(self, fact: dict[str, Any] | None) -> None:
+        if fact is None:
+            return
+        if self.activity is None:
+            self.activity = dict(fact)
+        else:
+            self.activity["transfers"] += fact["transfers"]
+            self.activity["shapes"] = self.activity["shapes"] or fact["shapes"]
 
     def _carry(self, ctx: pa.Table | None, events: pa.Table | None, upper: int | None) -> pa.Table | None:
         """The frames and ops still open where the next part starts: that part's context."""
@@ -348,12 +362,21 @@ class _Writer:
                    "written after the events is lost)" + (f". Why: {end.damage}" if end.damage else ""))
             acct.warnings.append(msg)
             warnings.warn(msg, TruncatedTraceWarning, stacklevel=3)
-        facts = {r["key"]: json.loads(r["value"]) for r in self.empty[0].metadata.to_pylist()}
+        derived = {k.key for k in (*schema.NORMALIZED_KEYS, schema.DEVICE_ACTIVITY)}
+        facts = {r["key"]: json.loads(r["value"]) for r in self.empty[0].metadata.to_pylist()
+                 if r["key"] not in derived}
         facts[ACCOUNTING_KEY] = acct.as_dict()
         facts["clock"] = "unix_epoch_ns" if self.base is not None or (lows and min(lows) > 10**18) \
             else "trace_relative_ns"
-        tables = {"flows": flows, "frames": self.frames.table() if self.frames.rows else None,
-                  "metadata": metadata_table(facts, source=self.source, rank=self.rank_value)}
+        if self.activity is not None:  # placed as kineto.normalize places it: before the trace's own keys
+            at = next((i for i, k in enumerate(facts) if k.startswith("kineto.") and k != "kineto.names"), len(facts))
+            items = list(facts.items())
+            facts = dict([*items[:at], (schema.DEVICE_ACTIVITY.key, self.activity), *items[at:]])
+        meta = metadata_table(facts, source=self.source, rank=self.rank_value)
+        raw = {k: json.dumps(v, sort_keys=True, default=str) for k, v in facts.items()}
+        meta = pa.concat_tables([meta, metadata_table(derive(raw, (), sorted(self.devices)), source=self.source,
+                                                      rank=self.rank_value)])
+        tables = {"flows": flows, "frames": self.frames.table() if self.frames.rows else None, "metadata": meta}
         first = entries[0]
         for name, table in tables.items():
             f = self.tmp / name / first["partition"] / "part-0.parquet"
