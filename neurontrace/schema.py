@@ -245,6 +245,8 @@ COMPILE_EVENTS: dict[str, str] = {
     "recompile_limit": "a frame hit the recompile limit and runs eagerly from then on",
     "parallel_summary": "a neuron_parallel_compile total: `count` graphs in all (status null), compiled (ok) or "
                         "failed",
+    "compiler_pass": "a pass neuronx-cc timed in its log: `function` the pass, `dur_ns` its time summed over "
+                     "`count` runs, `compile_id` the graph",
 }
 COMPILE_CACHE = ("hit", "miss", "bypass", "failed_hit")  # failed_hit: Neuron's cached failed NEFF
 COMPILE_STATUS = ("ok", "failed", "restarted", "running")
@@ -256,7 +258,8 @@ COMPILES = TableSpec(
     "Not part of a Trace: `neurontrace.parsers.compile_logs.read` and `analysis.compile` build it.",
     (
         Column("event", DICT_STRING, "what the row is, one of schema.COMPILE_EVENTS", nullable=False),
-        Column("evidence", DICT_STRING, "where it was read: kineto, torch_trace, torch_logs, neuron_log, neuron_cache",
+        Column("evidence", DICT_STRING, "where it was read: kineto, torch_trace, torch_logs, neuron_log (the compiler-cache "
+               "wrapper's lines), neuron_cc_log (neuronx-cc's own log-neuron-cc.txt, compiler_args.txt), neuron_cache",
                nullable=False),
         Column("path", pa.string(), "the log file (null for a trace's own ranges)"),
         Column("line", pa.int64(), "the line of the log the row starts at (1-based)"),
@@ -284,7 +287,11 @@ COMPILES = TableSpec(
         Column("recompile_reason", pa.string(), "the guard that failed and made this a recompile"),
         Column("graph_breaks", pa.int32(), "graph breaks Dynamo counted for this compile"),
         Column("reason", pa.string(), "graph break or recompile-limit reason (graph_break, recompile_limit rows)"),
-        Column("count", pa.int64(), "how many graphs a parallel_summary row counts (null on other rows)"),
+        Column("count", pa.int64(), "how many graphs a parallel_summary row counts, how many runs a compiler_pass "
+               "row sums (null on other rows)"),
+        Column("compiler_version", pa.string(), "the compiler's version where the log or the cache names it "
+               "(neuronx-cc)"),
+        Column("flags", pa.string(), "the compiler options the work directory recorded (compiler_args.txt)"),
     ),
 )
 

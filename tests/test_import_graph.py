@@ -211,6 +211,8 @@ FORMAT_KEY_READERS = {
     # report them on Neuron's terms; no other format has them, so a normalized name would only rename them
     ("neurontrace/analysis/neuron_summary.py", "neuron.summary"): "Neuron evidence read by a Neuron analysis",
     ("neurontrace/analysis/engine_waits.py", "neuron.summary"): "Neuron evidence read by a Neuron analysis",
+    # Explorer's HbmUsageSummaryByType: HBM by Neuron's own usage types, which no other format has
+    ("neurontrace/analysis/neuron_memory.py", "neuron.hbm_usage_summary_by_type"): "Neuron evidence read by a Neuron analysis",
     # Kineto's process_name / thread_name metadata events: the viewer's track labels, which no other format has
     ("neurontrace/app/tracks.py", "kineto.names"): "Kineto's own track names label Kineto tracks",
 }

@@ -22,7 +22,7 @@ from neurontrace import errors
 from neurontrace.analysis.diagnose import diagnose
 from neurontrace.cli import main
 from neurontrace.load import detect
-from neurontrace.parsers import _neuron_ntff, _neuron_tool
+from neurontrace.parsers import _neuron_ntff
 from neurontrace.schema import DEVICE_ACTIVITY
 from neurontrace.testing import synthetic_neuron_observed as obs
 from tests.micro import rows
@@ -32,15 +32,6 @@ def load_quietly(path: Path, **kw: Any) -> neurontrace.Trace:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", errors.TraceWarning)
         return neurontrace.load(path, **kw)
-
-
-@pytest.fixture
-def no_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    empty = tmp_path / "emptybin"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.delenv("NEURONTRACE_NEURON_EXPLORER", raising=False)
-    monkeypatch.setattr(_neuron_tool, "DOCUMENTED_DIR", empty)
 
 
 # -- item 1: legacy JSON recognised by content ---------------------------------------------------------

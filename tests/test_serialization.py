@@ -78,6 +78,14 @@ def _fields(*classes: type) -> set[tuple[str, str]]:
     return out
 
 
+def _neuron_memory_profile(out: Path) -> Path:
+    """SYNTHETIC: a generated Explorer profile with HbmUsageSummaryByType, SbufAllocation and spill keys."""
+    from neurontrace.testing import synthetic_neuron as syn
+    from neurontrace.testing.neuron_memory_files import add_memory_tables
+
+    return add_memory_tables(syn.write_explorer(syn.Scenario(), out / "p"))
+
+
 @pytest.fixture(scope="module")
 def diagnoses(tmp_path_factory: pytest.TempPathFactory) -> list[Diagnosis]:
     a, b = write_pair(tmp_path_factory.mktemp("pair"))
@@ -90,6 +98,7 @@ def diagnoses(tmp_path_factory: pytest.TempPathFactory) -> list[Diagnosis]:
         diagnose(_load(recorded / b.name)),  # fallback evidence, named_by, also_executed_on_device
         diagnose(_load(a)), diagnose(_load(b), fallback_ops=["aten::nonzero"]),
         diagnose(_load(SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet")),  # engine waits, synthetic
+        diagnose(_load(_neuron_memory_profile(tmp_path_factory.mktemp("neuron_memory")))),  # memory.neuron
         diagnose(_load(SAMPLES / "gloo_8rank")),  # ranks: cross-rank sections
         diagnose(_load(SAMPLES / "cpu_train_loop.pt.trace.json.gz")),
     ]
@@ -125,9 +134,11 @@ def _compile_job(run: Path) -> Diagnosis:
     log = compile_logs.read([run / "compile", neuron])
     rows = [dict(r) for r in log.table().to_pylist()]
     trace = _load(run / "recompile.pt.trace.json")
-    kineto, regions = compile_section.kineto_rows(trace), compile_section.compiled_regions(trace)
+    kineto = compile_section.kineto_rows(trace)
+    # the compiled code running (regions, guard checks, graphs, compiled against eager, breaks per step)
+    ran = diagnose(_load(run / "runtime.pt.trace.json"), compiles=log.table()).sections[compile_section.SECTION.key]
     parts = [compile_section.report([{**r, "rank": rank} for r in rows], kineto, [f"rank {rank}: a warning"],
-                                    regions) for rank in (0, 1)]
+                                    ran.regions, ran.runtime) for rank in (0, 1)]
     job = compile_section.combine([p for p in parts if p is not None])
     return Diagnosis([], [], [], [], {compile_section.SECTION.key: job})
 
