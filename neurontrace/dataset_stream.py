@@ -368,9 +368,9 @@ class _Writer:
         facts[ACCOUNTING_KEY] = acct.as_dict()
         facts["clock"] = "unix_epoch_ns" if self.base is not None or (lows and min(lows) > 10**18) \
             else "trace_relative_ns"
-        if self.activity is not None:  # placed as kineto.normalize places it: before the trace's own keys
-            at = next((i for i, k in enumerate(facts) if k.startswith("kineto.") and k != "kineto.names"), len(facts))
+        if self.activity is not None:  # placed as kineto.normalize places it: after the accounting (and run record)
             items = list(facts.items())
+            at = [k for k, _ in items].index("run" if "run" in facts else ACCOUNTING_KEY) + 1
             facts = dict([*items[:at], (schema.DEVICE_ACTIVITY.key, self.activity), *items[at:]])
         meta = metadata_table(facts, source=self.source, rank=self.rank_value)
         raw = {k: json.dumps(v, sort_keys=True, default=str) for k, v in facts.items()}
