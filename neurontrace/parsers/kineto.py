@@ -148,8 +148,10 @@ def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = Non
 
 def normalize(
     decoded: _kineto_json.Decoded, *, source: str, rank: int | None = None, progress: Progress = no_progress,
-    device_elsewhere: bool = False,
+    device_elsewhere: bool = False, known_backend: str | None = None,
 ) -> Trace:
+    """``known_backend``: the backend of the whole trace when ``decoded`` holds only some of its events
+    (one time part of a trace streamed into a dataset: neurontrace.dataset_stream)."""
     parts, decoded.events = decoded.events, None  # each part is released as soon as it is split
     if parts is None:
         raise ValueError("this decoded trace was already normalized")
@@ -160,7 +162,7 @@ def normalize(
     acct.warnings += decoded.notes
     rank, rank_source = _rank(top, source, rank, acct)
     host = _host(top, source)
-    backend = _backend(top, parts)
+    backend = known_backend if known_backend is not None else _backend(top, parts)
     base = _base_time(top, acct)
     split: dict[str, list[pa.Table]] = {k: [] for k in _SPLIT_COLUMNS}
     no_ts = bad_utf8 = long_names = 0
