@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from neurontrace.columns import encoded, flat
 
-__all__ = ["codes", "dictionary", "flat", "map_unique", "pair_codes"]
+__all__ = ["codes", "dictionary", "flat", "lookup", "map_unique", "min_by_key", "pair_codes"]
 
 
 def dictionary(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -71,3 +71,22 @@ def valid_utf8(col: pa.Array | pa.ChunkedArray) -> tuple[pa.Array | pa.ChunkedAr
     if not bad:
         return col, 0
     return (pa.chunked_array(out, col.type) if isinstance(col, pa.ChunkedArray) else out[0]), bad
+
+
+def min_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct keys, sorted; the smallest value of each): a group-by-min in numpy, one sort, no
+    thread pool (Arrow's group_by starts one per call, which cost 0.37 s of a 35 MB trace's load)."""
+    if not len(keys):
+        return keys[:0], values[:0]
+    order = np.lexsort((values, keys))
+    k = keys[order]
+    first = np.r_[0, np.flatnonzero(k[1:] != k[:-1]) + 1]
+    return k[first], values[order][first]
+
+
+def lookup(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position in the sorted unique ``keys`` of each wanted key, whether it is there)."""
+    if not len(keys):
+        return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
+    pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    return pos, keys[pos] == wanted

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from neurontrace.trace import ParseAccounting
 
-from ._arrow import dictionary, pair_codes
+from ._arrow import dictionary, lookup, min_by_key, pair_codes
 from ._stacks import innermost_enclosing, is_user_file, python_frames, rows_of
 
 _OP_CATEGORIES = pa.array(["cpu_op", "Operator"])
@@ -143,6 +143,8 @@ def _by_external_id(system: pa.Table, device: pa.Table) -> pa.Array:
     keys = pa.table({"ext": ext, "frame_id": ops["frame_id"]}).filter(pc.is_valid(ext))
     if keys.num_rows == 0 or device.num_rows == 0:
         return pa.nulls(device.num_rows, pa.int64())
-    keys = keys.group_by("ext").aggregate([("frame_id", "min")])
+    ext_keys, frame = min_by_key(keys["ext"].to_numpy(), keys["frame_id"].to_numpy())
     dev_ext = pc.coalesce(device["external_id"], device["external_id_legacy"])
-    return pc.take(keys["frame_id_min"], pc.index_in(dev_ext, keys["ext"]))
+    pos, hit = lookup(ext_keys, pc.fill_null(dev_ext, 0).to_numpy())
+    hit &= dev_ext.is_valid().to_numpy(zero_copy_only=False)
+    return pa.array(frame[pos], pa.int64(), mask=~hit)

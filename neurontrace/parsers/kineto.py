@@ -38,7 +38,7 @@ from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_t
 
 from . import _kineto_chunks, _kineto_json
 from . import _kineto_host_only as host_only
-from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
+from ._arrow import codes, flat, lookup, map_unique, min_by_key, pair_codes, valid_utf8
 from ._kineto_chunks import CHUNK_BYTES, EventChunk, TraceEnd
 from ._kineto_frames import link_frames
 from ._kineto_memory import memory_events as _memory_events
@@ -659,10 +659,6 @@ def _first_with(events: pa.Table, corr: np.ndarray) -> np.ndarray:
     t = events.select(["event_id", "correlation"]).filter(pc.is_valid(events["correlation"]))
     if t.num_rows == 0:
         return np.full(len(corr), -1)
-    firsts = t.group_by("correlation").aggregate([("event_id", "min")])
-    keys = firsts["correlation"].to_numpy()
-    ids = firsts["event_id_min"].to_numpy()
-    order = np.argsort(keys)
-    keys, ids = keys[order], ids[order]
-    pos = np.minimum(np.searchsorted(keys, corr), len(keys) - 1)
-    return np.where((keys[pos] == corr) & (corr >= 0), ids[pos], -1)
+    keys, ids = min_by_key(t["correlation"].to_numpy(), t["event_id"].to_numpy())
+    pos, hit = lookup(keys, corr)
+    return np.where(hit & (corr >= 0), ids[pos], -1)
