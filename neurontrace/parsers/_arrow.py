@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from neurontrace.columns import encoded, flat
 
-__all__ = ["codes", "dictionary", "flat", "lookup", "map_unique", "min_by_key", "pair_codes"]
+__all__ = ["codes", "dictionary", "flat", "lookup", "map_unique", "min_by_key", "pair_codes", "repeated"]
 
 
 def dictionary(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -90,3 +90,8 @@ def lookup(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray
         return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
     pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
     return pos, keys[pos] == wanted
+
+
+def repeated(value: Any, n: int, typ: pa.DataType) -> pa.Array:
+    """``value`` on each of ``n`` rows (null where it is None), built in Arrow, not from a Python list."""
+    return pa.nulls(n, typ) if value is None else pa.repeat(pa.scalar(value, typ), n)

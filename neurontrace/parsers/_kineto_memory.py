@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from neurontrace.trace import ParseAccounting
 
-from ._arrow import pair_codes
+from ._arrow import pair_codes, repeated
 
 _INT64_MAX = 2**63 - 1
 
@@ -50,7 +50,7 @@ def memory_events(t: pa.Table, system: pa.Table, device: pa.Array, rank: int | N
     return pa.table({
         "ts_ns": t["ts_ns"],
         "device": device,
-        "rank": pa.array([rank] * n, pa.int32()),
+        "rank": repeated(rank, n, pa.int32()),
         "pid": t["pid"],
         "tid": t["tid"],
         "action": action,
@@ -60,16 +60,18 @@ def memory_events(t: pa.Table, system: pa.Table, device: pa.Array, rank: int | N
         "total_reserved_bytes": reserved,
         "stream": pa.nulls(n, pa.int64()),
         "op_event_id": _at(system["event_id"], op_row),
-        "op": _at(system["name"].cast(pa.string()), op_row),
+        "op": _at(system["name"], op_row, pa.string()),  # the op rows' names only, not every event's
         "frame_id": _at(system["frame_id"], frame_row),
     })
 
 
-def _at(col: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
-    """``col`` at ``rows``; null where a row is -1."""
+def _at(col: pa.ChunkedArray, rows: np.ndarray, typ: pa.DataType | None = None) -> pa.Array:
+    """``col`` at ``rows`` (cast to ``typ`` when given); null where a row is -1."""
+    typ = typ or col.type
     if not len(col):
-        return pa.nulls(len(rows), col.type)
-    return pc.if_else(pa.array(rows < 0), pa.scalar(None, col.type), col.take(pa.array(np.maximum(rows, 0))))
+        return pa.nulls(len(rows), typ)
+    taken = col.take(pa.array(np.maximum(rows, 0))).cast(typ)
+    return pc.if_else(pa.array(rows < 0), pa.scalar(None, typ), taken)
 
 
 def _ints(col: pa.ChunkedArray, *, signed: bool) -> tuple[pa.Array, int]:
@@ -91,13 +93,13 @@ def _addresses(args: pa.ChunkedArray, acct: ParseAccounting) -> pa.Array:
     whole number (what Kineto writes), else a decode of the rows' args."""
     if not len(args):
         return pa.nulls(0, pa.int64())
-    flat = args.combine_chunks() if isinstance(args, pa.ChunkedArray) else args
-    found = pc.extract_regex(flat, _ADDR)  # null where no match (the struct, not its field, is null)
+    found = pc.extract_regex(args, _ADDR)  # null where no match (the struct, not its field, is null)
     matched = pc.fill_null(found.is_valid(), False)
-    mentioned = pc.sum(pc.fill_null(pc.match_substring(flat, '"Addr"'), False).cast(pa.int64())).as_py() or 0
+    mentioned = pc.sum(pc.fill_null(pc.match_substring(args, '"Addr"'), False).cast(pa.int64())).as_py() or 0
     if (pc.sum(matched.cast(pa.int64())).as_py() or 0) == mentioned:  # every Addr is in the plain form
-        return pc.if_else(matched, found.field("addr"), pa.scalar(None, pa.string())).cast(pa.int64())
-    texts = flat.to_pylist()
+        plain = pc.if_else(matched, pc.struct_field(found, "addr"), pa.scalar(None, pa.string())).cast(pa.int64())
+        return plain.combine_chunks() if isinstance(plain, pa.ChunkedArray) else plain
+    texts = args.to_pylist()
     doc = b"[" + b",".join((s or "null").encode() for s in texts) + b"]"
     try:
         decoded = _DECODER.decode(doc)

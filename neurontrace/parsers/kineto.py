@@ -38,7 +38,7 @@ from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_t
 
 from . import _kineto_chunks, _kineto_json
 from . import _kineto_host_only as host_only
-from ._arrow import codes, flat, lookup, map_unique, min_by_key, pair_codes, valid_utf8
+from ._arrow import codes, flat, lookup, map_unique, min_by_key, pair_codes, repeated, valid_utf8
 from ._kineto_chunks import CHUNK_BYTES, EventChunk, TraceEnd
 from ._kineto_frames import link_frames
 from ._kineto_memory import memory_events as _memory_events
@@ -422,8 +422,8 @@ def _common(t: pa.Table, host: str | None, rank: int | None) -> dict[str, Any]:
         "name": pc.fill_null(t["name"], ""),
         "raw_category": t["cat"],
         "phase": t["ph"],
-        "host": pa.array([host] * n, pa.string()),
-        "rank": pa.array([rank] * n, pa.int32()),
+        "host": repeated(host, n, pa.string()),
+        "rank": repeated(rank, n, pa.int32()),
         "pid": t["pid"],
         "tid": t["tid"],
         "correlation": t["correlation"],
@@ -477,7 +477,19 @@ def _tracks(t: pa.Table, names: dict[str, Any], default: str) -> pa.Array:
             return str(names[f"{pid}/{tid}"])
         return tid if tid.startswith(("stream", "thread")) else f"{default} {tid}"
 
-    return pa.array([label(p, t) for p, t in pairs], pa.string()).take(pa.array(code))
+    # A dictionary array straight away (the schema's type): the labels are not copied to every row and
+    # hashed back. Its dictionary lists them in order of first appearance, as dictionary_encode would.
+    if not len(code):
+        return pa.array([], pa.string())
+    labels = [label(p, t) for p, t in pairs]
+    distinct = {v: i for i, v in enumerate(dict.fromkeys(labels))}
+    row_label = np.asarray([distinct[v] for v in labels], dtype=np.int64)[code]
+    used, first = np.unique(row_label, return_index=True)
+    order = used[np.argsort(first)]
+    remap = np.zeros(len(distinct), dtype=np.int32)
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    values = np.asarray(list(distinct), dtype=object)[order]
+    return pa.DictionaryArray.from_arrays(pa.array(remap[row_label], pa.int32()), pa.array(values, pa.string()))
 
 
 def _memory_device_column(t: pa.Table, backend: str) -> pa.Array:
@@ -497,11 +509,11 @@ def _memory_counters(t: pa.Table, device: pa.Array, host: str | None, rank: int 
         parts.append(pa.table({
             "ts_ns": sub["ts_ns"],
             "name": sub["name"],
-            "field": pa.array([field] * n, pa.string()),
+            "field": repeated(field, n, pa.string()),
             "value": sub[col],
-            "unit": pa.array(["bytes"] * n, pa.string()),
-            "host": pa.array([host] * n, pa.string()),
-            "rank": pa.array([rank] * n, pa.int32()),
+            "unit": repeated("bytes", n, pa.string()),
+            "host": repeated(host, n, pa.string()),
+            "rank": repeated(rank, n, pa.int32()),
             "pid": sub["pid"],
             "tid": sub["tid"],
             "device": device if n == t.num_rows else device.filter(has),
@@ -542,8 +554,8 @@ def _counter_events(t: pa.Table, host: str | None, rank: int | None) -> pa.Table
         "field": pa.array(rows["field"], pa.string()),
         "value": pa.array(rows["value"], pa.float64()),
         "unit": pa.nulls(n, pa.string()),
-        "host": pa.array([host] * n, pa.string()),
-        "rank": pa.array([rank] * n, pa.int32()),
+        "host": repeated(host, n, pa.string()),
+        "rank": repeated(rank, n, pa.int32()),
         "pid": pa.array(rows["pid"], pa.string()),
         "tid": pa.array(rows["tid"], pa.string()),
         "device": pa.nulls(n, pa.string()),
@@ -592,7 +604,7 @@ def _flows(markers: pa.Table, system: pa.Table, device: pa.Table, rank: int | No
         "dst_event_id": _at(bound, dst, bound[np.maximum(dst, 0)] >= 0),
         "src_ts_ns": _at(ts, src),
         "dst_ts_ns": _at(ts, dst),
-        "rank": pa.array([rank] * len(first), pa.int32()),
+        "rank": repeated(rank, len(first), pa.int32()),
     })
 
 
