@@ -584,13 +584,20 @@ def _id_strings(values: list[Any]) -> pa.Array:
     try:
         arr = pa.array(values) if values else pa.array([], pa.string())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # ints and strings mixed
-        return pa.array(list(map(_text_or_none, values)), pa.string())
+        return _texts(values)
     if arr.type == pa.string():
         return arr
     if arr.type == pa.null():
         return _nulls(len(values))
     if pa.types.is_integer(arr.type):
         return arr.cast(pa.string())
+    return _texts(values)
+
+
+def _texts(values: list[Any]) -> pa.Array:
+    """Each value's str(), None kept as null (builtin str mapped in C where there is no None)."""
+    if None not in values:
+        return pa.array(list(map(str, values)), pa.string())
     return pa.array(list(map(_text_or_none, values)), pa.string())
 
 
@@ -626,6 +633,8 @@ def _array(values: list[Any], typ: pa.DataType) -> pa.Array:
     try:
         return pa.array(values, typ)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        if pa.types.is_string(typ):  # int device/stream ids: their text in one cast, as _coerce's str() writes it
+            return _id_strings(values)
         return pa.array([_coerce(v, typ) for v in values], typ)
 
 
