@@ -21,6 +21,7 @@ from neurontrace.trace import ParseAccounting
 from ._arrow import pair_codes
 
 _INT64_MAX = 2**63 - 1
+_SLICE_ROWS = 1 << 16  # rows of args text matched at a time
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -60,7 +61,7 @@ def memory_events(t: pa.Table, system: pa.Table, device: pa.Array, rank: int | N
         "total_reserved_bytes": reserved,
         "stream": pa.nulls(n, pa.int64()),
         "op_event_id": _at(system["event_id"], op_row),
-        "op": _at(system["name"].cast(pa.string()), op_row),
+        "op": _at(system["name"], op_row),
         "frame_id": _at(system["frame_id"], frame_row),
     })
 
@@ -91,13 +92,18 @@ def _addresses(args: pa.ChunkedArray, acct: ParseAccounting) -> pa.Array:
     whole number (what Kineto writes), else a decode of the rows' args."""
     if not len(args):
         return pa.nulls(0, pa.int64())
-    flat = args.combine_chunks() if isinstance(args, pa.ChunkedArray) else args
-    found = pc.extract_regex(flat, _ADDR)  # null where no match (the struct, not its field, is null)
-    matched = pc.fill_null(found.is_valid(), False)
-    mentioned = pc.sum(pc.fill_null(pc.match_substring(flat, '"Addr"'), False).cast(pa.int64())).as_py() or 0
-    if (pc.sum(matched.cast(pa.int64())).as_py() or 0) == mentioned:  # every Addr is in the plain form
-        return pc.if_else(matched, found.field("addr"), pa.scalar(None, pa.string())).cast(pa.int64())
-    texts = flat.to_pylist()
+    parts, plain = [], True
+    for chunk in args.chunks if isinstance(args, pa.ChunkedArray) else [args]:
+        for at in range(0, len(chunk), _SLICE_ROWS):  # a slice at a time: each step's copies stay small
+            text = chunk.slice(at, _SLICE_ROWS)
+            found = pc.extract_regex(text, _ADDR)  # null where no match (the struct, not its field, is null)
+            matched = pc.fill_null(found.is_valid(), False)
+            mentioned = pc.sum(pc.fill_null(pc.match_substring(text, '"Addr"'), False).cast(pa.int64())).as_py()
+            plain = plain and (pc.sum(matched.cast(pa.int64())).as_py() or 0) == (mentioned or 0)
+            parts.append(pc.if_else(matched, found.field("addr"), pa.scalar(None, pa.string())).cast(pa.int64()))
+    if plain:  # every Addr is in the plain form
+        return pa.concat_arrays(parts) if parts else pa.nulls(0, pa.int64())
+    texts = args.to_pylist()
     doc = b"[" + b",".join((s or "null").encode() for s in texts) + b"]"
     try:
         decoded = _DECODER.decode(doc)
@@ -126,7 +132,7 @@ def _enclosing(t: pa.Table, system: pa.Table, category: str) -> np.ndarray:
     op_rows = np.flatnonzero(is_op.to_numpy(zero_copy_only=False))
     if not t.num_rows or not len(op_rows):
         return out
-    ops = system.take(pa.array(op_rows))
+    ops = system.select(["pid", "tid", "ts_ns", "dur_ns"]).take(pa.array(op_rows))
     both = pa.table({"pid": pa.concat_arrays([_plain(ops["pid"]), _plain(t["pid"])]),
                      "tid": pa.concat_arrays([_plain(ops["tid"]), _plain(t["tid"])])})
     thread, _ = pair_codes(both["pid"], both["tid"])
