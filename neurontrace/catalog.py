@@ -25,6 +25,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from neurontrace import schema, trace_facts
 from neurontrace.analysis import step_stats
 from neurontrace.analysis.phases import SECTION as _PHASES
 from neurontrace.errors import (
@@ -34,7 +35,6 @@ from neurontrace.errors import (
     MalformedTraceError,
     NeurontraceError,
 )
-from neurontrace.schema import setup_facts
 from neurontrace.trace import Trace
 
 PHASES_KEY = _PHASES.key  # the stored diagnosis's phases section (analysis/phases.py)
@@ -46,7 +46,8 @@ DEFAULT_DIR = "neurontrace-runs"
 MAX_FACT_CHARS = 65_536  # metadata values larger than this (lookup tables) are not copied into the catalog
 # Metadata keys never copied: bookkeeping that the diagnosis already summarizes, or bulk tables.
 _SKIP_KEYS = ("neurontrace.accounting", "kineto.names", "neuron.table.", "neuron.execution_info",
-              "neuron.derived_rows", "neuron.opcode_summary", "neuron.tensor_info")
+              "neuron.derived_rows", "neuron.opcode_summary", "neuron.tensor_info",
+              *(k.key for k in schema.NORMALIZED_KEYS), schema.DEVICE_ACTIVITY.key)  # these are in versions etc.
 _BUSY_TIMEOUT_S = 30.0
 _TABLES = ("runs", "tags", "versions")
 
@@ -508,11 +509,10 @@ def run_facts(trace: Trace, diagnosis: Mapping[str, Any] | None = None) -> dict[
         parsed = json.loads(value)
         if parsed not in meta.setdefault(key, []):
             meta[key].append(parsed)
-    versions: dict[str, set[str]] = {}
-    device_types: list[str] = []
-    for key, vals in meta.items():
-        for v in vals:
-            setup_facts(key, v, versions, device_types)
+    # The normalized facts the parsers wrote, never a format's own keys; and the capture's own run.json.
+    versions = trace_facts.tool_versions(trace)
+    device_types = [d.name for d in trace_facts.devices(trace).values() if d.name]
+    device_types += trace_facts.instance_types(trace)
     runs = [r for r in meta.get("run", []) if isinstance(r, dict)]
     run = runs[0] if runs else None
     if run is not None:

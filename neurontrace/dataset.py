@@ -42,6 +42,7 @@ from neurontrace.errors import (
     OutputExistsError,
     TraceWarning,
 )
+from neurontrace.parsers._normalized_meta import with_normalized
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, checked, conform, metadata_table
 
@@ -218,7 +219,8 @@ class Dataset:
             if schema.TABLES[name].optional and not f.is_file():
                 continue  # a dataset written before this table existed
             tables[name] = _read_part(f, schema.TABLES[name], entry, name)
-        return checked(Trace(**tables), str(self.path / partition))
+        # A dataset written before the normalized metadata keys existed gets them here.
+        return with_normalized(checked(Trace(**tables), str(self.path / partition)))
 
 
 def _read_part(f: Path, spec: schema.TableSpec, entry: dict[str, Any], name: str) -> pa.Table:

@@ -13,7 +13,6 @@ Conventions (see DESIGN.md, "The data model"):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
@@ -190,7 +189,8 @@ METADATA = TableSpec(
     "Key/value facts about the trace: source format and version, clock, devices, ranks, tool versions, "
     "parse accounting.",
     (
-        Column("key", pa.string(), "fact name (format, clock, distributedInfo, deviceProperties ...)", nullable=False),
+        Column("key", pa.string(), "fact name (format, clock, devices, tool_versions, a format's own kineto.* ...)",
+               nullable=False),
         Column("value", pa.string(), "the fact as JSON text", nullable=False),
         Column("source", pa.string(), "input file the fact came from (null for trace-wide facts)"),
         Column("rank", pa.int32(), "rank of that input"),
@@ -246,6 +246,8 @@ COMPILE_EVENTS: dict[str, str] = {
     "recompile_limit": "a frame hit the recompile limit and runs eagerly from then on",
     "parallel_summary": "a neuron_parallel_compile total: `count` graphs in all (status null), compiled (ok) or "
                         "failed",
+    "compiler_pass": "a pass neuronx-cc timed in its log: `function` the pass, `dur_ns` its time summed over "
+                     "`count` runs, `compile_id` the graph",
 }
 COMPILE_CACHE = ("hit", "miss", "bypass", "failed_hit")  # failed_hit: Neuron's cached failed NEFF
 COMPILE_STATUS = ("ok", "failed", "restarted", "running")
@@ -257,7 +259,8 @@ COMPILES = TableSpec(
     "Not part of a Trace: `neurontrace.parsers.compile_logs.read` and `analysis.compile` build it.",
     (
         Column("event", DICT_STRING, "what the row is, one of schema.COMPILE_EVENTS", nullable=False),
-        Column("evidence", DICT_STRING, "where it was read: kineto, torch_trace, torch_logs, neuron_log, neuron_cache",
+        Column("evidence", DICT_STRING, "where it was read: kineto, torch_trace, torch_logs, neuron_log (the compiler-cache "
+               "wrapper's lines), neuron_cc_log (neuronx-cc's own log-neuron-cc.txt, compiler_args.txt), neuron_cache",
                nullable=False),
         Column("path", pa.string(), "the log file (null for a trace's own ranges)"),
         Column("line", pa.int64(), "the line of the log the row starts at (1-based)"),
@@ -285,7 +288,11 @@ COMPILES = TableSpec(
         Column("recompile_reason", pa.string(), "the guard that failed and made this a recompile"),
         Column("graph_breaks", pa.int32(), "graph breaks Dynamo counted for this compile"),
         Column("reason", pa.string(), "graph break or recompile-limit reason (graph_break, recompile_limit rows)"),
-        Column("count", pa.int64(), "how many graphs a parallel_summary row counts (null on other rows)"),
+        Column("count", pa.int64(), "how many graphs a parallel_summary row counts, how many runs a compiler_pass "
+               "row sums (null on other rows)"),
+        Column("compiler_version", pa.string(), "the compiler's version where the log or the cache names it "
+               "(neuronx-cc)"),
+        Column("flags", pa.string(), "the compiler options the work directory recorded (compiler_args.txt)"),
     ),
 )
 
@@ -309,7 +316,39 @@ class MetaKey:
 
 
 _S, _I, _B, _O, _A = ("string",), ("integer",), ("boolean",), ("object",), ("array",)
+
+# The normalized facts: written for every input by neurontrace.parsers._normalized_meta from whatever the format
+# said (and derived again for stored outputs written before they existed). Analyses, the catalog and the viewer
+# read these (through neurontrace.trace_facts), never the format's own keys (kineto.*, neuron.*), which stay as
+# found for `neurontrace info`.
+DEVICES = MetaKey("devices", _O, (
+    "the input's devices, keyed by the id of the tables' `device` column (`cuda:0`, `rocm:2`, `mtia:17`, "
+    "`neuron:nc0`); each an object with `kind` (the backend: cuda, rocm, mtia, xpu, neuron ...) and, where the "
+    "input says, `name`, `index` (the profiler's own number of the device), `memory_bytes` and `memory_source`, "
+    "`compute_capability` (`major.minor`), `multiprocessors`, and `evidence`: what identified it "
+    "(`deviceProperties[0]`; `events` when only events name it; a device whose events are numbered apart from "
+    "its listing, as ROCm's `rocm:2` listed as 0, is matched when the input lists one device and its events "
+    "name one)"))
+TOOL_VERSIONS = MetaKey("tool_versions", _O, (
+    "name -> version of the tools that wrote the profile: `kineto_schema`, `cupti`, `cuda_runtime`, `cuda_driver`, "
+    "`roctracer`, `hip_runtime`, `hip_driver`, `nccl`, Neuron's `neuron_runtime`, `neuron_compiler`, "
+    "`neuron_profiler` ...; several values of one name are joined by `, ` (a capture's own versions, torch "
+    "among them, are in `run`)"))
+DISTRIBUTED = MetaKey("distributed", _O, (
+    "what the input says of its job (torch.distributed, in Kineto's `distributedInfo`): `rank`, `world_size`, "
+    "`backend` where written, and `groups`: [{`name`, `size`, `desc`}] of its process groups; absent when the "
+    "input says nothing"))
+INSTANCE_TYPE = MetaKey("instance_type", _S, (
+    "the cloud instance the input names (Neuron: `trn2.48xlarge`): an `instance_type` field of its Neuron "
+    "facts, else the first `trn1/trn2/trn3.<size>` its facts mention; absent when none"))
+DEVICE_ACTIVITY = MetaKey("device_activity", _O, (
+    "written by a parser that read an accelerator trace without device events: `recorded` (false), `backend`, "
+    "`transfers` (host ops re-labelled as moves to the device) and `shapes` (whether op inputs were recorded, "
+    "which telling moves from casts needs); analysis/device_activity.py decides what it means and warns once"))
+NORMALIZED_KEYS: tuple[MetaKey, ...] = (DEVICES, TOOL_VERSIONS, DISTRIBUTED, INSTANCE_TYPE)
+
 METADATA_KEYS: tuple[MetaKey, ...] = (
+    *NORMALIZED_KEYS, DEVICE_ACTIVITY,
     MetaKey("format", _S, "the registered format that read this input (`neurontrace info` lists them)"),
     MetaKey("clock", _S, "what the times count from: `unix_epoch_ns`, `trace_relative_ns`, a Neuron device clock, ..."),
     MetaKey("backend", _S, "what the trace ran on: `cuda`, `rocm`, `cpu`, `neuron`, `mtia`, a PrivateUse1 name"),
@@ -370,36 +409,6 @@ def metadata_key(key: str) -> MetaKey | None:
     """The declaration of ``key`` (an exact key before a family), or None when it is not declared."""
     exact = [m for m in METADATA_KEYS if m.key == key]
     return exact[0] if exact else next((m for m in METADATA_KEYS if m.matches(key)), None)
-
-
-def setup_facts(key: str, value: Any, versions: dict[str, set[str]], device_types: list[str]) -> None:
-    """Add the tool versions and device types that one metadata value declares (Kineto top-level keys:
-    ``kineto.deviceProperties``, ``kineto.*_version``; Neuron rows: ``*_version``, ``instance_type``).
-    The run catalog files runs by them."""
-    if key == "kineto.deviceProperties" and isinstance(value, list):
-        device_types += [str(d["name"]) for d in value if isinstance(d, dict) and d.get("name")]
-        return
-    prefix = key.split(".", 1)[0]
-    rows = value if isinstance(value, list) else [value]
-    if key.startswith("kineto.") and "version" in key.lower() and not isinstance(value, dict | list):
-        name = key.removeprefix("kineto.")
-        name = "kineto_schema" if name == "schemaVersion" else name.removesuffix("_version")
-        versions.setdefault(name, set()).add(str(value))
-        return
-    if prefix != "neuron":
-        return
-    for row in rows:
-        fields = row.get("metrics", row) if isinstance(row, dict) else {}
-        if not isinstance(fields, dict):
-            continue
-        for k, v in fields.items():
-            if v is None or isinstance(v, dict | list):
-                continue
-            if k.endswith("_version"):
-                versions.setdefault("neuron_" + k.removesuffix("_version"), set()).add(str(v))
-            elif k == "instance_type":
-                device_types.append(str(v))
-
 
 
 TABLES: dict[str, TableSpec] = {

@@ -65,3 +65,15 @@ def compile_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtur
         subprocess.run([sys.executable, str(ROOT / "tests" / "compile_scenarios.py"), str(out),
                         f"{time.time() % 1000 + 1:.6f}"], cwd=ROOT, env=env, stderr=err, check=True, timeout=400)
     return out
+
+
+@pytest.fixture
+def no_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Neuron Explorer anywhere: an empty PATH and an empty documented install directory."""
+    from neurontrace.parsers import _neuron_tool
+
+    empty = tmp_path / "emptybin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("NEURONTRACE_NEURON_EXPLORER", raising=False)
+    monkeypatch.setattr(_neuron_tool, "DOCUMENTED_DIR", empty)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import neurontrace
@@ -28,6 +29,8 @@ from neurontrace.catalog import (
     run_facts,
 )
 from neurontrace.cli.runs import add_save_run_arguments, save_run
+from neurontrace.parsers._normalized_meta import with_normalized
+from neurontrace.schema import NORMALIZED_KEYS
 from neurontrace.trace import metadata_table
 from tests.diff_pairs import write_pair
 
@@ -42,8 +45,13 @@ NEURON_META = {"instance_type": "trn2.48xlarge", "runtime_version": "2.29.1", "c
 
 
 def _with_meta(trace: Trace, facts: dict[str, Any]) -> Trace:
-    meta = pa.concat_tables([trace.metadata, metadata_table(facts)])
-    return Trace(**{**trace.tables, "metadata": meta})
+    """``trace`` as if its file had also said ``facts``: added to the input's own facts, and the normalized keys
+    derived again from them as the parser derives them (parsers/_normalized_meta.py)."""
+    meta = trace.metadata
+    source, rank = meta["source"][0].as_py(), meta["rank"][0].as_py()
+    normalized = pc.is_in(meta["key"], pa.array([k.key for k in NORMALIZED_KEYS]))
+    meta = pa.concat_tables([meta.filter(pc.invert(normalized)), metadata_table(facts, source=source, rank=rank)])
+    return with_normalized(Trace(**{**trace.tables, "metadata": meta}))
 
 
 @pytest.fixture(scope="module")

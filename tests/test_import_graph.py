@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,7 @@ PACKAGE = ROOT / "neurontrace"
 # the front ends (cli, app). The synthetic writers in testing/ serve tests and samples only.
 CORE = ("neurontrace.errors", "neurontrace._version", "neurontrace.causes", "neurontrace.units",
         "neurontrace.progress", "neurontrace._optional", "neurontrace._io", "neurontrace._allocator", "neurontrace._replace", "neurontrace.schema",
-        "neurontrace.trace", "neurontrace.load", "neurontrace.run_record", "neurontrace.columns")
+        "neurontrace.trace", "neurontrace.trace_facts", "neurontrace.load", "neurontrace.run_record", "neurontrace.columns")
 ABOVE_CORE = ("neurontrace.parsers", "neurontrace.analysis", "neurontrace.render", "neurontrace.catalog",
               "neurontrace.capture", "neurontrace._capture", "neurontrace.cli", "neurontrace.app",
               "neurontrace.testing")
@@ -190,3 +191,52 @@ def test_nothing_imports_the_package_root() -> None:
     rooted = [f"{a} (line {line})" for a, targets in graph.items() for b, line in targets.items()
               if b == "neurontrace"]
     assert not rooted, "modules importing the package root: " + ", ".join(rooted)
+
+
+# A format's own metadata keys (kineto.*, neuron.*, ...) are read inside neurontrace/parsers only: the parsers
+# derive the normalized keys (schema.NORMALIZED_KEYS, parsers/_normalized_meta.py) that everything else reads.
+# The exceptions, each with its reason; a new reader of a format key fails the test below.
+FORMAT_KEY = re.compile(r"^(kineto|neuron|neuron_json|ntff|torchneuron)\.")
+FORMAT_KEY_READERS = {
+    # the declarations themselves (docs/schema.md is generated from them)
+    ("neurontrace/schema.py", "*"): "declares every metadata key",
+    # names of bulk keys the catalog does not copy: it reads no value of them
+    ("neurontrace/catalog.py", "kineto.names"): "a key not copied",
+    ("neurontrace/catalog.py", "neuron.table."): "a key not copied",
+    ("neurontrace/catalog.py", "neuron.execution_info"): "a key not copied",
+    ("neurontrace/catalog.py", "neuron.derived_rows"): "a key not copied",
+    ("neurontrace/catalog.py", "neuron.opcode_summary"): "a key not copied",
+    ("neurontrace/catalog.py", "neuron.tensor_info"): "a key not copied",
+    # Neuron's own summary metrics (engine active time, DMA and collective shares): analyses of Neuron figures
+    # report them on Neuron's terms; no other format has them, so a normalized name would only rename them
+    ("neurontrace/analysis/neuron_summary.py", "neuron.summary"): "Neuron evidence read by a Neuron analysis",
+    ("neurontrace/analysis/engine_waits.py", "neuron.summary"): "Neuron evidence read by a Neuron analysis",
+    # Explorer's HbmUsageSummaryByType: HBM by Neuron's own usage types, which no other format has
+    ("neurontrace/analysis/neuron_memory.py", "neuron.hbm_usage_summary_by_type"): "Neuron evidence read by a Neuron analysis",
+    # Kineto's process_name / thread_name metadata events: the viewer's track labels, which no other format has
+    ("neurontrace/app/tracks.py", "kineto.names"): "Kineto's own track names label Kineto tracks",
+}
+
+
+def _format_key_literals() -> list[tuple[str, str, int]]:
+    """(module path, literal, line) of every string naming a format's key, outside neurontrace/parsers/."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        if rel.startswith("neurontrace/parsers/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and FORMAT_KEY.match(node.value):
+                found.append((rel, node.value, node.lineno))
+    return found
+
+
+def test_no_format_key_is_read_outside_the_parsers() -> None:
+    found = _format_key_literals()
+    new = [f"{rel}:{line} names {lit!r}" for rel, lit, line in found
+           if (rel, lit) not in FORMAT_KEY_READERS and (rel, "*") not in FORMAT_KEY_READERS]
+    assert not new, ("format keys read outside neurontrace/parsers/ (read the normalized keys, "
+                     "neurontrace.trace_facts, instead):\n" + "\n".join(new))
+    # Every exception is still needed: one whose reader is gone is removed from the list.
+    used = {(rel, lit) for rel, lit, _ in found} | {(rel, "*") for rel, _, _ in found}
+    assert set(FORMAT_KEY_READERS) <= used, sorted(set(FORMAT_KEY_READERS) - used)

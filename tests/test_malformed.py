@@ -14,7 +14,6 @@ import neurontrace
 from neurontrace.analysis.diagnose import diagnose
 from neurontrace.analysis.launch import launch_calls
 from neurontrace.analysis.malformed import MAX_EVENT_NS, sanitize
-from neurontrace.errors import TraceWarning
 from tests.conftest import corpus_root
 from tests.micro import load, x
 
@@ -92,20 +91,20 @@ def test_triton_example_step_of_another_process(corpus: Path) -> None:
 
 
 def test_host_slices_that_overflow_their_parent_are_clipped(tmp_path: Path) -> None:
-    # CUDA runtime calls without device events: a host-only CUDA trace, which loading says (_kineto_host_only.py)
-    with pytest.warns(TraceWarning, match="a cuda trace with no device activity recorded"):
-        trace = load(tmp_path, [
-            x("cpu_op", "A", 0, 10),
-            x("cpu_op", "B", 1, 4),
-            x("cpu_op", "B1", 2, 1),
-            x("cpu_op", "C", 4, 3),  # ends at 7, inside A, after its parent B (ends at 5)
-            x("cpu_op", "D", 8, 5),  # ends at 13, after its parent A
-            x("cpu_op", "E", 20, 5), x("cpu_op", "F", 20, 5), x("cpu_op", "G", 25, 2),  # equal and touching slices nest
-            x("cpu_op", "H", 0, 30, tid=2),  # another thread is another stack
-            x("cpu_op", "I", 3, 20, pid=2),  # so is another process
-            x("python_function", "enter", 30, 2), x("user_annotation", "range", 31, 5),  # crosses a Python frame
-            x("cuda_runtime", "cudaMemcpyAsync", 40, 4), x("cuda_runtime", "cudaMemcpyAsync", 42, 4),  # not a stack
-        ])
+    # CUDA runtime calls without device events: a host-only CUDA trace, whose fact the parser records
+    # (_kineto_host_only.py) and whose one warning analysis/device_activity.py makes, at diagnose
+    trace = load(tmp_path, [
+        x("cpu_op", "A", 0, 10),
+        x("cpu_op", "B", 1, 4),
+        x("cpu_op", "B1", 2, 1),
+        x("cpu_op", "C", 4, 3),  # ends at 7, inside A, after its parent B (ends at 5)
+        x("cpu_op", "D", 8, 5),  # ends at 13, after its parent A
+        x("cpu_op", "E", 20, 5), x("cpu_op", "F", 20, 5), x("cpu_op", "G", 25, 2),  # equal and touching slices nest
+        x("cpu_op", "H", 0, 30, tid=2),  # another thread is another stack
+        x("cpu_op", "I", 3, 20, pid=2),  # so is another process
+        x("python_function", "enter", 30, 2), x("user_annotation", "range", 31, 5),  # crosses a Python frame
+        x("cuda_runtime", "cudaMemcpyAsync", 40, 4), x("cuda_runtime", "cudaMemcpyAsync", 42, 4),  # not a stack
+    ])
     clean, checks = sanitize(trace)
     assert checks.counts == {"overflows_parent": 2}
     assert checks.ns_removed == (7 - 5 + 13 - 10) * US
@@ -119,6 +118,8 @@ def test_host_slices_that_overflow_their_parent_are_clipped(tmp_path: Path) -> N
     diag = diagnose(trace).as_dict()
     assert diag["event_checks"]["counts"] == {"overflows_parent": 2}
     assert any("2 event(s) overflows parent: clipped to its parent's end" in w["message"] for w in diag["warnings"])
+    assert trace.meta("device_activity")["recorded"] is False
+    assert sum("no device activity was recorded" in w["message"] for w in diag["warnings"]) == 1
 
 
 def test_a_clip_is_seen_by_the_slices_after_it(tmp_path: Path) -> None:

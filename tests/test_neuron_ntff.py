@@ -61,15 +61,6 @@ def fake_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str = "ok")
     return log
 
 
-@pytest.fixture
-def no_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    empty = tmp_path / "emptybin"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))
-    monkeypatch.delenv("NEURONTRACE_NEURON_EXPLORER", raising=False)
-    monkeypatch.setattr(_neuron_tool, "DOCUMENTED_DIR", empty)
-
-
 def capture(tmp_path: Path, ntff_name: str = "profile.ntff", neff_name: str | None = "synthetic_mlp.neff") -> Path:
     sc = syn.Scenario()
     d = tmp_path / "run"

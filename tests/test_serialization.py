@@ -78,6 +78,14 @@ def _fields(*classes: type) -> set[tuple[str, str]]:
     return out
 
 
+def _neuron_memory_profile(out: Path) -> Path:
+    """SYNTHETIC: a generated Explorer profile with HbmUsageSummaryByType, SbufAllocation and spill keys."""
+    from neurontrace.testing import synthetic_neuron as syn
+    from neurontrace.testing.neuron_memory_files import add_memory_tables
+
+    return add_memory_tables(syn.write_explorer(syn.Scenario(), out / "p"))
+
+
 @pytest.fixture(scope="module")
 def diagnoses(tmp_path_factory: pytest.TempPathFactory) -> list[Diagnosis]:
     a, b = write_pair(tmp_path_factory.mktemp("pair"))
@@ -90,6 +98,7 @@ def diagnoses(tmp_path_factory: pytest.TempPathFactory) -> list[Diagnosis]:
         diagnose(_load(recorded / b.name)),  # fallback evidence, named_by, also_executed_on_device
         diagnose(_load(a)), diagnose(_load(b), fallback_ops=["aten::nonzero"]),
         diagnose(_load(SAMPLES / "synthetic_neuron" / "synthetic_mlp_parquet")),  # engine waits, synthetic
+        diagnose(_load(_neuron_memory_profile(tmp_path_factory.mktemp("neuron_memory")))),  # memory.neuron
         diagnose(_load(SAMPLES / "gloo_8rank")),  # ranks: cross-rank sections
         diagnose(_load(SAMPLES / "cpu_train_loop.pt.trace.json.gz")),
     ]

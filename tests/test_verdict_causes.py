@@ -233,8 +233,10 @@ def test_a_trace_without_device_activity_warns_and_makes_no_device_verdict(corpu
     path.write_text(json.dumps(doc))
     diag = _diagnose(path)
     assert diag.devices == [] and diag.findings == []  # no device verdict made up from host events
-    first = diag.sections[load_warnings.SECTION.key].items[0].message
+    said = [w.message for w in diag.sections[load_warnings.SECTION.key].items]
+    first = said[0]
     assert first.startswith(f"{launches} launches on cuda:0") and "no device activity was recorded" in first
+    assert sum("no device activity" in m for m in said) == 1  # one rule, one warning (the parser only records it)
     assert "ProfilerActivity.CUDA" in first
     # The untouched file keeps its device verdict.
     assert [d.device for d in _diagnose(src).devices] == ["cuda:0"]

@@ -125,7 +125,8 @@ def _attributed(trace: Trace) -> list[tuple[str, int | None]]:
     dev = trace.device_events
     if dev.num_rows == 0 and trace.system_events.num_rows == 0:
         return []
-    if unrecorded(trace) is not None:  # device work launched, not recorded: no device verdict from host events
+    missing = unrecorded(trace)
+    if missing is not None and missing.no_verdict:  # device work launched, not recorded: no verdict from host events
         return []
     if dev.num_rows == 0:
         ranks = sorted(pc.unique(trace.system_events["rank"]).to_pylist(), key=lambda r: (r is not None, r or 0))

@@ -284,7 +284,12 @@ def _union_ns(rows: list[dict[str, Any]]) -> int:
 
 
 def _neuron(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    graphs = [r for r in rows if r["event"] == "compile"]
+    """The Neuron counts. A graph the wrapper's lines or the cache already name (same module) and whose own
+    compiler log is also given counts once: the log adds its time, version, options and passes."""
+    primary = [r for r in rows if r["event"] == "compile" and r["evidence"] != "neuron_cc_log"]
+    logs = [r for r in rows if r["event"] == "compile" and r["evidence"] == "neuron_cc_log"]
+    named = {r.get("compile_id") for r in primary if r.get("compile_id")}
+    graphs = primary + [r for r in logs if r.get("compile_id") is None or r.get("compile_id") not in named]
     parallel = [r for r in rows if r["event"] == "parallel_summary"]
     out: dict[str, Any] = {
         "compiled": sum(r.get("cache") == "miss" or (r["evidence"] == "neuron_cache" and r.get("status") == "ok")
@@ -295,11 +300,32 @@ def _neuron(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "parallel": None,
         "failures": [{"module": r.get("compile_id"), "fail_type": r.get("fail_type"), "path": r.get("path"),
                       "line": r.get("line")} for r in graphs if r.get("status") == "failed"][:20],
+        "compile_ns": sum(int(r.get("dur_ns") or 0) for r in logs),
+        "compiler": _compiler_logs(logs, [r for r in rows if r["event"] == "compiler_pass"]),
     }
     if parallel:
         last = {r.get("status"): int(r["count"]) for r in parallel}  # the last summary printed wins
         out["parallel"] = {"graphs": last.get(None), "ok": last.get("ok"), "failed": last.get("failed")}
     return out
+
+
+def _compiler_logs(logs: list[dict[str, Any]], passes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What each neuronx-cc log says: module, time, status and failure, version, options, slowest passes."""
+    by_log: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in passes:
+        by_log[str(p.get("path"))].append(p)
+    out = []
+    for r in logs[:COMPILER_LOGS_KEPT]:
+        slow = sorted(by_log.get(str(r.get("path")), []), key=lambda p: -int(p.get("dur_ns") or 0))
+        out.append({k: r.get(k) for k in ("path", "compile_id", "start_ns", "dur_ns", "status", "fail_type",
+                                          "fail_reason", "compiler_version", "flags")}
+                   | {"passes": [{"name": p.get("function"), "dur_ns": p.get("dur_ns"), "count": p.get("count")}
+                                 for p in slow[:SLOWEST_PASSES]]})
+    return out
+
+
+COMPILER_LOGS_KEPT = 20
+SLOWEST_PASSES = 5
 
 
 def combine(parts: list[CompileReport]) -> CompileReport:
@@ -328,6 +354,8 @@ def combine(parts: list[CompileReport]) -> CompileReport:
         out.neuron = {k: sum(n[k] for n in neuron) for k in ("compiled", "cache_hits", "cached_failures", "failed")}
         out.neuron["parallel"] = next((n["parallel"] for n in neuron if n.get("parallel")), None)
         out.neuron["failures"] = [f for n in neuron for f in n.get("failures") or []][:20]
+        out.neuron["compile_ns"] = max(int(n.get("compile_ns") or 0) for n in neuron)  # ranks compile side by side
+        out.neuron["compiler"] = [c for n in neuron for c in n.get("compiler") or []][:COMPILER_LOGS_KEPT]
     return out
 
 
@@ -360,12 +388,28 @@ def text(r: CompileReport) -> list[str]:
     if r.neuron:
         n = r.neuron
         lines.append(f"Neuron: {n['compiled']} graph(s) compiled, {n['cache_hits']} loaded from the NEFF cache, "
-                     f"{n['cached_failures']} cached failure(s), {n['failed']} failed")
+                     f"{n['cached_failures']} cached failure(s), {n['failed']} failed"
+                     + (f"; {units.duration(n['compile_ns'])} in the compiler logs" if n.get("compile_ns") else ""))
         if n.get("parallel"):
             p = n["parallel"]
             lines.append(f"  neuron_parallel_compile: {p['graphs']} graph(s), {p['ok']} compiled, {p['failed']} failed")
+        for c in n.get("compiler") or []:
+            lines.append(_compiler_line(c))
     lines += r.warnings
     return lines
+
+
+def _compiler_line(c: dict[str, Any]) -> str:
+    """One neuronx-cc log: ``  neuronx-cc MODULE_x: 2m 14s ok (2.6.0.19), flags ...; slowest passes ...``."""
+    head = (f"  neuronx-cc {c.get('compile_id') or '?'}: {units.duration(c.get('dur_ns'))} {c.get('status') or ''}"
+            + (f" (neuronx-cc {c['compiler_version']})" if c.get("compiler_version") else ""))
+    if c.get("status") == "failed":
+        head += f": {c.get('fail_type') or ''} {c.get('fail_reason') or ''}".rstrip()[:300]
+    if c.get("flags"):
+        head += f"; options {str(c['flags'])[:200]}"
+    if c.get("passes"):
+        head += "; slowest passes " + ", ".join(f"{p['name']} {units.duration(p['dur_ns'])}" for p in c["passes"])
+    return head + f" [{c.get('path')}]"
 
 
 def _compute(ctx: Context) -> CompileReport:

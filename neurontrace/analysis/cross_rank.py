@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neurontrace import trace_facts
 from neurontrace.analysis import names
 from neurontrace.analysis.comm_sizes import args_of as _args
 from neurontrace.analysis.comm_sizes import int_of as _int
@@ -192,28 +193,19 @@ class _Info:
 
 
 def _distributed_info(trace: Trace, rank: int | None) -> _Info:
-    """Process groups (Kineto ``distributedInfo``) and device names (``deviceProperties``) of a rank."""
-    meta = of_rank(trace.metadata, rank) if rank is not None else trace.metadata
+    """Process groups (the normalized ``distributed`` facts) and device names (``devices``) of a rank."""
     out = _Info()
-    for key, value in zip(meta["key"].to_pylist(), meta["value"].to_pylist(), strict=True):
-        if key == "kineto.distributedInfo":
-            info = json.loads(value)
-            if not isinstance(info, dict):  # null, or another shape than the object Kineto writes
-                continue
-            pgs = info.get("pg_config") or []
-            for pg in pgs if isinstance(pgs, list) else []:
-                if isinstance(pg, dict) and "pg_name" in pg and _int(pg.get("pg_size")):
-                    out.group_sizes[str(pg["pg_name"])] = int(pg["pg_size"])
-            # Host collectives carry no group: with one group (or none declared), it is the default one.
-            if len(out.group_sizes) <= 1:
-                out.default_group = next(iter(out.group_sizes), "0")
-                if not out.group_sizes and _int(info.get("world_size")):
-                    out.group_sizes["0"] = int(info["world_size"])
-        elif key == "kineto.deviceProperties":
-            props = json.loads(value)
-            for p in props if isinstance(props, list) else []:
-                if isinstance(p, dict) and "id" in p and "name" in p:
-                    out.device_names.setdefault(f"cuda:{p['id']}", str(p["name"]))
+    for info in trace_facts.distributed(trace, rank):
+        for group in info.groups:
+            if group.size:
+                out.group_sizes[group.name] = group.size
+        # Host collectives carry no group: with one group (or none declared), it is the default one.
+        if len(out.group_sizes) <= 1:
+            out.default_group = next(iter(out.group_sizes), "0")
+            if not out.group_sizes and info.world_size:
+                out.group_sizes["0"] = info.world_size
+    # Keyed as the device column is (rocm:0 on ROCm, where this once said cuda:0 and found no name).
+    out.device_names = {d: dev.name for d, dev in trace_facts.devices(trace, rank).items() if dev.name}
     return out
 
 

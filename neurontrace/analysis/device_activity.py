@@ -1,21 +1,27 @@
-"""Device activity that was launched but not recorded: kernel launches on the host, no kernel or copy on a device.
+"""Device activity that was not recorded: the one rule for an accelerator trace without device work.
 
 torch.profiler records device work through the accelerator's activity API (CUPTI on CUDA, roctracer/rocprofiler
 on ROCm). When that is off (``activities`` without ``ProfilerActivity.CUDA``) or fails (CUPTI errors, a missing
-driver permission), the trace still holds the host's launch calls, the launch flows' start markers and
-``deviceProperties``, but no kernel or memcpy event. Attributing such a trace as a CPU-only run calls the host's
-aten ops "compute" (77-99.7% on real traces): :func:`unrecorded` finds the case, attribution makes no device
-verdict for it and the load warnings say how to record the device.
+driver permission), the trace still holds the host's launch calls, the launch flows' start markers and the
+device list, but no kernel or memcpy event. TorchNeuron's eager mode writes no device events into its Kineto
+trace at all. :func:`unrecorded` finds both shapes, and says what follows:
+
+- **launches without device work** (#24): attributing such a trace as a CPU-only run calls the host's aten ops
+  "compute" (77-99.7% on real traces), so attribution makes no device verdict for it;
+- **an accelerator trace without device events and without launches** (#30; the parser records the fact,
+  ``schema.DEVICE_ACTIVITY``, and files the ``aten::to`` ops that move tensors to the device as transfers): the
+  host side is all there is, and the verdict is the host's.
+
+Either way the load warnings say it once, with how to record the device.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
-import pyarrow.compute as pc
 
+from neurontrace import schema, trace_facts
 from neurontrace.analysis import names
 from neurontrace.analysis.work import DEVICE_WORK
 from neurontrace.columns import isin, matches, select
@@ -30,21 +36,45 @@ HOW_TO_RECORD = ("record it with torch.profiler.profile(activities=[ProfilerActi
 class Unrecorded:
     launches: int  # kernel launch / graph launch / async copy calls on the host
     flow_starts: int  # launch flows whose device end is missing
-    devices: tuple[str, ...]  # from deviceProperties ("cuda:0 (NVIDIA A100-PG509-200)"), else the backend
+    devices: tuple[str, ...]  # the listed devices ("cuda:0 (NVIDIA A100-PG509-200)"), else the backend
+    backend: str = ""
+    transfers: int | None = None  # aten::to ops the parser filed as moves to the device (None: no parser fact)
+    shapes: bool = True  # op inputs were recorded (telling a move from a cast needs them)
+
+    @property
+    def no_verdict(self) -> bool:
+        """Device work was launched and not recorded: no verdict is made from host events."""
+        return self.launches > 0
 
     def message(self) -> str:
         where = ", ".join(self.devices) if len(self.devices) <= 2 else \
             f"{self.devices[0]} ... {self.devices[-1]} ({len(self.devices)} devices)"
         where = where or "the accelerator"
-        flows = f" and {self.flow_starts} launch flows without a device end" if self.flow_starts else ""
-        return (f"{self.launches} launches on {where} but no device activity was recorded (no kernel or memcpy "
-                f"events{flows}): the device's activity tracing was off or failed, so no device verdict is made "
-                f"from host events; {HOW_TO_RECORD}")
+        if self.transfers:
+            moved = (f"; {self.transfers} aten::to op(s) that move tensors to the device are counted as transfers, "
+                     "not CPU compute")
+        elif self.transfers == 0 and not self.shapes:
+            moved = "; record_shapes=True would let aten::to ops that move tensors to the device be told from casts"
+        else:
+            moved = ""
+        if self.backend in ("neuron", "privateuse1"):
+            how = ("TorchNeuron's eager mode writes none into the Kineto trace: capture the device profile too "
+                   "(NeuronConfig or NEURON_RT_INSPECT_ENABLE=1) and load the capture folder")
+        else:
+            how = HOW_TO_RECORD
+        if self.no_verdict:
+            flows = f" and {self.flow_starts} launch flows without a device end" if self.flow_starts else ""
+            return (f"{self.launches} launches on {where} but no device activity was recorded (no kernel or memcpy "
+                    f"events{flows}): the device's activity tracing was off or failed, so no device verdict is made "
+                    f"from host events{moved}; {how}")
+        return (f"a {self.backend or 'device'} trace with no device activity recorded (no device events){moved}: "
+                f"the report covers the host side; {how}")
 
 
 def unrecorded(trace: Trace) -> Unrecorded | None:
-    """The launches of a trace with no device work at all (no kernel, copy, memset, collective or DMA; device-side
-    sync records alone do not count), or None when device work was recorded or none was launched."""
+    """What was not recorded, or None when device work was recorded (a kernel, copy, memset, collective or DMA;
+    device-side sync records alone do not count) or the trace says of no device: launches of device work on the
+    host, or a parser's fact that an accelerator trace holds no device events (schema.DEVICE_ACTIVITY)."""
     dev = trace.device_events
     if dev.num_rows and isin(dev["category"], list(DEVICE_WORK)).any():
         return None
@@ -54,26 +84,18 @@ def unrecorded(trace: Trace) -> Unrecorded | None:
     calls = isin(host["category"], ["runtime", "driver"])
     calls &= matches(host["name"], names.DEVICE_LAUNCH) if calls.any() else calls
     launches = int(calls.sum())
-    if not launches:
+    facts = [f for f in trace.meta_all(schema.DEVICE_ACTIVITY.key) if isinstance(f, dict) and not f.get("recorded")]
+    if not launches and not facts:
         return None
     launch_flows = select(trace.flows, "kind", "launch")
     flow_starts = int(np.sum(~launch_flows["dst_event_id"].is_valid().to_numpy(zero_copy_only=False)))
-    return Unrecorded(launches, flow_starts, _devices(trace))
-
-
-def _devices(trace: Trace) -> tuple[str, ...]:
     backend = str(trace.meta("backend", "") or "")
-    prefix = backend if backend in ("cuda", "rocm", "mtia") else "cuda"
-    meta = trace.metadata
-    rows = pc.equal(meta["key"], "kineto.deviceProperties")
-    out: list[str] = []
-    for value in meta.filter(rows)["value"].to_pylist():
-        props = json.loads(value)
-        for p in props if isinstance(props, list) else []:
-            if isinstance(p, dict) and "id" in p:
-                label = f"{prefix}:{p['id']}" + (f" ({p['name']})" if p.get("name") else "")
-                if label not in out:
-                    out.append(label)
-    if not out and backend and backend != "cpu":
-        out.append(backend)
-    return tuple(out)
+    transfers = sum(int(f.get("transfers") or 0) for f in facts) if facts else None
+    shapes = any(bool(f.get("shapes")) for f in facts) if facts else True
+    return Unrecorded(launches, flow_starts, _devices(trace, backend), backend, transfers, shapes)
+
+
+def _devices(trace: Trace, backend: str) -> tuple[str, ...]:
+    """The devices the inputs list, labelled with their names; else the backend."""
+    out = tuple(f"{d.id} ({d.name})" if d.name else d.id for d in trace_facts.devices(trace).values() if d.listed)
+    return out or ((backend,) if backend and backend != "cpu" else ())

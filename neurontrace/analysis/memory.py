@@ -26,8 +26,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace import units
+from neurontrace import trace_facts, units
 from neurontrace.analysis.contract import Context, Section
+from neurontrace.analysis.neuron_memory import NeuronMemory, neuron_memory
 from neurontrace.analysis.phases import phases
 from neurontrace.analysis.stalls import frame_sources
 from neurontrace.columns import codes, row_codes
@@ -168,16 +169,19 @@ class DeviceMemory:
 
 @dataclass
 class Memory:
-    """The memory section: one entry per device and rank."""
+    """The memory section: one entry per device and rank; ``neuron``: a Neuron profile's HBM by usage type and
+    spill figures per NeuronCore (analysis/neuron_memory.py)."""
 
     devices: list[DeviceMemory]
+    neuron: list[NeuronMemory] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"devices": [d.as_dict() for d in self.devices]}
+        return {"devices": [d.as_dict() for d in self.devices], "neuron": [n.as_dict() for n in self.neuron]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Memory:
-        return cls([DeviceMemory.from_dict(x) for x in d.get("devices") or []])
+        return cls([DeviceMemory.from_dict(x) for x in d.get("devices") or []],
+                   [NeuronMemory.from_dict(x) for x in d.get("neuron") or []])
 
 
 def _opt(v: Any) -> int | None:
@@ -188,10 +192,12 @@ def _opt(v: Any) -> int | None:
 
 
 def memory(trace: Trace, frames: dict[int, str] | None = None) -> Memory | None:
-    """The memory figures of a trace (one rank or several); None when it holds no memory events."""
+    """The memory figures of a trace (one rank or several); None when it holds no memory events and no Neuron
+    memory figures."""
     t = trace.memory_events
+    neuron = neuron_memory(trace)
     if t.num_rows == 0:
-        return None
+        return Memory([], neuron) if neuron else None
     frames = frame_sources(trace) if frames is None else frames
     steps = [(s["step"], s["start_ns"], s["start_ns"] + s["dur_ns"]) for s in phases(trace).steps]
     rank = pc.fill_null(t["rank"], -1).to_numpy()
@@ -204,7 +210,7 @@ def memory(trace: Trace, frames: dict[int, str] | None = None) -> Memory | None:
     for r, d, p, i in sorted(parts):
         rows = np.flatnonzero(code == code[i])
         out.append(_device(trace, t.take(pa.array(rows)), d, None if r < 0 else r, p or None, steps, frames))
-    return Memory(out)
+    return Memory(out, neuron)
 
 
 class _Coded:
@@ -353,17 +359,14 @@ def _step(rows: _Rows, number: int, lo: int, hi: int) -> StepMemory:
 
 
 def _capacity(trace: Trace, device: str) -> tuple[int | None, str | None]:
-    """The device's memory size: CUDA/ROCm ``deviceProperties`` ``totalGlobalMem`` of the device's id."""
-    kind, _, index = device.partition(":")
-    if kind not in ("cuda", "rocm"):
+    """The device's memory size, as its input states it (trace_facts; CUDA/ROCm: ``deviceProperties`` of the
+    device's id), and where that was read."""
+    if device.partition(":")[0] not in ("cuda", "rocm"):
         return None, None
-    listed = [p for props in trace.meta_all("kineto.deviceProperties") if isinstance(props, list)
-              for p in props if isinstance(p, dict)]
-    for p in listed:
-        mem = p.get("totalGlobalMem")
-        if str(p.get("id")) == index and isinstance(mem, int) and mem > 0:
-            return mem, f"deviceProperties[{index}].totalGlobalMem ({p.get('name')})"
-    return None, None
+    found = trace_facts.devices(trace).get(device)
+    if found is None or found.memory_bytes is None:
+        return None, None
+    return found.memory_bytes, f"{found.memory_source} ({found.name})"
 
 
 # -- the section -----------------------------------------------------------------------------------------
@@ -375,7 +378,7 @@ def _compute(ctx: Context) -> Memory | None:
 
 def combine(parts: list[Memory]) -> Memory:
     """A job's memory: every rank's devices, in rank order."""
-    return Memory([d for p in parts for d in p.devices])
+    return Memory([d for p in parts for d in p.devices], [n for p in parts for n in p.neuron])
 
 
 def text(m: Memory) -> list[str]:
@@ -403,6 +406,8 @@ def text(m: Memory) -> list[str]:
             asked = LiveGroup(o.op, o.source, 0, 0, 0).label()  # where the failed request came from
             out.append(f"  out of memory: {units.size(o.requested_bytes)} asked at {asked} with "
                        f"{units.size(o.allocated_bytes)} allocated")
+    for n in m.neuron:
+        out += n.text()
     return out
 
 

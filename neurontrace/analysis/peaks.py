@@ -16,9 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
+from neurontrace import trace_facts
 from neurontrace.trace import Trace
 
 GIB = 1024**3
@@ -215,25 +213,13 @@ class DevicePeak:
 
 
 def device_peak(trace: Trace, device: str) -> DevicePeak:
-    """The peak of one trace device (``cuda:0``, ``rocm:1``, ``neuron:nc3``) from the trace's metadata."""
+    """The peak of one trace device (``cuda:0``, ``rocm:1``, ``neuron:nc3``) from the trace's normalized device
+    facts (trace_facts: the device's name and memory; a Neuron device's instance type)."""
     if device.startswith("neuron"):
-        text = " ".join(str(v) for v in trace.metadata["value"].to_pylist())
-        m = _INSTANCE.search(text)
-        return DevicePeak(device, m.group(1) if m else None, peak_for(m.group(1)) if m else None)
-    index = device.rsplit(":", 1)[-1]
-    listed = [p for props in trace.meta_all("kineto.deviceProperties") if isinstance(props, list)
-              for p in props if isinstance(p, dict) and p.get("name")]
-    match = [p for p in listed if str(p.get("id")) == index]
-    if not match and len(listed) == 1 and len(_devices(trace)) == 1:
-        # The profiler lists the devices visible to the process, renumbered from 0 (ROCm traces show
-        # rocm:2 with one deviceProperties entry of id 0): one entry and one device are the same.
-        match = listed
-    if not match:
+        instance = next((m.group(1) for t in trace_facts.instance_types(trace) if (m := _INSTANCE.search(t))), None)
+        return DevicePeak(device, instance, peak_for(instance) if instance else None)
+    # The parser matched ids numbered apart from their listing (ROCm's rocm:2 listed as 0) to their device.
+    found = trace_facts.devices(trace).get(device)
+    if found is None or not found.name:
         return DevicePeak(device, None, None)
-    p = match[0]
-    mem = p.get("totalGlobalMem")
-    return DevicePeak(device, str(p["name"]), peak_for(str(p["name"]), int(mem) if isinstance(mem, int) else None))
-
-
-def _devices(trace: Trace) -> list[str]:
-    return [d for d in pc.unique(trace.device_events["device"].cast(pa.string())).to_pylist() if d is not None]
+    return DevicePeak(device, found.name, peak_for(found.name, found.memory_bytes))

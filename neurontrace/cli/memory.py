@@ -36,9 +36,10 @@ class MemoryCommand(common.Command):
             raise errors.UsageError("the input holds no memory events: profile with profile_memory=True, or "
                                     "dump a snapshot with torch.cuda.memory._dump_snapshot")
         if args.device is not None:
-            known = sorted({d.device for d in result.devices})
+            known = sorted({d.device for d in result.devices} | {n.device for n in result.neuron})
             result.devices = [d for d in result.devices if d.device == args.device]
-            if not result.devices:
+            result.neuron = [n for n in result.neuron if n.device == args.device]
+            if not result.devices and not result.neuron:
                 raise errors.UsageError(f"no memory events on {args.device!r}; the input has {', '.join(known)}")
         found = findings(result)
         segments = trace.meta_all("memory_snapshot")

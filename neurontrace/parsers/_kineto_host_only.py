@@ -14,8 +14,9 @@ eager-mode trace had no device events and a top-level ``ERROR`` list):
   the device itself is not recorded). Such an ``aten::to`` with an ``aten::copy_`` nested in it (one that
   copies nothing returns its input) and the ops nested in it on its thread are ``transfer``. In the real
   CUDA and ROCm traces of the corpus that record runtime calls, every such op holds a ``cudaMemcpy*`` /
-  ``hipMemcpy*`` call (15 of 15) and no 5-input ``aten::to`` does. Without recorded inputs (no ``record_shapes``) nothing is re-labelled and the warning of
-  :func:`no_device_activity` says so.
+  ``hipMemcpy*`` call (15 of 15) and no 5-input ``aten::to`` does. Without recorded inputs (no ``record_shapes``)
+  nothing is re-labelled, and the fact :func:`unrecorded_device` records says so (``shapes``: false): the one
+  warning about such a trace is made by analysis/device_activity.py, which reads that fact.
 """
 
 from __future__ import annotations
@@ -88,13 +89,12 @@ def _inputs(args: Any) -> int | None:
     return len(types) if isinstance(types, list) else None
 
 
-def no_device_activity(source: str, backend: str, relabelled: int) -> str:
-    moved = (f"; {relabelled} aten::to op(s) that move tensors to the device are counted as transfers, not CPU "
-             "compute" if relabelled else "; record_shapes=True would let aten::to ops that move tensors to the "
-             "device be told from casts")
-    where = ("TorchNeuron's eager mode writes none into the Kineto trace: capture the device profile too "
-             "(NeuronConfig or NEURON_RT_INSPECT_ENABLE=1) and load the capture folder" if backend in
-             ("neuron", "privateuse1") else "Was device tracing (CUPTI, ProfilerActivity.CUDA or the device's activity) on?")
-    # A fact about the file, not a verdict: diagnose decides what to report (analysis/device_activity.py makes no
-    # device verdict where the host launched device work; otherwise the host side is reported as the device).
-    return (f"{source}: a {backend} trace with no device activity recorded (no device events){moved}. {where}")
+def unrecorded_device(system: pa.Table, backend: str) -> tuple[pa.Table, dict[str, Any]]:
+    """An accelerator trace without device events: ``system`` with its moves to the device as ``transfer``
+    (:func:`device_copies`), and the fact the parser records (``schema.DEVICE_ACTIVITY``). The parser warns
+    nothing: analysis/device_activity.py is the one rule that decides what such a trace means, and warns once."""
+    system, moved = device_copies(system)
+    args = system["args"]
+    shapes = bool(moved) or bool(pc.any(pc.fill_null(pc.match_substring(args, '"Input type"'), False)).as_py()) \
+        if system.num_rows else False
+    return system, {"recorded": False, "backend": backend, "transfers": moved, "shapes": shapes}

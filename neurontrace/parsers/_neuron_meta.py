@@ -28,7 +28,6 @@ SKIPPED_TABLES = {
     "AssemblyInstruction": "compiler simulation assembly listing (not loaded)",
     "DmaUsageSummary": "Explorer's internal pre-bucketed copy of DmaUsage (not loaded)",
     "KernelIterationVariables": "NKI loop iteration variables (not mapped yet)",
-    "SbufAllocation": "SBUF occupancy periods (not mapped yet)",
 }
 # Description and lookup tables that are read into the model, not skipped: their rows are counted kept in
 # the table they went into (a schema description is not data lost, and a report must not say so).

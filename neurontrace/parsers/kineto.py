@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neurontrace import schema
 from neurontrace._io import read_content
 from neurontrace.columns import encoded
 from neurontrace.errors import MalformedTraceError, TraceWarning, TruncatedTraceWarning
@@ -41,6 +42,7 @@ from . import _kineto_json
 from ._arrow import codes, constant, flat, map_unique, pair_codes, valid_utf8
 from ._kineto_frames import link_frames
 from ._kineto_memory import memory_events as _memory_events
+from ._normalized_meta import with_normalized
 
 FORMAT = "kineto"
 
@@ -198,9 +200,9 @@ def normalize(
     acct.keep("system_events", sys_table.num_rows)
     acct.keep("device_events", dev_table.num_rows)
     acct.warnings += host_only.log_warnings(top, source)  # the profiler's own ERROR/WARNING lists
+    activity = None  # an accelerator trace without device events: a fact; analysis/device_activity.py decides
     if backend != "cpu" and dev_table.num_rows == 0 and sys_table.num_rows and not device_elsewhere:
-        sys_table, moved = host_only.device_copies(sys_table)
-        acct.warnings.append(host_only.no_device_activity(source, backend, moved))
+        sys_table, activity = host_only.unrecorded_device(sys_table, backend)
 
     mem_device = _memory_device_column(memory_events, backend)
     counters = pa.concat_tables([conform(_memory_counters(memory_events, mem_device, host, rank), COUNTERS),
@@ -233,9 +235,11 @@ def normalize(
     run = top.pop("neurontrace_run", None)
     if run is not None:
         facts["run"] = run
+    if activity is not None:
+        facts[schema.DEVICE_ACTIVITY.key] = activity
     facts.update({f"kineto.{k}": v for k, v in top.items()})
     progress("normalize", 4, 4)
-    return Trace(
+    return with_normalized(Trace(
         system_events=sys_table,
         device_events=dev_table,
         flows=flows,
@@ -243,7 +247,7 @@ def normalize(
         memory_events=mem_table,
         frames=frames,
         metadata=metadata_table(facts, source=source, rank=rank),
-    )
+    ))
 
 
 _EVENT_COLUMNS = [c for c in _kineto_json.COLUMNS if not c.startswith("mem_") and c not in ("label", "labels")]

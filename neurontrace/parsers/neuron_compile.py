@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from neurontrace.parsers import neuron_cc_log
 from neurontrace.parsers._compile_rows import CompileLog, numbered
 
 FORMAT = "neuron_compile"
@@ -106,15 +107,22 @@ def read(path: Path) -> CompileLog:
 
 def read_cache_dir(path: Path) -> CompileLog:
     """A NEFF cache directory: one row per ``MODULE_*`` entry (compiled: ``model.neff``; failed: ``model.log``
-    saying "Failed compilation")."""
+    saying "Failed compilation"), with the compiler version its ``neuronxcc-<version>/`` level names; an entry
+    that kept the compiler's own ``log-neuron-cc.txt`` adds that log's time, passes and failure."""
     out = CompileLog(files=[str(path)])
     for entry in sorted(p for p in path.rglob("MODULE_*") if p.is_dir()):
+        cc_log = entry / neuron_cc_log.LOG_NAME
+        if cc_log.is_file():
+            out.extend(neuron_cc_log.read(cc_log))
+            continue
         log = entry / "model.log"
         failed = log.is_file() and log.read_text(errors="replace").lstrip().startswith("Failed compilation")
         if not failed and not (entry / "model.neff").is_file():
             continue
+        version = neuron_cc_log.CACHE_VERSION.match(entry.parent.name)
         row = {"event": "compile", "evidence": "neuron_cache", "path": str(entry), "compile_id": entry.name,
-               "function": entry.parent.name, "status": "failed" if failed else "ok"}
+               "function": entry.parent.name, "status": "failed" if failed else "ok",
+               "compiler_version": version.group("v") if version else None}
         if failed:
             text = log.read_text(errors="replace")
             code = re.search(r"\[(?:NCC_)?[A-Z]{3,5}\d{3}\]", text)

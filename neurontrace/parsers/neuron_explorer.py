@@ -10,7 +10,8 @@ Spec: shared/formats/neuron.md §3. A directory of ``<Table>.parquet`` files (bi
 - ``SystemProfileEvents`` → ``system_events`` (runtime, framework) and ``device_events`` (hardware
   events such as ``nc_exec_running``), ``flow_id`` links → ``flows`` (see ``_neuron_system``);
 - ``Flow`` → ``flows`` of kind ``dependency`` (see ``_neuron_flows``);
-- usage tables (HBM, DMA, PSUM/SBUF, pending DMA, CPU, host memory) → ``counters``;
+- usage tables (HBM, DMA, PSUM/SBUF, pending DMA, CPU, host memory) → ``counters``; HBM and host memory
+  usage, and ``SbufAllocation``'s occupancy periods, → ``memory_events`` (see ``_neuron_memory``);
 - ``StackFrame*``, ``Kernel*``, ``nki_source_location``, ``bir_debug_info_source_location``,
   ``hlo_name``, ``layer`` → ``frames``, with ``frame_id`` on each instruction (see ``_neuron_frames``);
 - ``Metadata``, ``NeffHeader``, ``Summary`` (``*_percent`` as fractions 0..1), ``OpcodeSummary`` and
@@ -52,6 +53,7 @@ from ._neuron_events import DETAILS, FULL_ARGS_MAX_ROWS, Context, device_table, 
 from ._neuron_flows import load_flows, referenced_tables
 from ._neuron_frames import FrameBuilder
 from ._neuron_memory import memory_events as neuron_memory_events
+from ._neuron_memory import sbuf_events
 from ._neuron_meta import LOOKUP_TABLES, READ_INTO, SKIPPED_TABLES, UNKNOWN_TABLE_ROWS_KEPT, read_profile
 from ._neuron_read import KNOWN_TABLES, SourceTable, looks_like_explorer, open_tables
 from ._neuron_system import (
@@ -62,6 +64,7 @@ from ._neuron_system import (
     load_system_events,
     system_flows,
 )
+from ._normalized_meta import with_normalized
 
 FORMAT = "neuron-explorer"
 _NC = re.compile(r"neuron:nc(\d+)$")
@@ -135,6 +138,7 @@ def parse(
     system_flows(ctx)
     progress("neuron tables", 3, steps)
     scales = load_counters(ctx, tables)
+    sbuf = sbuf_events(ctx, tables["SbufAllocation"]) if "SbufAllocation" in tables else None
     _account_rest(ctx, tables, prof.facts)
     _report_repairs(acct, tables, src)
     prof.facts.update(_neuron_schema.check(prof.schema_version, prof.major, tables, acct, src))
@@ -170,15 +174,20 @@ def parse(
     facts[ACCOUNTING_KEY] = acct.as_dict()
     progress("neuron tables", steps, steps)
     counters = _concat(ctx.counters, schema.COUNTERS)
-    return checked(Trace(
+    return with_normalized(checked(Trace(
         system_events=system_table(ctx),
         device_events=device,
         flows=_concat(ctx.flows, schema.FLOWS),
         counters=counters,
-        memory_events=neuron_memory_events(counters),
+        memory_events=_memory(neuron_memory_events(counters), sbuf),
         frames=ctx.frames.table(),
         metadata=metadata_table(facts, source=src, rank=rank),
-    ), src)
+    ), src))
+
+
+def _memory(usage: pa.Table | None, sbuf: pa.Table | None) -> pa.Table | None:
+    parts = [conform(p, schema.MEMORY_EVENTS) for p in (usage, sbuf) if p is not None]
+    return pa.concat_tables(parts) if parts else None
 
 
 def _report_repairs(acct: ParseAccounting, tables: dict[str, SourceTable], source: str) -> None:
@@ -205,7 +214,7 @@ def _account_rest(ctx: Context, tables: dict[str, SourceTable], facts: dict[str,
     """Tables not mapped above: description and lookup tables read into the model are counted kept where
     they went (READ_INTO); tables left out on purpose are counted skipped with their reason; unknown small
     tables are kept in metadata (``neuron.table.<Name>``), big ones skipped."""
-    handled = {s.table for s in SPECS} | set(COUNTER_TABLES) | _PROFILE_TABLES
+    handled = {s.table for s in SPECS} | set(COUNTER_TABLES) | _PROFILE_TABLES | {"SbufAllocation"}
     unknown = []
     for name, table in tables.items():
         if name in handled:

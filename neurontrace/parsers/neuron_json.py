@@ -50,6 +50,7 @@ from ._neuron_events import Context, add_events, device_table, system_table, tim
 from ._neuron_frames import FrameBuilder
 from ._neuron_json_device import load_device_sections, number, rows_table, time_unit_check
 from ._neuron_json_device import rows as _rows
+from ._normalized_meta import with_normalized
 from .neuron_summary import summary_fact
 
 FORMAT = "neuron-json"
@@ -169,11 +170,11 @@ def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
     facts[ACCOUNTING_KEY] = acct.as_dict()
     flows = [conform(f, schema.FLOWS) for f in ctx.flows]
     counters = [conform(c, schema.COUNTERS) for c in ctx.counters]
-    return Trace(
+    return with_normalized(Trace(
         system_events=system_table(ctx), device_events=device_table(ctx),
         flows=pa.concat_tables(flows) if flows else None, counters=pa.concat_tables(counters) if counters else None,
         frames=ctx.frames.table(), metadata=metadata_table(facts, source=source),
-    )
+    ))
 
 
 def _device_nc(sections: dict[str, Any]) -> int | None:

@@ -33,6 +33,7 @@ from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
 
 from ._neuron_common import SYNTHETIC_NOTE, metric_unit, percent_to_fraction
+from ._normalized_meta import with_normalized
 
 FORMAT = "neuron-summary"
 _ID = r"[ns]_[0-9a-f]{40}"
@@ -72,7 +73,7 @@ def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
     if synthetic:
         facts["synthetic_note"] = SYNTHETIC_NOTE
     facts[ACCOUNTING_KEY] = acct.as_dict()
-    return Trace(metadata=pa.concat_tables([metadata_table(facts, source=str(path)), *rows]))
+    return with_normalized(Trace(metadata=pa.concat_tables([metadata_table(facts, source=str(path)), *rows])))
 
 
 def summary_fact(profile_id: str | None, metrics: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_t
 
 from . import _neuron_pb as pb
 from ._neuron_common import warn
+from ._normalized_meta import with_normalized
 
 FORMAT = "neuron-system-pb"
 
@@ -40,7 +41,7 @@ def parse(path: Path, *, progress: Progress = no_progress) -> Trace:
                              "neuron.system_pb": files, ACCOUNTING_KEY: acct.as_dict()}
     if info is not None and info.get("instance_id"):
         facts["host"] = info["instance_id"]
-    return Trace(metadata=metadata_table(facts, source=str(path)))
+    return with_normalized(Trace(metadata=metadata_table(facts, source=str(path))))
 
 
 def not_decoded_message(folder: Path, files: list[dict[str, Any]]) -> str:

@@ -47,6 +47,7 @@ from ._neuron_ntff import (
 )
 from ._neuron_read import looks_like_explorer
 from ._neuron_tool import cache_root, decode, find_tool, timeout_default, view_command
+from ._normalized_meta import with_normalized
 
 FORMAT = "ntff"
 
@@ -115,7 +116,7 @@ def parse(
     if header.synthetic:
         facts["ntff.synthetic"] = True
     # The NTFF's own facts first, so trace.meta("format") says what the user loaded.
-    return Trace.concat([Trace(metadata=metadata_table(facts, source=str(path))), *traces])
+    return with_normalized(Trace.concat([Trace(metadata=metadata_table(facts, source=str(path))), *traces]))
 
 
 def decoded_report(ntff: Path, header: NtffHeader) -> Path | None:
@@ -165,7 +166,7 @@ def _from_report(path: Path, header: NtffHeader, report: Path, *, progress: Prog
     }
     if header.synthetic:
         facts["ntff.synthetic"] = True
-    return Trace.concat([Trace(metadata=metadata_table(facts, source=str(path))), trace])
+    return with_normalized(Trace.concat([Trace(metadata=metadata_table(facts, source=str(path))), trace]))
 
 
 def _session(path: Path, header: NtffHeader, **options: Any) -> Trace:

@@ -36,6 +36,7 @@ from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
 
+from ._normalized_meta import with_normalized
 from ._stacks import is_user_file
 
 FORMAT = "torch-memory-snapshot"
@@ -145,7 +146,7 @@ def from_object(snap: Any, *, source: str = "<snapshot>") -> Trace:
              "backend": "cuda", "memory_snapshot": state.summary(), ACCOUNTING_KEY: acct.as_dict()}
     if isinstance(snap.get("neurontrace_synthetic"), str):
         facts.update({"synthetic": True, "synthetic_note": snap["neurontrace_synthetic"]})
-    return Trace(memory_events=mem, frames=frames.table(), metadata=metadata_table(facts, source=source))
+    return with_normalized(Trace(memory_events=mem, frames=frames.table(), metadata=metadata_table(facts, source=source)))
 
 
 MAX_DEPTH = 32  # a snapshot nests about 7 deep (segments > blocks > frames > frame); far more is not one

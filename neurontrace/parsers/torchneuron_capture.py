@@ -70,6 +70,7 @@ from ._neuron_common import warn
 from ._neuron_ntff import check_version, find_neff, is_session, read_header
 from ._neuron_read import looks_like_explorer
 from ._neuron_tool import cache_root, decode, find_tool, timeout_default
+from ._normalized_meta import with_normalized
 from .kineto import parse as kineto_parse
 
 FORMAT = "torchneuron-capture"
@@ -166,7 +167,7 @@ def parse(
         facts["neuron.system_pb"] = system_pb
     progress("capture", len(leaves), len(leaves))
     # The capture's own facts first, so trace.meta("format"/"clock"/"alignment") describe the whole.
-    whole = Trace.concat([Trace(metadata=metadata_table(facts, source=str(path))), *traces])
+    whole = with_normalized(Trace.concat([Trace(metadata=metadata_table(facts, source=str(path))), *traces]))
     return join_framework_mapping(whole, mapping, [str(m) for m in mappings]) if mappings else whole
 
 

@@ -74,6 +74,9 @@ def render(m: Memory, findings: list[Finding], segments: list[dict[str, Any]], t
         console.print("[bold red]SYNTHETIC INPUT[/]: these figures come from a generated profile, not a measurement.")
     for d in m.devices:
         _device(d, console)
+    for n in m.neuron:
+        for line in n.text():
+            console.print(escape(line))
     for s in segments:
         console.print(f"[bold]{escape(str(s['device']))}[/] when the snapshot was taken: {s['segments']} segments "
                       f"reserving {units.size(s['reserved_bytes'])}, {units.size(s['allocated_bytes'])} allocated, "

@@ -4,18 +4,17 @@ TorchNeuron capture directory. Every output is labelled synthetic."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import json
 import struct
-import tarfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from neurontrace.testing.neuron_explorer_files import explorer_tables, summary_metrics, write_explorer
 from neurontrace.testing.neuron_scenario import NOTE, Scenario
+from neurontrace.testing.synthetic_neuron_observed import field as _field
+from neurontrace.testing.synthetic_neuron_observed import neff_bytes
 
 # -- legacy JSON ----------------------------------------------------------------------------------
 
@@ -105,22 +104,6 @@ def _go_float(v: Any) -> str:
 # -- NTFF / NEFF containers -------------------------------------------------------------------------
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _field(num: int, value: int | bytes) -> bytes:
-    if isinstance(value, int):
-        return _varint(num << 3) + _varint(value)
-    return _varint(num << 3 | 2) + _varint(len(value)) + value
-
-
 def ntff_bytes(sc: Scenario, *, version: int = 5, neff_name: str | None = None) -> bytes:
     """An NTFF-like container (neuron.md §10.1): version byte, header, capture-metadata protobuf, and a
     short labelled tail instead of hardware records (which are undocumented)."""
@@ -145,20 +128,9 @@ def write_ntff(sc: Scenario, path: str | Path, **kw: Any) -> Path:
 
 
 def write_neff(sc: Scenario, path: str | Path) -> Path:
-    """A NEFF-like file: 1024-byte header of u64 values, then a gzip'd tar holding ``info.json``."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = json.dumps({"tool_version": "synthetic", "synthetic": NOTE}).encode()
-        ti = tarfile.TarInfo("info.json")
-        ti.size = len(info)
-        tar.addfile(ti, io.BytesIO(info))
-    payload = gzip.compress(buf.getvalue(), mtime=0)
-    header = bytearray(1024)
-    header[0:32] = struct.pack("<4Q", 2, 1024, len(payload), 2)
-    name = sc.neff_name.encode()[:255]
-    header[64:64 + len(name)] = name
+    """A NEFF-like file: 1024-byte header of u64 values (no UUID), then a gzip'd tar holding ``info.json``."""
     p = Path(path)
-    p.write_bytes(bytes(header) + payload)
+    p.write_bytes(neff_bytes(uuid=bytes(16), name=sc.neff_name, note=NOTE))
     return p
 
 

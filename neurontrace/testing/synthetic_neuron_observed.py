@@ -173,18 +173,19 @@ def field(num: int, value: int | bytes | str) -> bytes:
     return _varint(num << 3 | 2) + _varint(len(raw)) + raw
 
 
-def neff_bytes(*, uuid: bytes = UUID, name: str = NEFF_NAME) -> bytes:
+def neff_bytes(*, uuid: bytes = UUID, name: str = NEFF_NAME, note: str = NOTE) -> bytes:
     """1024-byte header of u64 values, the UUID at offset 204, then a gzip'd tar holding ``info.json``."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        info = json.dumps({"tool_version": "synthetic", "synthetic": NOTE}).encode()
+        info = json.dumps({"tool_version": "synthetic", "synthetic": note}).encode()
         ti = tarfile.TarInfo("info.json")
         ti.size = len(info)
         tar.addfile(ti, io.BytesIO(info))
     payload = gzip.compress(buf.getvalue(), mtime=0)
     header = bytearray(1024)
     header[0:32] = struct.pack("<4Q", 2, 1024, len(payload), 2)
-    header[64:64 + len(name)] = name.encode()
+    raw = name.encode()[:255]
+    header[64:64 + len(raw)] = raw
     header[204:220] = uuid
     return bytes(header) + payload
 
