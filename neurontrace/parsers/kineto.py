@@ -34,13 +34,14 @@ from neurontrace.errors import MalformedTraceError, TraceWarning, TruncatedTrace
 from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
 from neurontrace.run_record import read_run_record
-from neurontrace.schema import COUNTERS, DICT_STRING
+from neurontrace.schema import COUNTERS
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
 
 from . import _kineto_host_only as host_only
 from . import _kineto_json
-from ._arrow import codes, constant, flat, map_unique, pair_codes, valid_utf8
+from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
 from ._kineto_frames import link_frames
+from ._kineto_memory import MEMORY_FIELDS, memory_counters
 from ._kineto_memory import memory_events as _memory_events
 from ._normalized_meta import with_normalized
 
@@ -66,8 +67,6 @@ DEVICE_CATEGORIES = {
 }
 LAUNCH_FLOWS = frozenset({"ac2g", "async", "async_cpu_to_gpu", "async_gpu"})
 MEMORY_EVENTS = frozenset({"[memory]", "[OutOfMemory]"})
-MEMORY_FIELDS = {"mem_bytes": "Bytes", "mem_total_allocated": "Total Allocated",
-                 "mem_total_reserved": "Total Reserved"}
 # HTA's communication-kernel pattern (kineto.md §1.10), plus MTIA hccl ops.
 _COLLECTIVE = re.compile(r"(^nccl)|(ncclKernel)|(ncclDevKernel)|(^rccl)|(^hccl)|(^c10d::)")
 _MEMCPY_DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH|DtoA|AtoD|AtoH|HtoA|AtoA)\b")
@@ -205,7 +204,7 @@ def normalize(
         sys_table, activity = host_only.unrecorded_device(sys_table, backend)
 
     mem_device = _memory_device_column(memory_events, backend)
-    counters = pa.concat_tables([conform(_memory_counters(memory_events, mem_device, host, rank), COUNTERS),
+    counters = pa.concat_tables([conform(memory_counters(memory_events, mem_device, host, rank), COUNTERS),
                                  conform(_counter_events(counter_events, host, rank), COUNTERS)])
     # The memory instants are kept as counters (the accounting's table) and, one row each, as memory_events.
     mem_table = _memory_events(memory_events, sys_table, mem_device, rank, acct)
@@ -477,61 +476,6 @@ def _memory_device_column(t: pa.Table, backend: str) -> pa.Array:
     did = pc.fill_null(t["mem_device_id"], -1)
     key = pc.binary_join_element_wise(pc.cast(dtype, pa.string()), pc.cast(did, pa.string()), ":")
     return map_unique(key, lambda k: _memory_device(k, backend), pa.string())
-
-
-def _memory_counters(t: pa.Table, device: pa.Array, host: str | None, rank: int | None) -> pa.Table:
-    """Up to three rows per memory instant (Bytes, Total Allocated, Total Reserved): the repeated texts as
-    dictionaries from the start, so no plain copy of them exists per row (the memory-heavy trace's peak)."""
-    for name in ("name", "pid", "tid"):
-        t = t.set_column(t.schema.get_field_index(name), name, encoded(t[name]))
-    device = encoded(device)
-    parts = []
-    first = True
-    for col, field in MEMORY_FIELDS.items():
-        has = pc.is_valid(t[col])
-        sub = _rows(t.select(["ts_ns", "name", "pid", "tid", col, *(["args"] if first else [])]), has)
-        n = sub.num_rows
-        parts.append(pa.table({
-            "ts_ns": sub["ts_ns"],
-            "name": sub["name"],
-            "field": constant(field, n, DICT_STRING),
-            "value": sub[col],
-            "unit": constant("bytes", n, DICT_STRING),
-            "host": constant(host, n, DICT_STRING),
-            "rank": constant(rank, n, pa.int32()),
-            "pid": sub["pid"],
-            "tid": sub["tid"],
-            "device": device if n == t.num_rows else device.filter(has),
-            "args": _unexplained(sub["args"]) if first else pa.nulls(n, pa.string()),
-        }))
-        first = False
-    return pa.concat_tables(parts)
-
-
-# The args of a memory instant that columns hold: the counters' values and memory_events' addr and device, each a
-# whole number those columns keep exactly (below 2^53; an address in 18 digits, as memory_events reads it).
-_MEMORY_ARG = (r'\s*(?:"(?:Total Reserved|Total Allocated|Bytes|Device Id|Device Type)":\s*-?\d{1,15}'
-               r'|"Addr":\s*\d{1,18})\s*(?:,|(\}))')  # a pair and its comma (a closing brace is kept)
-
-
-_SLICE_ROWS = 1 << 16
-
-
-def _unexplained(args: pa.ChunkedArray) -> pa.ChunkedArray:
-    """The args text of memory instants without the keys a column holds (null when none is left): a copy of
-    the whole JSON per allocator call cost more than the rest of a memory-heavy trace's tables. Only a flat
-    object without escapes is cut (a nested or escaped one is kept whole: a key inside it is no column's)."""
-    out = []
-    for chunk in args.chunks if isinstance(args, pa.ChunkedArray) else [args]:
-        for at in range(0, len(chunk), _SLICE_ROWS):  # a slice at a time: each step's copies stay small
-            text = chunk.slice(at, _SLICE_ROWS)
-            simple = pc.fill_null(pc.match_substring_regex(text, r'^\{[^{}\[\]\\]*\}$'), False)
-            rest = pc.replace_substring_regex(text, _MEMORY_ARG, r"\1")
-            rest = pc.replace_substring_regex(rest, r"^\{[\s,]*", "{")
-            rest = pc.replace_substring_regex(rest, r"[\s,]*\}$", "}")
-            cut = pc.if_else(pc.equal(rest, "{}"), pa.scalar(None, pa.string()), rest)
-            out.append(pc.if_else(simple, cut, text))
-    return pa.chunked_array(out, pa.string())
 
 
 def _memory_device(key: str, backend: str) -> str:
