@@ -10,6 +10,9 @@ the work runs on ``dask.distributed`` (install ``neurontrace[distributed]``):
   compact result (:class:`~neurontrace.analysis.diagnose.RankResult`: devices, fallback ops, each
   section's per-rank value, among them the per-collective records of the cross-rank analysis), or a
   :class:`RankFailure` naming the error;
+- compile logs (``compiles``: the rows of ``--compile-log`` and the logs beside the traces, read by the driver,
+  small) travel with every map task; each rank takes its own rows (rank-less rows go with rank 0, or with the
+  only rank) and refuses them when they are of another run, as the single-process path does;
 - one **reduce** task, on a worker too, combines them exactly as the single-process ``diagnose`` does
   (:func:`~neurontrace.analysis.diagnose.combine`) and returns the ``neurontrace.diagnose/1`` document.
 
@@ -24,7 +27,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,8 +35,9 @@ from neurontrace import errors
 from neurontrace._allocator import ENV, UNSET_ENV, handing_back, use_system_allocator
 from neurontrace._optional import require
 from neurontrace.analysis import load_warnings
+from neurontrace.analysis.compile import check_same_run
 from neurontrace.analysis.contract import Options
-from neurontrace.analysis.diagnose import Diagnosis, RankResult, combine, diagnose_rank
+from neurontrace.analysis.diagnose import Diagnosis, RankResult, combine, compiles_of_rank, diagnose_rank
 from neurontrace.analysis.load_warnings import LoadWarning, LoadWarnings
 from neurontrace.load import DIRECTORY_OF_TRACES, FORMATS, Probe, claiming, load, members
 from neurontrace.progress import Progress, no_progress
@@ -118,11 +122,20 @@ def plan(paths: Sequence[str | Path], format: str | None = None) -> tuple[list[R
 
 
 def diagnose_one(path: str, options: Options, format: str | None = None,
-                 load_options: dict[str, Any] | None = None) -> list[RankResult] | RankFailure:
-    """The map task: load one input and diagnose each rank in it; a failure is returned, not raised."""
+                 load_options: dict[str, Any] | None = None, many: bool = False) -> list[RankResult] | RankFailure:
+    """The map task: load one input and diagnose each rank in it; a failure is returned, not raised.
+    ``options.compiles`` holds the job's compile-log rows: each rank keeps its own (all of them in a job of
+    one rank: ``many`` False) after checking they are of its run."""
     def work() -> list[RankResult]:
         trace = load(path, format=format, **(load_options or {}))
-        return [diagnose_rank(t, options) for t in trace.split_ranks()]
+        ranks = trace.split_ranks()
+        out = []
+        for t in ranks:
+            rows = compiles_of_rank(options.compiles, t, 2 if many or len(ranks) > 1 else 1)
+            if rows is not None:
+                check_same_run(t, rows)
+            out.append(diagnose_rank(t, replace(options, compiles=rows)))
+        return out
 
     return _map_task(path, work)
 
@@ -142,13 +155,21 @@ def _map_task(path: str, work: Callable[[], _T]) -> _T | RankFailure:
 
 
 def reduce(results: Sequence[list[RankResult] | RankFailure], options: Options,
-           inputs: list[dict[str, Any]] | None = None) -> JobResult:
-    """The reduce task: every rank's result into the job's diagnosis."""
+           inputs: list[dict[str, Any]] | None = None, log_ranks: Sequence[int] = ()) -> JobResult | RankFailure:
+    """The reduce task: every rank's result into the job's diagnosis. ``log_ranks``: the ranks the compile
+    logs name, every one of which the job must have: a RankFailure of the logs otherwise (logs of another
+    run; returned, so the driver raises it as the named error, and no worker logs a traceback)."""
     failures = [r for r in results if isinstance(r, RankFailure)]
     parts = sorted((p for r in results if not isinstance(r, RankFailure) for p in r), key=_rank_order)
     if not parts:
         first = failures[0]
         raise _error(first.exit_code, f"every rank failed; the first: {first.warning()}")
+    have = {p.rank for p in parts} | {None}
+    extra = sorted(set(log_ranks) - have)
+    if extra and not failures:
+        return RankFailure("--compile-log", f"the compile logs are of rank(s) {extra}, which the job does not have "
+                           f"(its ranks: {sorted(r for r in have if r is not None)}): logs of another run?",
+                           errors.MixedRunsError.exit_code)
     diag = combine(parts, options, inputs=inputs)
     if failures:  # the load-warnings section of every report: a rank not analysed is the loudest warning
         found: LoadWarnings = diag.sections.get(load_warnings.SECTION.key) or LoadWarnings()
@@ -187,32 +208,48 @@ def diagnose(
     window: tuple[int, int] | None = None,
     fallback_ops: Sequence[str] = (),
     top: int | None = None,
+    compiles: Any = None,
+    compile_warnings: Sequence[str] = (),
 ) -> JobResult:
     """The diagnosis of a job, computed rank by rank on Dask (``.as_dict()``: the ``diagnose --json`` document).
 
     ``client`` (a ``distributed.Client``) is used as given; else ``scheduler`` (an address such as
     ``tcp://host:8786``) is connected to; else a ``LocalCluster`` of ``workers`` processes (default: one
     per core) is started and closed again. The paths must be readable by the workers. ``window``,
-    ``fallback_ops`` and ``top`` are those of ``neurontrace.analysis.diagnose.diagnose``; ``progress``
-    is called as ranks finish (stage ``"ranks"``).
+    ``fallback_ops`` and ``top`` are those of ``neurontrace.analysis.diagnose.diagnose``, and so are
+    ``compiles`` (compile-log rows, schema.COMPILES: each rank gets its own) and ``compile_warnings``;
+    ``progress`` is called as ranks finish (stage ``"ranks"``).
     """
     given = [paths] if isinstance(paths, str | Path) else paths
     files, named = plan(given, format)
-    options = Options(window, tuple(sorted(set(fallback_ops))), top if top is not None else Options().top)
+    options = Options(window, tuple(sorted(set(fallback_ops))), top if top is not None else Options().top,
+                      compile_warnings=tuple(compile_warnings))
+    log_ranks = [] if compiles is None else sorted({r for r in compiles["rank"].to_pylist() if r is not None})
     if inputs is None:
         inputs = [{"path": str(p), "format": name} for p, name in zip(given, named, strict=True)]
     with _client(client, scheduler, workers) as c:
         dd = require("distributed", extra="distributed")
         job = _job_id()
-        futures = [c.submit(diagnose_one, f.path, options, f.format, {**(load_options or {}), **f.options},
+        logs = c.scatter(compiles, broadcast=True) if compiles is not None else None  # sent once, not per task
+        futures = [c.submit(_diagnose_with_logs, f.path, options, logs, f.format,
+                            {**(load_options or {}), **f.options}, len(files) > 1,
                             key=f"neurontrace-rank-{i}-{job}", pure=False) for i, f in enumerate(files)]
         # Submitted at once: the reduce starts on a worker as the last rank finishes, while ranks are counted.
-        reduced = c.submit(reduce, futures, options, inputs, key=f"neurontrace-reduce-{job}", pure=False)
+        reduced = c.submit(reduce, futures, options, inputs, log_ranks, key=f"neurontrace-reduce-{job}",
+                           pure=False)
         progress("ranks", 0, len(futures))
         for done, _ in enumerate(dd.as_completed(futures), start=1):  # counts ranks; results stay on workers
             progress("ranks", done, len(futures))
-        result: JobResult = reduced.result()
+        result: JobResult | RankFailure = reduced.result()
+        if isinstance(result, RankFailure):
+            raise _error(result.exit_code, result.error)
         return result
+
+
+def _diagnose_with_logs(path: str, options: Options, compiles: Any, format: str | None,
+                        load_options: dict[str, Any], many: bool) -> list[RankResult] | RankFailure:
+    """The map task with the job's compile-log rows (a scattered table) put into its options."""
+    return diagnose_one(path, replace(options, compiles=compiles), format, load_options, many)
 
 
 def _job_id() -> str:

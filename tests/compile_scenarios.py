@@ -10,7 +10,11 @@ Scenarios (tiny graphs: torch.compile on the CPU is slow, so only the cache scen
 backend): a function fed new shapes with dynamic=False, profiled step by step (recompiles); the same function
 profiled again once compiled, with stacks (a steady state that compiles nothing); a function with .item() and print
 inside (graph breaks); a backend that raises (a failure); a frame past a recompile limit of 2; an Inductor compile
-with a cold FX graph cache, then after torch._dynamo.reset() the same one again (a warm cache: hits).
+with a cold FX graph cache, then after torch._dynamo.reset() the same one again (a warm cache: hits); and a
+run profiled with stacks (runtime.pt.trace.json) that calls, every step, a tiny function eagerly and compiled
+(compile loses: guards and wrappers cost more than `x + 1`), a chain of pointwise ops on a large tensor eagerly
+and compiled by Inductor (compile wins: one fused loop), the graph-breaking function compiled, and a compiled
+function trained through its backward (CompiledFunction / CompiledFunctionBackward).
 Dynamo's own counters and compile_times() are dumped to OUT/dynamo.json for the assertions.
 """
 
@@ -52,6 +56,47 @@ def limited(x: torch.Tensor) -> torch.Tensor:
     return x + 1
 
 
+def tiny(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+def pointwise(x: torch.Tensor) -> torch.Tensor:
+    for _ in range(16):
+        x = x * 1.01 + 0.5
+    return x
+
+
+def trained(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return (x @ w).relu().sum()
+
+
+RUNTIME_STEPS = 4
+TINY_CALLS = 5  # eager and compiled calls of tiny per step
+
+
+def runtime(out: Path, broken: object) -> None:
+    """Compiled code running (nothing compiles inside the profile: every function is compiled before it)."""
+    small, big = torch.ones(4), torch.randn(1_000_000)
+    w = torch.randn(4, 4, requires_grad=True)
+    ctiny = torch.compile(tiny, backend="aot_eager", dynamic=False)
+    cpoint = torch.compile(pointwise, dynamic=False)  # Inductor's C++ backend
+    ctrained = torch.compile(trained, backend="aot_eager", dynamic=False)
+    ctiny(small), cpoint(big)
+    ctrained(small.reshape(1, 4), w).backward()  # type: ignore[no-untyped-call]  # torch's has no annotations
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True,
+                 schedule=schedule(wait=0, warmup=0, active=RUNTIME_STEPS, repeat=1)) as prof:
+        for _ in range(RUNTIME_STEPS):
+            for _ in range(TINY_CALLS):
+                tiny(small)
+                ctiny(small)
+            pointwise(big)
+            cpoint(big)
+            broken(small)  # type: ignore[operator]
+            ctrained(small.reshape(1, 4), w).backward()  # type: ignore[no-untyped-call]
+            prof.step()
+    prof.export_chrome_trace(str(out / "runtime.pt.trace.json"))
+
+
 SALT = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0  # a new constant: a new graph, whatever the cache holds
 
 
@@ -79,7 +124,8 @@ def main(out: Path) -> None:
             f(torch.randn(8, 4))
             prof.step()
     prof.export_chrome_trace(str(out / "steady.pt.trace.json"))
-    torch.compile(breaks, backend="aot_eager")(torch.randn(4))
+    broken = torch.compile(breaks, backend="aot_eager")
+    broken(torch.ones(4))  # the same values every call: the resumed code's guards hold
     try:
         torch.compile(fails, backend=raising_backend)(torch.randn(4))
     except Exception as e:  # BackendCompilerFailed
@@ -89,6 +135,7 @@ def main(out: Path) -> None:
     for n in (1, 2, 3, 4):
         g(torch.randn(n))
     torch._dynamo.config.recompile_limit = 8
+    runtime(out, broken)
     torch.compile(cached, dynamic=False)(torch.randn(8, 4))  # Inductor, a cold FX graph cache: a miss
     first = dump(out)
     torch._dynamo.reset()

@@ -50,6 +50,17 @@ def verdict_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def memory_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The two real CPU runs of tests/memory_workload.py (a leak, no leak; profile_memory=True), in a process of
+    their own (torch.profiler records every thread's frames), once per session."""
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("memory_runs")
+    subprocess.run([sys.executable, str(ROOT / "tests" / "memory_workload.py"), str(out)], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    return {kind: out / f"{kind}.pt.trace.json" for kind in ("leak", "noleak")}
+
+
+@pytest.fixture(scope="session")
 def compile_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
     """The real torch.compile runs of tests/compile_scenarios.py (one subprocess per session), with TORCH_TRACE
     and TORCH_LOGS captured where a capture keeps them (compile/ beside the traces). Inductor's cache directory

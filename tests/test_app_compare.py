@@ -219,7 +219,7 @@ def test_every_callback_of_the_two_run_page_survives_hostile_values() -> None:
         while state.stage()[0] not in ("ready", "failed") and state.status != "error" and time.monotonic() < deadline:
             time.sleep(0.05)
         assert state.stage()[0] == "ready"
-        every_callback_survives_hostile_values(server.url, callbacks_at_least=8)
+        every_callback_survives_hostile_values(server.url, callbacks_at_least=8, covers=("nt-cmp-memory.children",))
     finally:
         server.stop()
 

@@ -325,7 +325,8 @@ def test_every_callback_survives_nan_infinity_and_strings_over_http() -> None:
         # the Report tab's callback (every registered section's text) and the ops panel's are among them
         # the critical-path toggle's (the newer views' callback; compile and memory draw in the timeline's own)
         every_callback_survives_hostile_values(server.url, covers=("nt-report.children", "nt-roof-graph.figure",
-                                                                   "nt-cp-breakdown.children"))
+                                                                   "nt-cp-breakdown.children", "nt-compile.children",
+                                                                   "nt-source.children@"))
     finally:
         server.stop()
 

@@ -95,7 +95,8 @@ def test_warm_cache_hits_and_failure_and_recompile_limit(run: Path) -> None:
     rep = report(_log(run).rows)
     assert rep is not None
     ind = _dynamo(run)["after_reset"]["counters"]["inductor"]
-    assert (rep.cache_hits, rep.cache_misses) == (ind["fxgraph_cache_hit"], ind["fxgraph_cache_miss"]) == (1, 1)
+    # every Inductor compile (the runtime scenario's pointwise chain hits a cache kept between sessions)
+    assert (rep.cache_hits, rep.cache_misses) == (ind["fxgraph_cache_hit"], ind["fxgraph_cache_miss"])
     cached = [c for f in rep.frames if f.function == "cached" for c in f.compiles]
     assert [c["cache"] for c in cached] == ["miss", "hit"]
     frames = _dynamo(run)["before_reset"]["counters"]["frames"]

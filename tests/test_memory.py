@@ -42,13 +42,9 @@ def _raw(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Two real CPU runs, in a process of their own (torch.profiler records every thread's frames)."""
-    pytest.importorskip("torch")
-    out = tmp_path_factory.mktemp("memory_runs")
-    subprocess.run([sys.executable, str(ROOT / "tests" / "memory_workload.py"), str(out)], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
-    return {kind: out / f"{kind}.pt.trace.json" for kind in ("leak", "noleak")}
+def runs(memory_runs: dict[str, Path]) -> dict[str, Path]:
+    """tests/conftest.py's memory_runs: the two real CPU runs, once per session."""
+    return memory_runs
 
 
 @pytest.mark.torch

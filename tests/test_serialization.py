@@ -134,9 +134,11 @@ def _compile_job(run: Path) -> Diagnosis:
     log = compile_logs.read([run / "compile", neuron])
     rows = [dict(r) for r in log.table().to_pylist()]
     trace = _load(run / "recompile.pt.trace.json")
-    kineto, regions = compile_section.kineto_rows(trace), compile_section.compiled_regions(trace)
+    kineto = compile_section.kineto_rows(trace)
+    # the compiled code running (regions, guard checks, graphs, compiled against eager, breaks per step)
+    ran = diagnose(_load(run / "runtime.pt.trace.json"), compiles=log.table()).sections[compile_section.SECTION.key]
     parts = [compile_section.report([{**r, "rank": rank} for r in rows], kineto, [f"rank {rank}: a warning"],
-                                    regions) for rank in (0, 1)]
+                                    ran.regions, ran.runtime) for rank in (0, 1)]
     job = compile_section.combine([p for p in parts if p is not None])
     return Diagnosis([], [], [], [], {compile_section.SECTION.key: job})
 

@@ -8,6 +8,8 @@ from typing import Any
 from neurontrace.analysis import memory
 
 FIGURES = ("peak_allocated_bytes", "peak_reserved_bytes", "growth_bytes_per_step")
+LABELS = {"peak_allocated_bytes": "peak allocated", "peak_reserved_bytes": "peak reserved",
+          "growth_bytes_per_step": "growth per step"}  # as diff's report and the two-run page name them
 
 
 def memory_deltas(a: Mapping[str, Any], b: Mapping[str, Any],

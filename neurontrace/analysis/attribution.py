@@ -38,7 +38,7 @@ from neurontrace.causes import CAUSES
 from neurontrace.columns import flat, isin, keep, matches, of_rank, select, take
 from neurontrace.trace import Trace
 
-HOST_DETAIL_ORDER = ("compile", "load", "startup", "sync", "input_pipeline", "wait", "profiler", "launch", "runtime",
+HOST_DETAIL_ORDER = ("compile", "load", "guards", "startup", "sync", "input_pipeline", "wait", "profiler", "launch", "runtime",
                      "transfer", "dispatch", "python", "unrecorded")
 DATA_DETAIL_ORDER = ("h2d", "d2h", "d2d", "p2p", "h2h", "dma_weights", "dma_io", "spill", "memset", "other")
 CPU_DEVICE = "cpu"
@@ -150,8 +150,10 @@ def _window_inputs(trace: Trace, device: str, rank: int | None) -> tuple[pa.Tabl
 
 def cpu_work(host: pa.Table) -> pa.Table:
     """A CPU-only trace's compute: its framework ops, except the compile ranges and the ops they run (fake-tensor
-    tracing, codegen): those are host_overhead.compile (analysis/compile_spans.py)."""
+    tracing, codegen): those are host_overhead.compile (analysis/compile_spans.py); and except Dynamo's guard
+    checks before each compiled call (``TorchDynamo Cache Lookup``): host_overhead.guards."""
     ops = select(host, "category", "framework_op")
+    ops = keep(ops, ~matches(ops["name"], names.GUARD_CHECK))
     compiling = compile_spans(host)
     return keep(ops, ~inside(ops["ts_ns"].to_numpy(), compiling)) if len(compiling[0]) else ops
 

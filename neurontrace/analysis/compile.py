@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from neurontrace import units
+from neurontrace.analysis import compile_runtime, phases
 from neurontrace.analysis.compile_spans import compile_mask
 from neurontrace.analysis.contract import Context, Section
 from neurontrace.columns import isin
@@ -68,8 +69,11 @@ class CompileReport:
     recompile_limits: list[dict[str, Any]] = field(default_factory=list)  # {rank, function, source, reason}
     neuron: dict[str, Any] | None = None  # {compiled, cache_hits, cached_failures, failed, parallel}
     per_rank: dict[str, int] = field(default_factory=dict)  # str(rank) -> graphs compiled (rank divergence)
-    # the compiled code running in the trace: "Torch-Compiled Region: F/N" -> {"calls", "run_ns"}
-    regions: dict[str, dict[str, int]] = field(default_factory=dict)
+    # the compiled code running in the trace: "Torch-Compiled Region: F/N" -> {"calls", "run_ns", "function",
+    # "source", "guard_calls", "guard_ns", "forward_ns"} (analysis/compile_runtime.py)
+    regions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # guard checks, graphs run, backward, compiled against eager calls, graph breaks per step (compile_runtime)
+    runtime: dict[str, Any] = field(default_factory=compile_runtime.empty)
     evidence: list[str] = field(default_factory=list)  # which sources the report read
     warnings: list[str] = field(default_factory=list)
 
@@ -78,7 +82,7 @@ class CompileReport:
                 "cache_hits": self.cache_hits, "cache_misses": self.cache_misses, "failed": self.failed,
                 "frames": [f.as_dict() for f in self.frames], "recompile_limits": self.recompile_limits,
                 "neuron": self.neuron, "per_rank": self.per_rank, "regions": self.regions,
-                "evidence": self.evidence, "warnings": self.warnings}
+                "runtime": self.runtime, "evidence": self.evidence, "warnings": self.warnings}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CompileReport:
@@ -87,13 +91,14 @@ class CompileReport:
                    [Frame.from_dict(f) for f in d.get("frames") or []],
                    [dict(x) for x in d.get("recompile_limits") or []], d.get("neuron"),
                    {str(k): int(v) for k, v in (d.get("per_rank") or {}).items()},
-                   {str(k): dict(v) for k, v in (d.get("regions") or {}).items()}, list(d.get("evidence") or []),
+                   {str(k): dict(v) for k, v in (d.get("regions") or {}).items()},
+                   {**compile_runtime.empty(), **dict(d.get("runtime") or {})}, list(d.get("evidence") or []),
                    list(d.get("warnings") or []))
 
 
 def kineto_rows(trace: Trace) -> list[dict[str, Any]]:
-    """One compile row per outermost compile range of the trace (trace clock), with the compile id the
-    ``dynamo_data`` annotation inside it names (torch 2.5+; none before)."""
+    """One compile row per outermost compile range of the trace (trace clock, with its ``event_id``), with the
+    compile id the ``dynamo_data`` annotation inside it names (torch 2.5+; none before)."""
     host = trace.system_events
     if host.num_rows == 0:
         return []
@@ -108,12 +113,13 @@ def kineto_rows(trace: Trace) -> list[dict[str, Any]]:
     id_ts = np.asarray([t for t, _ in ids], dtype=np.int64)
     rows: list[dict[str, Any]] = []
     last_end = -1
-    for ts, dur, rank, pid in zip(*(outer[c].to_pylist() for c in ("ts_ns", "dur_ns", "rank", "pid")), strict=True):
+    for ts, dur, rank, pid, eid in zip(*(outer[c].to_pylist() for c in ("ts_ns", "dur_ns", "rank", "pid",
+                                                                        "event_id")), strict=True):
         if ts < last_end:  # nested in the previous range ("_compile.compile_inner" inside "dynamo")
             continue
         last_end = ts + dur
         row: dict[str, Any] = {"event": "compile", "evidence": "kineto", "rank": rank, "pid": pid, "start_ns": ts,
-                               "dur_ns": dur, "status": "ok", "function": None}
+                               "dur_ns": dur, "status": "ok", "function": None, "event_id": eid}
         i = int(np.searchsorted(id_ts, ts))
         if i < len(ids) and ids[i][0] < ts + dur:
             m = ids[i][1]
@@ -127,27 +133,11 @@ def kineto_rows(trace: Trace) -> list[dict[str, Any]]:
     return rows
 
 
-_REGION = re.compile(r"^Torch-Compiled Region(?:: (.+))?$")
-
-
-def compiled_regions(trace: Trace) -> dict[str, dict[str, int]]:
+def compiled_regions(trace: Trace) -> dict[str, dict[str, Any]]:
     """How often each compiled region ran and for how long (``Torch-Compiled Region: F/N``; the bare name of
-    torch before 2.5 counts under ``?``): the runtime of each compile, which compile logs cannot give."""
-    host = trace.system_events
-    out: dict[str, dict[str, int]] = {}
-    if host.num_rows == 0:
-        return out
-    mask = np.asarray([bool(n and n.startswith("Torch-Compiled Region")) for n in host["name"].to_pylist()])
-    if not mask.any():
-        return out
-    t = host.filter(pa.array(mask))
-    for name, dur in zip(t["name"].to_pylist(), t["dur_ns"].to_pylist(), strict=True):
-        m = _REGION.match(name)
-        key = (m.group(1) if m and m.group(1) else "?") if m else "?"
-        cur = out.setdefault(key, {"calls": 0, "run_ns": 0})
-        cur["calls"] += 1
-        cur["run_ns"] += int(dur)
-    return out
+    torch before 2.5 counts under ``?``), with its function and guard checks: the runtime of each compile,
+    which compile logs cannot give (analysis/compile_runtime.py)."""
+    return compile_runtime.runtime(trace.system_events)[0]
 
 
 def check_same_run(trace: Trace, logs: pa.Table) -> None:
@@ -181,7 +171,8 @@ def check_same_run(trace: Trace, logs: pa.Table) -> None:
 
 
 def report(rows: list[dict[str, Any]], kineto: list[dict[str, Any]] | None = None,
-           warnings: list[str] | None = None, regions: dict[str, dict[str, int]] | None = None) -> CompileReport | None:
+           warnings: list[str] | None = None, regions: dict[str, dict[str, Any]] | None = None,
+           runtime: dict[str, Any] | None = None) -> CompileReport | None:
     """The report of one rank (or of logs alone): None when there is no compile evidence at all."""
     trace_rows = [r for r in rows if r["evidence"] == "torch_trace"]
     text_rows = [r for r in rows if r["evidence"] == "torch_logs"]
@@ -198,7 +189,7 @@ def report(rows: list[dict[str, Any]], kineto: list[dict[str, Any]] | None = Non
         for r in compiles:
             r["recompile_reason"] = r.get("recompile_reason") or reasons.get((r.get("rank"), r.get("compile_id")))
     out = CompileReport(evidence=sorted({r["evidence"] for r in chosen + neuron_rows}), warnings=list(warnings or []),
-                        regions=dict(regions or {}))
+                        regions=dict(regions or {}), runtime={**compile_runtime.empty(), **(runtime or {})})
     frames: dict[tuple[Any, ...], Frame] = {}
     for r, gen in _generations(compiles + breaks):
         fr = frames.setdefault((r.get("rank"), gen, r.get("frame_id")), Frame(r.get("frame_id"), r.get("rank")))
@@ -344,9 +335,11 @@ def combine(parts: list[CompileReport]) -> CompileReport:
         out.recompile_limits += p.recompile_limits
         out.per_rank.update(p.per_rank)
         for k, v in p.regions.items():
-            cur = out.regions.setdefault(k, {"calls": 0, "run_ns": 0})
-            cur["calls"] += v["calls"]
-            cur["run_ns"] += v["run_ns"]
+            cur = out.regions.setdefault(k, {**v, **{n: 0 for n, x in v.items() if isinstance(x, int)}})
+            for n, x in v.items():
+                if isinstance(x, int):
+                    cur[n] = int(cur.get(n) or 0) + x
+        _combine_runtime(out.runtime, p.runtime, p.per_rank)
         out.evidence = sorted(set(out.evidence) | set(p.evidence))
         out.warnings += [w for w in p.warnings if w not in out.warnings]
     neuron = [p.neuron for p in parts if p.neuron]
@@ -357,6 +350,16 @@ def combine(parts: list[CompileReport]) -> CompileReport:
         out.neuron["compile_ns"] = max(int(n.get("compile_ns") or 0) for n in neuron)  # ranks compile side by side
         out.neuron["compiler"] = [c for n in neuron for c in n.get("compiler") or []][:COMPILER_LOGS_KEPT]
     return out
+
+
+def _combine_runtime(out: dict[str, Any], part: dict[str, Any], per_rank: dict[str, int]) -> None:
+    """Add one rank's runtime figures to the job's (lists keep their rank when the part names one)."""
+    rank = next((int(k) for k in per_rank if k != "None"), None)
+    for key in ("guard_checks", "backward"):
+        for n, x in (part.get(key) or {}).items():
+            out[key][n] = int(out[key].get(n) or 0) + int(x)
+    for key in ("graphs", "versus_eager", "breaks_per_step"):
+        out[key] += [{**x, "rank": x.get("rank", rank)} for x in part.get(key) or []]
 
 
 def text(r: CompileReport) -> list[str]:
@@ -380,9 +383,7 @@ def text(r: CompileReport) -> list[str]:
                              .rstrip()[:300])
         for g in f.graph_breaks:
             lines.append(f"  graph break at {g['source'] or '?'}: {g['reason'] or '?'}")
-    if r.regions:
-        lines.append("compiled code run: " + ", ".join(
-            f"{k} x{v['calls']} {units.duration(v['run_ns'])}" for k, v in sorted(r.regions.items())[:8]))
+    lines += runtime_text(r)
     for lim in r.recompile_limits:
         lines.append(f"  {lim['function']} ({lim['source']}) hit {lim['reason']}: it runs eagerly from then on")
     if r.neuron:
@@ -412,12 +413,49 @@ def _compiler_line(c: dict[str, Any]) -> str:
     return head + f" [{c.get('path')}]"
 
 
+def runtime_text(r: CompileReport) -> list[str]:
+    """The compiled code running: regions with their guard checks, graphs, compiled against eager calls, graph
+    breaks per step."""
+    lines = []
+    if r.regions:
+        lines.append("compiled code run: " + ", ".join(
+            f"{k} x{v['calls']} {units.duration(v['run_ns'])}"
+            + (f" ({v['source']})" if v.get("source") else "") for k, v in sorted(r.regions.items())[:8]))
+    g = r.runtime.get("guard_checks") or {}
+    if g.get("calls"):
+        lines.append(f"guard checks (TorchDynamo Cache Lookup, host overhead of the compiled code, not compile): "
+                     f"{g['calls']} call(s), {units.duration(g['ns'])}, {units.duration(g['ns'] // g['calls'])} "
+                     "per call")
+    for gr in (r.runtime.get("graphs") or [])[:6]:
+        lines.append(f"  graph {str(gr['hash'])[:12]} (region {gr['region'] or '?'}) ran x{gr['calls']} "
+                     f"{units.duration(gr['run_ns'])}")
+    for v in r.runtime.get("versus_eager") or []:
+        if v.get("eager_median_ns") is None:
+            continue
+        lines.append(f"  {v['function']}: a compiled call {units.duration(v['compiled_median_ns'])} (median of "
+                     f"{v['compiled_calls']}; guards {units.duration(v['guard_median_ns'])}, compiled code "
+                     f"{units.duration(v['region_median_ns'])}) against eager {units.duration(v['eager_median_ns'])}"
+                     f" (median of {v['eager_calls']})")
+    per_step = r.runtime.get("breaks_per_step") or []
+    if per_step:
+        counts = sorted({int(s["breaks"]) for s in per_step})
+        lines.append(f"graph breaks per step: {'/'.join(map(str, counts))} in {len(per_step)} step(s): " + "; ".join(
+            f"{a['source'] or '?'}: {a['reason'] or '?'}" for a in per_step[0]["at"][:4]))
+    return lines
+
+
 def _compute(ctx: Context) -> CompileReport:
     """Always a value (a trace that compiles nothing reports zeros), so ``--json`` always has ``compile``."""
     logs = ctx.options.compiles
     rows = [] if logs is None else [dict(r) for r in logs.to_pylist()]
-    return report(rows, kineto_rows(ctx.trace), list(ctx.options.compile_warnings),
-                  compiled_regions(ctx.trace)) or CompileReport()
+    rep = report(rows, kineto_rows(ctx.trace), list(ctx.options.compile_warnings)) or CompileReport()
+    breaks: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for f in rep.frames:
+        for b in f.graph_breaks:
+            breaks[compile_runtime.compile_key(b.get("compile_id"))].append(b)
+    ph = ctx.sections.get(phases.SECTION.key)
+    rep.regions, rep.runtime = compile_runtime.runtime(ctx.trace.system_events, ph.steps if ph else None, breaks)
+    return rep
 
 
 SECTION = Section("compile", "compile", _compute, to_json=lambda v: v.as_dict(), from_json=CompileReport.from_dict,

@@ -1,4 +1,5 @@
-"""Findings about preparation (the ``compile`` section): recompiles, the recompile limit, graph breaks, failures,
+"""Findings about preparation (the ``compile`` section): recompiles, the recompile limit, graph breaks (and how
+many each step crosses), a compiled call slower than eager, failures,
 cache misses on a warm run, Neuron cache failures, ranks that compiled different graphs. Each finding names the
 frame (file:line), the guard or reason torch gave, and what to change. Thresholds are listed here and in
 docs/compile.md.
@@ -14,6 +15,8 @@ from neurontrace.analysis.compile import SECTION, CompileReport, Frame, is_recom
 from neurontrace.analysis.contract import Context, Finding, FindingFamily
 
 RECOMPILE_WARN = 1  # a frame recompiled at least this many times
+SLOWER_RATIO = 1.2  # a compiled call's median at least this many times the eager call's: compiled slower
+SLOWER_MIN_CALLS = 3  # compiled and eager calls each, at least, for the medians to be evidence
 SHAPE_GUARD = re.compile(r"size mismatch at index (\d+)|stride mismatch|dim mismatch|rank mismatch")
 _BREAK_ADVICE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"Tensor\.item\(\)|capture_scalar_outputs|_local_scalar_dense", re.I),
@@ -75,7 +78,8 @@ def _n(c: dict[str, Any]) -> int:
 
 def graph_break_findings(r: CompileReport) -> list[Finding]:
     breaks = [(f, g) for f in r.frames for g in f.graph_breaks]
-    if not breaks:
+    per_step = r.runtime.get("breaks_per_step") or []
+    if not breaks and not per_step:
         return []
     seen: dict[tuple[Any, Any], int] = {}
     for _f, g in breaks:
@@ -90,8 +94,45 @@ def graph_break_findings(r: CompileReport) -> list[Finding]:
     advice = ("Each break ends a graph and starts another (one compiled region per break, Python between them): "
               + ("; ".join(tips) + ". " if tips else "")
               + "torch.compile(fullgraph=True) turns every break into an error that names it.")
-    return [Finding("graph_breaks", "warning", f"{len(breaks)} graph break(s) split the compiled code",
-                    f"{len(breaks)} graph break(s): {where}", advice)]
+    title = f"{len(breaks)} graph break(s) split the compiled code"
+    evidence = f"{len(breaks)} graph break(s): {where}"
+    if per_step:
+        n = sorted({int(s["breaks"]) for s in per_step})
+        crossed = "; ".join(f"{a.get('source') or '?'}: {a.get('reason') or 'reason not logged'}"
+                            + (f" (x{a['count']})" if a["count"] > 1 else "") for a in per_step[0]["at"][:5])
+        title = f"Each step crosses {'-'.join(map(str, (n[0], n[-1]) if len(n) > 1 else n))} graph break(s)"
+        evidence = (f"{len(per_step)} profiled step(s) cross {'/'.join(map(str, n))} graph break(s) each (step "
+                    f"{per_step[0]['step']}: {crossed}); "
+                    + (f"{len(breaks)} break(s) logged: {where}" if breaks else
+                       "no compile log names the reasons (TORCH_LOGS=graph_breaks or TORCH_TRACE gives them)"))
+    return [Finding("graph_breaks", "warning", title, evidence, advice)]
+
+
+def slower_findings(r: CompileReport) -> list[Finding]:
+    """A compiled call slower than an eager call of the same function in the same trace (compile_runtime)."""
+    out = []
+    for v in r.runtime.get("versus_eager") or []:
+        eager = v.get("eager_median_ns")
+        if not eager or v["eager_calls"] < SLOWER_MIN_CALLS or v["compiled_calls"] < SLOWER_MIN_CALLS \
+                or v["compiled_median_ns"] < SLOWER_RATIO * eager:
+            continue
+        wrap = v["compiled_median_ns"] - v["guard_median_ns"] - v["region_median_ns"]
+        out.append(Finding(
+            "compiled_slower", "warning",
+            f"{str(v['function']).split(': ', 1)[-1]} is {v['compiled_median_ns'] / eager:.1f}x slower compiled "
+            "than eager",
+            f"{v['function']} ({v['source']}"
+            + (f", rank {v['rank']}" if v.get("rank") is not None else "")
+            + f"): a compiled call takes {units.duration(v['compiled_median_ns'])} (median of "
+            f"{v['compiled_calls']}: guard checks {units.duration(v['guard_median_ns'])}, the compiled code "
+            f"{units.duration(v['region_median_ns'])}, Dynamo's wrappers {units.duration(max(wrap, 0))}), an eager "
+            f"call {units.duration(eager)} (median of {v['eager_calls']}) in the same trace",
+            "The compiled code and its per-call overhead (guards, wrappers) cost more than the eager code: the graph "
+            "is too small for compile to pay. Compile a larger region (the whole model or training step) so the "
+            "overhead is paid once, or leave this function eager (torch.compiler.disable). On CUDA, "
+            "mode=\"reduce-overhead\" (CUDA graphs) removes launch overhead; fewer guards (no Python scalars or "
+            "globals that change) make each call's check cheaper."))
+    return out
 
 
 def failure_findings(r: CompileReport) -> list[Finding]:
@@ -153,7 +194,8 @@ def run_findings(r: CompileReport) -> list[Finding]:
 
 def findings(r: CompileReport) -> list[Finding]:
     """Every compile finding of one report (the job's, after the combine)."""
-    return failure_findings(r) + recompile_findings(r) + graph_break_findings(r) + run_findings(r)
+    return (failure_findings(r) + recompile_findings(r) + graph_break_findings(r) + slower_findings(r)
+            + run_findings(r))
 
 
 def _find(ctx: Context) -> list[Finding]:

@@ -138,11 +138,11 @@ def diagnose(
     options = Options(window, tuple(sorted(set(fallback_ops))), top, origin_ns,
                       compile_warnings=tuple(compile_warnings))
     ranks = trace.split_ranks()
-    parts = [diagnose_rank(t, replace(options, compiles=_of_rank(compiles, t, len(ranks)))) for t in ranks]
+    parts = [diagnose_rank(t, replace(options, compiles=compiles_of_rank(compiles, t, len(ranks)))) for t in ranks]
     return combine(parts, options, inputs=inputs)
 
 
-def _of_rank(compiles: pa.Table | None, trace: Trace, n_ranks: int) -> pa.Table | None:
+def compiles_of_rank(compiles: pa.Table | None, trace: Trace, n_ranks: int) -> pa.Table | None:
     """The compile rows of one rank's trace (all of them for a single rank; rank-less rows go with rank 0)."""
     if compiles is None or n_ranks == 1:
         return compiles

@@ -118,6 +118,23 @@ NOT_COMPILE_ENTRIES: Entries = (
      "the compiled function's runtime wrappers (CompiledFxGraph.__call__, runtime_wrappers.py): they run it"),
 )
 NOT_COMPILE = _any(NOT_COMPILE_ENTRIES)
+# -- torch.compile's runtime: the compiled code running, never compiling (analysis/compile_runtime.py) --------
+# One range per call of a compiled frame's code: "Torch-Compiled Region: F/N" (the bare name before torch 2.5).
+COMPILED_REGION = re.compile(r"^Torch-Compiled Region(?:: (?P<id>.+))?$")
+# Dynamo's guard evaluation before each call of a compiled frame: host overhead of the compiled code.
+GUARD_CHECK = re.compile(r"^TorchDynamo Cache Lookup$")
+# Inductor running one compiled graph (its hash names the FX graph cache entry).
+COMPILED_GRAPH_CALL = re.compile(r"^## Call CompiledFxGraph (?P<hash>\S+) ##$")
+# AOTAutograd's autograd.Function around a compiled graph: its forward and its backward.
+COMPILED_AUTOGRAD = re.compile(r"^CompiledFunction(?P<backward>Backward)?$")
+# Dynamo's Python entry around a compiled call (guards, the region, its wrappers): the call's whole cost.
+DYNAMO_ENTRY = re.compile(r"torch/_dynamo/eval_frame\.py\(\d+\): (compile_wrapper|_fn)$")
+# The function Dynamo makes for the code after a graph break: torch_dynamo_resume_in_<fn>_at_<line>.
+RESUME_FRAME = re.compile(r"torch_dynamo_resume_in_(?P<fn>\w+?)_at_(?P<line>\d+)$")
+# A Python frame as torch.profiler's Python tracer names it: "file(line): function".
+PYTHON_FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<function>.+)$")
+# Python frames that are not the user's code (torch, the standard library's builtins).
+NOT_USER_FRAME = re.compile(r"^<built-in|(^|/)torch/|^<frozen")
 LOAD_ENTRIES: Entries = (
     (r"nrt_load|nrt_init|neff_load|load_neff|NeffLoad", "Neuron runtime NEFF loading"),
     (r"cuModuleLoad|Runtime Triggered Module Loading", "CUDA module loading (CUPTI lazy-loading range)"),
@@ -366,6 +383,8 @@ def host_detail(name: str, category: str) -> str:
         return "compile"
     if category == "load" or LOAD.search(name):
         return "load"
+    if GUARD_CHECK.search(name):
+        return "guards"
     if STARTUP.search(name):
         return "startup"
     if SYNC.search(name):

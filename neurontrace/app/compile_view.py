@@ -1,7 +1,7 @@
 """The viewer's compile spans: a host event that is compilation is drawn in the ``compile`` colour on its host
 row, whatever category its profiler gave it (torch.compile's ``(dynamo_timed)`` ranges are ``cpu_op`` s), by the
-same rule the analyses use (analysis/compile_spans.py). The compile summary is the ``compile`` section's text in
-the Report tab, with every other section's."""
+same rule the analyses use (analysis/compile_spans.py). The compile summary is the Compile tab
+(app/compile_panel.py) and the ``compile`` section's text in the Report tab."""
 
 from __future__ import annotations
 

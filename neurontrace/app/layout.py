@@ -203,6 +203,8 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
                     dcc.Tab(label="Fallback ops", value="fallback", children=[_table("fallback")]),
                     dcc.Tab(label="Findings", value="findings", children=[html.Div(id="nt-findings")]),
                     dcc.Tab(label="Report", value="report", children=[html.Div(id="nt-report")]),
+                    dcc.Tab(label="Compile", value="compile",  # app/compile_panel.py
+                            children=[html.Div(id="nt-compile", children=compile_pending())]),
                     dcc.Tab(label="Ops & roofline", value="roofline", children=[ops_panel()]),
                 ]),
             ]),
@@ -354,6 +356,11 @@ def report(rows: list[dict[str, Any]]) -> list[Any]:
                                                      if r["device"] else []),
                                html.Pre("\n".join(r["lines"]), className="nt-pre nt-report-lines")])
             for i, r in enumerate(rows)]
+
+
+def compile_pending() -> list[Any]:
+    """The Compile tab before the analysis is done (app/compile_panel.py fills it)."""
+    return [html.Div("The compile summary appears when the analysis is done.", className="nt-empty")]
 
 
 def report_pending(error: str | None) -> list[Any]:

@@ -26,6 +26,7 @@ from neurontrace.app import counters, lod, memory_marker, tables
 from neurontrace.app.tracks import DEVICE, DEVICE_TABLE, SYSTEM_TABLE, TrackIndex, build
 from neurontrace.causes import CAUSES
 from neurontrace.columns import codes
+from neurontrace.errors import MixedRunsError
 from neurontrace.trace import Trace
 
 DeviceKey = tuple[str, "int | None"]  # (device, rank): one attribution block each
@@ -87,6 +88,8 @@ class ViewModel:
     build_seconds: float = 0.0
     counters: list[counters.Series] = field(default_factory=list)
     memory_peaks: dict[str, memory_marker.PeakMarker] = field(default_factory=dict)  # counter label -> peak
+    compiles: Any = None  # compile-log rows beside the trace (schema.COMPILES), for the compile section
+    compile_warnings: tuple[str, ...] = ()
     _frames: dict[int, tuple[int | None, Frame]] = field(default_factory=dict, repr=False)
     _links: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _ops: dict[DeviceKey, OpsIndex] = field(default_factory=dict, repr=False)
@@ -112,7 +115,12 @@ class ViewModel:
     def analyse(self) -> Analysis:
         """Run ``diagnose`` and cut each device's window into cause runs (the slow part)."""
         t0 = time.perf_counter()
-        diag = diagnose(self.trace, fallback_ops=self.fallback_ops)
+        try:
+            diag = diagnose(self.trace, fallback_ops=self.fallback_ops, compiles=self.compiles,
+                            compile_warnings=self.compile_warnings)
+        except MixedRunsError as exc:  # logs beside the trace of another run: left out, and said so
+            diag = diagnose(self.trace, fallback_ops=self.fallback_ops,
+                            compile_warnings=(f"the compile logs beside the trace were not used: {exc}",))
         fallback_ids = np.array([i for op in diag.fallback_ops for i in op.event_ids], dtype=np.int64)
         causes: dict[DeviceKey, CauseIntervals] = {}
         coarse: dict[DeviceKey, lod.Coarse] = {}

@@ -26,7 +26,7 @@ from dash import dcc, html
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from neurontrace import load
-from neurontrace.app import callbacks, critical_path, figures, layout, roofline
+from neurontrace.app import callbacks, compile_panel, critical_path, figures, layout, roofline
 from neurontrace.app.model import ViewModel
 from neurontrace.app.source import SourceReader
 from neurontrace.errors import NeurontraceError, PortInUseError
@@ -93,6 +93,7 @@ class ViewerState:
     def use(self, trace: Trace) -> ViewModel:
         """Serve ``trace`` (already loaded); the analysis is still to run (:meth:`analyse`)."""
         model = ViewModel.build(trace, title=self.path, fallback_ops=self.fallback_ops)
+        model.compiles, model.compile_warnings = _compile_logs_beside(self.path)
         with self._lock:
             self.model = model
             self.status = READY
@@ -182,6 +183,7 @@ def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:
     callbacks.register(app, state)
     roofline.register(app, state)
     critical_path.register(app, state)
+    compile_panel.register(app, state)
     if debug:
         app.enable_dev_tools(debug=True)
     return app
@@ -229,6 +231,19 @@ class Server:
         self.httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+
+def _compile_logs_beside(path: str) -> tuple[Any, tuple[str, ...]]:
+    """The compile logs beside the trace (compile/, torch_trace/, neff_cache/: docs/compile.md), as diagnose
+    reads them; none for a Trace served from Python."""
+    from neurontrace.parsers.compile_logs import beside, read
+
+    p = Path(path)
+    found = beside([p]) if p.exists() else []
+    if not found:
+        return None, ()
+    log = read(found, strict=False)
+    return log.table(), tuple(log.warnings())
 
 
 def serve_trace(trace_or_path: Trace | str | Path, *, host: str = "127.0.0.1", port: int = 0,

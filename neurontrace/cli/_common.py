@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import copy
 import inspect
+import json
 import os
 import sys
 import traceback
@@ -61,6 +62,15 @@ class Command:
 def out(text: str) -> None:
     """A result line on stdout (what a pipe or ``--json`` consumer reads)."""
     sys.stdout.write(text + "\n")
+
+
+def out_json(doc: Any) -> None:
+    """A JSON document on stdout, written as it is encoded (``indent=2``): no whole-document string, nor the
+    list of its pieces that ``json.dumps`` joins, is held (for a document of many records, several times its
+    size)."""
+    for chunk in json.JSONEncoder(indent=2).iterencode(doc):
+        sys.stdout.write(chunk)
+    sys.stdout.write("\n")
 
 
 def note(text: str) -> None:

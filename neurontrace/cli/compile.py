@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,7 @@ class CompileCommand(common.Command):
             doc = {"schema": SCHEMA, "inputs": log.files, "compile": None if job is None else job.as_dict(),
                    "ranks": [{"rank": r, "compile": v.as_dict()} for r, v in parts if v is not None],
                    "findings": [f.as_dict() for f in found], "warnings": warnings}
-            common.out(json.dumps(doc, indent=2))
+            common.out_json(doc)  # streamed: a long log's document is never held twice
             return errors.EXIT_OK
         if job is None:
             common.out("no compile found in these logs")

@@ -74,9 +74,6 @@ class DiagnoseCommand(common.Command):
     def _run_distributed(self, args: argparse.Namespace, explicit: list[str]) -> int:
         from neurontrace.distributed import diagnose as distributed_diagnose
 
-        if args.compile_log:
-            raise errors.UsageError("--compile-log needs the whole trace in one process; run it without "
-                                    "--workers/--scheduler (or read the logs with `neurontrace compile`)")
         if args.workers is not None and args.scheduler is not None:
             raise errors.UsageError("give --workers N (a local cluster) or --scheduler ADDRESS, not both")
         if getattr(args, "save_run", None) is not None:
@@ -85,11 +82,13 @@ class DiagnoseCommand(common.Command):
         if args.window is not None and not args.window.absolute:
             raise errors.WindowError("--window offsets count from the whole job's time 0, which needs every rank; "
                                      "with --workers/--scheduler give abs:START_NS:END_NS")
+        compiles, compile_warnings = _compile_logs(args)  # read here (small rows); each rank takes its own
         with common.progress_bar() as progress:
             job = distributed_diagnose(args.path, workers=args.workers, scheduler=args.scheduler, progress=progress,
                                        format=args.format, load_options=common.load_options(args),
                                        window=None if args.window is None else
-                                       (args.window.start_ns, args.window.end_ns), fallback_ops=explicit, top=args.top)
+                                       (args.window.start_ns, args.window.end_ns), fallback_ops=explicit, top=args.top,
+                                       compiles=compiles, compile_warnings=compile_warnings)
         self._print(args, job.diagnosis)
         for f in job.failed:
             common.note(f"neurontrace diagnose: warning: {f.warning()}")

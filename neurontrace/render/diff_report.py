@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from neurontrace import units
+from neurontrace.analysis._diff_memory import LABELS as MEMORY_LABELS
 from neurontrace.analysis.diff import DeviceDelta, Diff
 from neurontrace.analysis.step_stats import FIRST_STEP, MEAN_PER_STEP, STEADY_MEDIAN
 from neurontrace.causes import CAUSES, COLORS
@@ -143,8 +144,7 @@ def render(diff: Diff, console: Console, *, top: int = TOP_OPS, fail_on_regressi
         who = m["device"] if m["rank"] is None else f"rank {m['rank']} {m['device']}"
         console.print(f"[bold]memory[/] {escape(who)}: " + "; ".join(
             f"{label} {units.size(m[key]['baseline'])} → {units.size(m[key]['change'])} {_pct(m[key]['pct'])}".rstrip()
-            for label, key in (("peak allocated", "peak_allocated_bytes"), ("peak reserved", "peak_reserved_bytes"),
-                               ("growth per step", "growth_bytes_per_step"))))
+            for key, label in MEMORY_LABELS.items()))
     for label, key in (("[red]new finding[/]", "appeared"), ("[green]resolved[/]", "resolved")):
         for f in diff.findings[key]:
             where = escape(f" [{f['device']}]") if f["device"] else ""

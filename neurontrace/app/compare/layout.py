@@ -12,6 +12,7 @@ from typing import Any
 from dash import dcc, html
 
 from neurontrace.app import figures, layout
+from neurontrace.app.compare import memory
 from neurontrace.app.compare.model import FAILED_STAGE, LABELS, READY_STAGE, CompareState
 from neurontrace.app.server import FAILED, LOADING
 
@@ -122,6 +123,10 @@ def compare_page(state: CompareState) -> html.Div:
                                                          for _, label in DIFF_COLUMNS])),
                                      html.Tbody(diff_rows(state), id="nt-cmp-diff"),
                                  ])),
+                    ]),
+                    html.Div(className="nt-card", children=[  # app/compare/memory.py
+                        html.H3("memory (A → B)"),
+                        html.Div(memory.panel(state), id="nt-cmp-memory"),
                     ]),
                     html.Div(className="nt-card", children=[
                         html.H3("Event"),

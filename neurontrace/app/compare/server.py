@@ -10,7 +10,7 @@ import dash
 from dash import dcc, html
 
 from neurontrace.app import layout
-from neurontrace.app.compare import callbacks
+from neurontrace.app.compare import callbacks, memory
 from neurontrace.app.compare.layout import page
 from neurontrace.app.compare.model import CompareState
 from neurontrace.app.server import LOADING, Server, ViewerState
@@ -30,6 +30,7 @@ def create_compare_app(state: CompareState) -> dash.Dash:
 
     app.layout = root
     callbacks.register(app, state)
+    memory.register(app, state)
     return app
 
 
