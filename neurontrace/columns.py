@@ -113,6 +113,12 @@ def take(data: pa.Table | pa.ChunkedArray, rows: np.ndarray) -> Any:
     return picked.take(pa.array(np.searchsorted(np.flatnonzero(mask), rows)))  # only the picked rows
 
 
+def lean(table: pa.Table) -> pa.Table:
+    """The table without its ``args`` JSON text (no copy): what to filter when the rows' args are not read,
+    since that one column is most of an event table's bytes and every filter would copy it."""
+    return table.drop_columns(["args"]) if "args" in table.column_names else table
+
+
 def select(table: pa.Table, column: str, *values: str) -> pa.Table:
     """Rows of ``table`` whose ``column`` is one of ``values`` (the table itself when all are)."""
     return keep(table, isin(table[column], values))

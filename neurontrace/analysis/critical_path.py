@@ -215,9 +215,13 @@ class Walker:
         # float64 sums of integers stay exact below 2^53 ns (104 days)
         out.breakdown = np.rint(np.bincount(kind, weights=ns, minlength=len(KINDS))).astype(np.int64).tolist()
         real = ev >= 0
-        per = np.bincount(ev[real], weights=ns[real])
-        uniq = np.flatnonzero(per > 0)
-        tot = np.rint(per[uniq]).astype(np.int64)
+        # Summed per distinct event of this path only: a bincount over raw event ids would be as long as the
+        # trace up to the path's last event, for every step (quadratic in the trace's length).
+        seen, inverse = np.unique(ev[real], return_inverse=True)
+        per = np.bincount(inverse.ravel(), weights=ns[real], minlength=len(seen))
+        has = per > 0
+        uniq = seen[has]
+        tot = np.rint(per[has]).astype(np.int64)
         kinds = self.g.ev_kind[uniq].astype(np.int64)
         out.count = len(uniq)
         keep = np.argsort(-tot, kind="stable")[:TOP_EVENTS] if len(tot) <= 4 * TOP_EVENTS else \

@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import names
 from neurontrace.analysis.driving import correlation_calls
-from neurontrace.analysis.work import HOST_WORK, device_categories
+from neurontrace.analysis.work import HOST_WORK, device_category_codes
 from neurontrace.columns import codes, isin, matches, row_codes
 from neurontrace.trace import Trace
 
@@ -208,9 +208,13 @@ def _host_kinds(host: pa.Table) -> np.ndarray:
 
 
 def _device_kinds(dev: pa.Table) -> np.ndarray:
-    cats = device_categories(dev)
-    return np.array([K[_DEVICE_KIND.get(str(c), "kernel")] for c in cats], np.int8) if len(cats) else \
-        np.zeros(0, np.int8)
+    if not dev.num_rows:
+        return np.zeros(0, np.int8)
+    code, cats = device_category_codes(dev)  # mapped once per category, not once per event
+    if not cats:
+        return np.full(dev.num_rows, K["kernel"], np.int8)
+    by_cat = np.array([K[_DEVICE_KIND.get(str(c), "kernel")] for c in cats], np.int8)
+    return np.asarray(by_cat[code], np.int8)
 
 
 def _chains(g: DepGraph) -> None:

@@ -27,6 +27,7 @@ from neurontrace.analysis.malformed import sanitize
 from neurontrace.analysis.phases import Phases
 from neurontrace.analysis.runs_check import check_one_run
 from neurontrace.analysis.stalls import TOP_STALLS, Stall, frame_sources
+from neurontrace.analysis.timings import Timings, stage
 from neurontrace.trace import Trace
 
 SCHEMA = "neurontrace.diagnose/1"
@@ -122,13 +123,15 @@ def diagnose(
     origin_ns: int | None = None,
     compiles: pa.Table | None = None,
     compile_warnings: Sequence[str] = (),
+    timings: Timings | None = None,
 ) -> Diagnosis:
     """Everything ``neurontrace diagnose`` reports, computed from the Trace tables alone (and the compile-log
     rows in ``compiles``, schema.COMPILES, when given: refused when they are of another run).
 
     A trace holding several ranks is analysed rank by rank (:func:`diagnose_rank`) and the ranks are
     combined once (:func:`combine`), exactly as ``neurontrace.distributed`` does on a cluster, so both
-    give the same document.
+    give the same document. ``timings``, when given, is filled with the seconds each stage and each
+    registered section took (analysis/timings.py).
     """
     check_one_run(trace)  # unrelated runs are refused, never stitched (analysis/runs_check.py)
     if compiles is not None:
@@ -138,8 +141,9 @@ def diagnose(
     options = Options(window, tuple(sorted(set(fallback_ops))), top, origin_ns,
                       compile_warnings=tuple(compile_warnings))
     ranks = trace.split_ranks()
-    parts = [diagnose_rank(t, replace(options, compiles=compiles_of_rank(compiles, t, len(ranks)))) for t in ranks]
-    return combine(parts, options, inputs=inputs)
+    parts = [diagnose_rank(t, replace(options, compiles=compiles_of_rank(compiles, t, len(ranks))), timings=timings)
+             for t in ranks]
+    return combine(parts, options, inputs=inputs, timings=timings)
 
 
 def compiles_of_rank(compiles: pa.Table | None, trace: Trace, n_ranks: int) -> pa.Table | None:
@@ -166,26 +170,33 @@ class RankResult:
     origin_ns: int | None = None  # the rank's default_origin
 
 
-def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
+def diagnose_rank(trace: Trace, options: Options | None = None, *, timings: Timings | None = None) -> RankResult:
     """The map step: attribution, fallback and every section's per-rank value for one rank's trace."""
     options = options or Options()
-    trace, checks = sanitize(trace)  # malformed events: one rule each, counted (analysis/malformed.py)
-    frames = frame_sources(trace)  # once per rank: the fallback ops' and the stalls' sources
-    recorded = recorded_ops(trace)  # run.json's fallback and executed ops, once per rank
-    named = set(options.fallback_ops) | set(recorded[0])
-    fallback = find_fallback(trace, options.fallback_ops, frames, recorded)  # adds run.json's fallback ops itself
-    fallback_ids = [i for op in fallback if op.charged for i in op.event_ids]
-    devices = attribute(trace, window=options.window, fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64),
-                        top=options.top, frames=frames)
+    with stage(timings, "sanitize"):
+        trace, checks = sanitize(trace)  # malformed events: one rule each, counted (analysis/malformed.py)
+    with stage(timings, "frames"):
+        frames = frame_sources(trace)  # once per rank: the fallback ops' and the stalls' sources
+    with stage(timings, "fallback"):
+        recorded = recorded_ops(trace)  # run.json's fallback and executed ops, once per rank
+        named = set(options.fallback_ops) | set(recorded[0])
+        fallback = find_fallback(trace, options.fallback_ops, frames, recorded)  # adds run.json's fallback ops
+        fallback_ids = [i for op in fallback if op.charged for i in op.event_ids]
+    with stage(timings, "attribution"):
+        devices = attribute(trace, window=options.window,
+                            fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64), top=options.top,
+                            frames=frames)
     ctx = Context(trace, devices, fallback, frames, replace(options, fallback_ops=tuple(sorted(named))),
                   {malformed.SECTION.key: checks})
     for d in devices:
         for ds in registry.DEVICE_SECTIONS:
-            value = ds.compute(ctx, d)
+            with stage(timings, f"device:{ds.key}"):
+                value = ds.compute(ctx, d)
             if value is not None:
                 d.sections[ds.key] = value
     for s in registry.SECTIONS:
-        value = s.compute(ctx)
+        with stage(timings, f"section:{s.key}"):
+            value = s.compute(ctx)
         if value is not None:
             ctx.sections[s.key] = value
     ranks = {r for t in (trace.system_events, trace.device_events) for r in t["rank"].to_pylist()}
@@ -198,21 +209,23 @@ def diagnose_rank(trace: Trace, options: Options | None = None) -> RankResult:
 
 
 def combine(parts: Sequence[RankResult], options: Options | None = None, *,
-            inputs: list[dict[str, Any]] | None = None) -> Diagnosis:
+            inputs: list[dict[str, Any]] | None = None, timings: Timings | None = None) -> Diagnosis:
     """The reduce step: every rank's result into the job's Diagnosis; finding families run here, once."""
     options = options or Options()
     devices = sorted((d for p in parts for d in p.devices), key=lambda d: (d.rank is None, d.rank or 0, d.device))
     fallback = _merge_fallback([op for p in parts for op in p.fallback_ops])
     sections: dict[str, Any] = {}
-    for s in registry.SECTIONS:
-        values = [p.sections[s.key] for p in parts if s.key in p.sections]
-        if not values:
-            continue
-        value = s.combine(values) if s.combine is not None else values[0] if len(values) == 1 else None
-        if value is not None:
-            sections[s.key] = value
+    with stage(timings, "combine"):
+        for s in registry.SECTIONS:
+            values = [p.sections[s.key] for p in parts if s.key in p.sections]
+            if not values:
+                continue
+            value = s.combine(values) if s.combine is not None else values[0] if len(values) == 1 else None
+            if value is not None:
+                sections[s.key] = value
     ctx = Context(Trace(), devices, fallback, {}, options, sections)
-    found = [f for family in registry.FINDINGS for f in family.find(ctx)]
+    with stage(timings, "findings"):
+        found = [f for family in registry.FINDINGS for f in family.find(ctx)]
     found.sort(key=lambda f: -SEVERITIES.index(f.severity))
     return Diagnosis(inputs=inputs or [i for p in parts for i in p.inputs], devices=devices, fallback_ops=fallback,
                      findings=found, sections=sections, synthetic=any(p.synthetic for p in parts),

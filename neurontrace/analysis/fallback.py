@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import names
 from neurontrace.analysis.intervals import union
-from neurontrace.columns import matches, select
+from neurontrace.columns import lean, matches, select
 from neurontrace.trace import Trace
 
 NOT_SUSPECT = names.NOT_FALLBACK_SUSPECT  # data-movement and view ops are never suspects (names.py)
@@ -122,7 +122,7 @@ def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, 
     """Named fallback ops (run.json's get_fallback_ops() first, then ``explicit``), then signature suspects
     not already named; each with its evidence state (module docstring). ``recorded``: the trace's
     :func:`recorded_ops` where the caller has them (read here otherwise)."""
-    ops = select(trace.system_events, "category", "framework_op")
+    ops = select(lean(trace.system_events), "category", "framework_op")  # its args are never read here
     busy_s, busy_e = _device_busy(trace)
     frames = frames or {}
     recorded_names, executed = recorded_ops(trace) if recorded is None else recorded
@@ -148,9 +148,9 @@ def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, 
             if not op.evidence:
                 op.evidence = "host_scalar_read" if names.HOST_SCALAR_READ.match(op.name) else "confirmed"
     seen = {i for op in out for i in op.event_ids}
-    suspects = [i for i in _signature_rows(trace, ops, busy_s, busy_e)
-                if int(ops["event_id"][int(i)].as_py()) not in seen]
-    for op in _summarize(ops, np.asarray(suspects, dtype=np.int64), "signature", busy_s, busy_e, frames):
+    rows = _signature_rows(trace, ops, busy_s, busy_e)
+    suspects = rows[~np.isin(ops["event_id"].to_numpy()[rows], np.fromiter(seen, np.int64, len(seen)))]
+    for op in _summarize(ops, suspects.astype(np.int64), "signature", busy_s, busy_e, frames):
         op.evidence = "signature_only"
         out.append(op)
     if executed is not None:

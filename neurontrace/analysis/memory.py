@@ -318,6 +318,7 @@ def _rows(t: pa.Table, frames: dict[int, str]) -> _Rows:
     reserved = _carried(res_col) if res_col.null_count < len(res_col) else None
     if reserved is not None and not reserved.any() and allocated.any():
         reserved = None  # all zero: an allocator that reserves nothing (the CPU's) records no reserve
+    # the source of each row, looked up once per distinct frame (not once per allocator record)
     tracked = (action == "alloc") & (nbytes > 0) & t["addr"].is_valid().to_numpy(zero_copy_only=False)
     return _Rows(t["ts_ns"].to_numpy(), action, nbytes, allocated, reserved, _freed_at(t["addr"], action), tracked,
                  _coded(t["op"]), _coded(t["frame_id"], frames.get), _coded(t["op_event_id"]))

@@ -72,26 +72,47 @@ def split(trace: Trace) -> Split:
     ops = isin(host["category"], ["framework_op"]) & ~optimizer & ~backward
     steps = select(host, "category", "step")
     ranks = [r for r in host["rank"].to_pylist() if r is not None]
+    near = _Overlapping(start, end, optimizer | backward | pipeline | forward_marks | ops)
     if not steps.num_rows:
         lo, hi = int(start.min()), int(end.max())
-        total = _one(lo, hi, start, end, optimizer, backward, pipeline, forward_marks, ops)
+        total = _one(lo, hi, start, end, optimizer, backward, pipeline, forward_marks, ops, near)
         return Split([], total, min(ranks, default=None))
     rows: list[dict[str, int]] = []
     for name, ts, dur in zip(steps["name"].cast(pa.string()).to_pylist(), steps["ts_ns"].to_pylist(),
                              steps["dur_ns"].to_pylist(), strict=True):
         number = name.rsplit("#", 1)[-1] if name and "#" in name else str(len(rows))
-        part = _one(int(ts), int(ts + dur), start, end, optimizer, backward, pipeline, forward_marks, ops)
+        part = _one(int(ts), int(ts + dur), start, end, optimizer, backward, pipeline, forward_marks, ops, near)
         rows.append({"step": int(number) if number.isdigit() else len(rows), **part})
     rows.sort(key=lambda r: r["step"])
     return Split(rows, {p: sum(r[p] for r in rows) for p in PHASES}, min(ranks, default=None))
 
 
+class _Overlapping:
+    """The rows of ``wanted`` that overlap a range, found without a pass over every row per step (which made
+    the split quadratic in the number of steps): rows sorted by start with the running maximum of their ends,
+    so rows that end before the range are skipped by one search, and those starting after it by another."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray, wanted: np.ndarray) -> None:
+        rows = np.flatnonzero(wanted)
+        self.by_start = rows[np.argsort(start[rows], kind="stable")]
+        self.starts = start[self.by_start]
+        self.reach = np.maximum.accumulate(end[self.by_start]) if len(rows) else np.zeros(0, np.int64)
+        self.end = end
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """Row numbers, ascending, of the wanted rows with ``start < hi`` and ``end > lo``."""
+        first = int(np.searchsorted(self.reach, lo, side="right"))  # every row before it ends by lo
+        last = int(np.searchsorted(self.starts, hi, side="left"))  # every row from it starts at hi or later
+        cand = self.by_start[first:max(first, last)]
+        return np.sort(cand[self.end[cand] > lo])
+
+
 def _one(lo: int, hi: int, start: np.ndarray, end: np.ndarray, optimizer: np.ndarray, backward: np.ndarray,
-         pipeline: np.ndarray, forward_marks: np.ndarray, ops: np.ndarray) -> dict[str, int]:
-    inside = (start < hi) & (end > lo)
+         pipeline: np.ndarray, forward_marks: np.ndarray, ops: np.ndarray, near: _Overlapping) -> dict[str, int]:
+    inside = near.rows(lo, hi)  # the rows of any of the masks with start < hi and end > lo, in row order
 
     def of(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        m = mask & inside
+        m = inside[mask[inside]]
         return start[m], end[m]
 
     opt, bwd, inp = of(optimizer), of(backward), of(pipeline)

@@ -22,7 +22,7 @@ from neurontrace.analysis import names
 from neurontrace.analysis.driving import correlation_calls
 from neurontrace.analysis.labels import spans
 from neurontrace.analysis.work import DEVICE_WORK, device_categories
-from neurontrace.columns import codes, isin, matches, row_codes
+from neurontrace.columns import codes, isin, lean, matches, row_codes, take
 
 STARTUP_FACTOR = 50  # a first use this many times the median launch ...
 STARTUP_MIN_NS = 1_000_000  # ... and at least this long (1 ms) is start-up
@@ -54,7 +54,7 @@ def startup_calls(host: pa.Table, flows: pa.Table, dev: pa.Table | None) -> np.n
     if dev is not None and dev.num_rows and (far & launch).any():
         work = np.flatnonzero(np.isin(device_categories(dev), list(DEVICE_WORK)))
         if len(work):
-            sub = dev.take(pa.array(work))
+            sub = take(lean(dev), work)  # names, times and links: never a copy of the rows' args
             link = correlation_calls(host, flows, sub, np.flatnonzero(launch))
             kernel = codes(sub["name"])[0]
             order = np.lexsort((sub["ts_ns"].to_numpy(), kernel))

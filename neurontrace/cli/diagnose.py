@@ -10,6 +10,7 @@ from typing import Any
 from neurontrace import errors
 from neurontrace.analysis.findings import SEVERITIES
 from neurontrace.analysis.stalls import TOP_STALLS
+from neurontrace.analysis.timings import Timings, stage
 from neurontrace.cli import _common as common
 from neurontrace.cli.runs import add_save_run_arguments, check_save_run_arguments, save_run
 
@@ -48,6 +49,9 @@ class DiagnoseCommand(common.Command):
         parser.add_argument("--scheduler", metavar="ADDRESS",
                             help="analyse rank by rank on an existing Dask cluster (e.g. tcp://host:8786); the "
                                  "trace paths must be readable by its workers")
+        parser.add_argument("--timings", action="store_true",
+                            help="print on stderr the seconds each stage took: loading, every registered "
+                                 "section, the findings, the rendering (docs/diagnose.md)")
         add_save_run_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -62,13 +66,19 @@ class DiagnoseCommand(common.Command):
             explicit += ops_from_log(args.fallback_log)
         if args.workers is not None or args.scheduler is not None:
             return self._run_distributed(args, explicit)
-        trace, inputs = common.load_traces(args.path, args)
+        timings = Timings() if args.timings else None
+        with stage(timings, "load"):
+            trace, inputs = common.load_traces(args.path, args)
         window, origin = common.resolve_window(args.window, trace)
-        compiles, compile_warnings = _compile_logs(args)
+        with stage(timings, "compile_logs"):
+            compiles, compile_warnings = _compile_logs(args)
         diag = diagnose(trace, inputs=inputs, window=window, fallback_ops=explicit, top=args.top, origin_ns=origin,
-                        compiles=compiles, compile_warnings=compile_warnings)
-        self._print(args, diag)
+                        compiles=compiles, compile_warnings=compile_warnings, timings=timings)
+        with stage(timings, "render"):
+            self._print(args, diag)
         save_run(args, trace, diag)
+        if timings is not None:
+            common.note("neurontrace diagnose: timings\n" + "\n".join(timings.lines()))
         return self._exit_code(args, diag)
 
     def _run_distributed(self, args: argparse.Namespace, explicit: list[str]) -> int:
