@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT.parent / "shared/corpus/kineto/TraceLens/tests/traces/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+# the real ResNet-50 GPU trace: its tiled copies pass the one-run check as ranks of one job (the BERT trace's
+# host and device processes never overlap in time, so runs_check refuses a job of its copies)
+SOURCE = ROOT.parent / "shared/corpus/kineto/kineto-tb_plugin/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 
 
 def _peak_mb() -> float:

@@ -276,54 +276,167 @@ def gzip_limit(compressed: int) -> int:
 
 def _gunzip(f: BinaryIO, size: int, path: Path, progress: Progress) -> Content:
     """Inflate every gzip member into one bytearray, a piece at a time, within gzip_limit()."""
+    inflater = _Inflater(f, size, path, progress)
     out = bytearray()
-    limit = gzip_limit(size)
-    d = zlib.decompressobj(wbits=31)
-    pos = 0  # compressed bytes handed to zlib so far
-    while chunk := f.read(_CHUNK):
-        for i in range(0, len(chunk), _GZIP_PIECE):
-            piece = chunk[i:i + _GZIP_PIECE]
-            pos += len(piece)
-            while piece:
-                if d.eof:  # a member ended: another member follows, or bytes that are not gzip
-                    if not piece.startswith(GZIP_MAGIC[:len(piece)]):
-                        note = (f"{path}: ignored {len(piece) + size - pos} bytes after the end of the gzip data "
-                                "(they are not another gzip member)")
-                        return Content(out, notes=[note])
-                    d = zlib.decompressobj(wbits=31)
-                try:
-                    _inflate(d, piece, out, limit, path)
-                except zlib.error as exc:
-                    if not out:
-                        raise MalformedTraceError(f"{path}: corrupt gzip data ({exc}); nothing could be "
-                                                  "inflated. Copy or export the file again") from exc
-                    note = (f"{path}: the gzip data is corrupt after {len(out)} inflated bytes ({exc}); kept "
-                            "what inflated before the damage")
-                    return Content(out, note)
-                piece = d.unused_data if d.eof else b""
-        progress("decompress", pos, size)
-    if not d.eof:
-        return Content(out, f"{path}: the gzip data ends early (cut off after {size} compressed bytes)")
-    return Content(out)
+    while piece := inflater.read(_CHUNK):
+        out += piece
+    return Content(out, inflater.damage, inflater.notes)
 
 
-def _inflate(d: zlib._Decompress, piece: bytes, out: bytearray, limit: int, path: Path) -> None:
-    """One piece into ``out``, never more than ``limit`` bytes in all; on a zlib error, what the piece
-    inflated before it is kept (the piece is replayed in small steps from a copy of the state)."""
-    saved = d.copy()
-    try:
-        out += d.decompress(piece, limit + 1 - len(out))
-    except zlib.error:
-        d = saved
-        for j in range(0, len(piece), _REPLAY_STEP):
-            out += d.decompress(piece[j:j + _REPLAY_STEP], limit + 1 - len(out))  # raises at the damaged step
-        raise
-    if len(out) > limit or d.unconsumed_tail:
-        raise InputTooLargeError(
-            f"{path}: inflates to more than {limit} bytes ({limit // max(path.stat().st_size, 1)}x its "
-            f"compressed size): a gzip bomb, or a trace bigger than the limit. Set {GZIP_RATIO_ENV} (default "
-            f"{DEFAULT_GZIP_MAX_RATIO}) to allow a higher inflation ratio, {GZIP_CAP_ENV} (default "
-            f"{DEFAULT_GZIP_MAX_BYTES // (1 << 30)} GiB) a higher absolute cap")
+class _Inflater:
+    """Every gzip member of a file, inflated a bounded piece at a time (never more than
+    gzip_limit() in all). Damage ends the stream: what inflated before it is delivered, and
+    ``damage`` (corrupt from some byte on, or cut off) or ``notes`` (bytes after the gzip data) say why."""
+
+    def __init__(self, f: BinaryIO, size: int, path: Path, progress: Progress) -> None:
+        self.f, self.size, self.path, self.progress = f, size, path, progress
+        self.limit = gzip_limit(size)
+        self.d = zlib.decompressobj(wbits=31)
+        self.pending = b""  # compressed bytes read and not yet inflated
+        self.pos = 0  # compressed bytes read so far
+        self.total = 0  # bytes inflated so far
+        self.done = False
+        self.damage: str | None = None
+        self.notes: list[str] = []
+
+    def read(self, want: int) -> bytes:
+        """Up to about ``want`` more inflated bytes (b"" at the end)."""
+        while not self.done:
+            if not self.pending:
+                self.pending = self.f.read(_GZIP_PIECE)
+                self.pos += len(self.pending)
+                if not self.pending:
+                    self.done = True
+                    if not self.d.eof:
+                        self.damage = f"{self.path}: the gzip data ends early (cut off after {self.size} compressed bytes)"
+                    break
+            if self.d.eof:  # a member ended: another member follows, or bytes that are not gzip
+                if not self.pending.startswith(GZIP_MAGIC[:len(self.pending)]):
+                    self.notes.append(f"{self.path}: ignored {len(self.pending) + self.size - self.pos} bytes after the "
+                                      "end of the gzip data (they are not another gzip member)")
+                    self.done = True
+                    break
+                self.d = zlib.decompressobj(wbits=31)
+            got = self._inflate(max(want, 1 << 16))
+            self.progress("decompress", self.pos, self.size)
+            if got:
+                return got
+        return b""
+
+    def _inflate(self, want: int) -> bytes:
+        saved = self.d.copy()
+        try:
+            out = self.d.decompress(self.pending, want)
+        except zlib.error as exc:  # keep what the piece inflated before the damage: replay it in small steps
+            kept = bytearray()
+            d = saved
+            try:
+                for j in range(0, len(self.pending), _REPLAY_STEP):
+                    kept += d.decompress(self.pending[j:j + _REPLAY_STEP])
+            except zlib.error:
+                pass
+            self._count(len(kept))
+            self.done = True
+            if not self.total:
+                raise MalformedTraceError(f"{self.path}: corrupt gzip data ({exc}); nothing could be inflated. Copy "
+                                          "or export the file again") from exc
+            self.damage = (f"{self.path}: the gzip data is corrupt after {self.total} inflated bytes ({exc}); kept "
+                           "what inflated before the damage")
+            return bytes(kept)
+        self.pending = self.d.unused_data if self.d.eof else self.d.unconsumed_tail
+        self._count(len(out))
+        return out
+
+    def _count(self, n: int) -> None:
+        self.total += n
+        if self.total > self.limit:
+            raise InputTooLargeError(
+                f"{self.path}: inflates to more than {self.limit} bytes ({self.limit // max(self.size, 1)}x its "
+                f"compressed size): a gzip bomb, or a trace bigger than the limit. Set {GZIP_RATIO_ENV} (default "
+                f"{DEFAULT_GZIP_MAX_RATIO}) to allow a higher inflation ratio, {GZIP_CAP_ENV} (default "
+                f"{DEFAULT_GZIP_MAX_BYTES // (1 << 30)} GiB) a higher absolute cap")
+
+
+class ContentReader:
+    """A file's content a chunk at a time, into the caller's buffer: gunzipped when needed (within
+    gzip_limit()), without a byte-order mark, never a memory map. The file's identity is checked
+    after every read and at the end (:meth:`finish`): a file that changes, shrinks or grows while
+    it is read is refused with :class:`~neurontrace.errors.InputChangedError`. Gzip damage ends the
+    content early, said by ``damage``; ``notes`` hold anything else odd."""
+
+    def __init__(self, path: Path, progress: Progress = no_progress) -> None:
+        self.path, self.progress = path, progress
+        self._f = path.open("rb")
+        try:
+            self.before = identity(os.fstat(self._f.fileno()))
+            self.size = self.before[2]
+            if self.size == 0:
+                raise EmptyInputError(f"{path}: the file is empty (0 bytes); was the profiler stopped before export?")
+            head = self._f.read(len(UTF8_BOM))
+            self.gzip = head.startswith(GZIP_MAGIC)
+            self._f.seek(0 if self.gzip or head != UTF8_BOM else len(UTF8_BOM))
+            self._inflater = _Inflater(self._f, self.size, path, progress) if self.gzip else None
+        except BaseException:
+            self._f.close()
+            raise
+        self._pending = b""  # inflated bytes not yet delivered
+        self._bom = self.gzip  # a gzip's content may still start with a byte-order mark
+        self.delivered = 0  # content bytes handed out
+        self.eof = False
+
+    @property
+    def damage(self) -> str | None:
+        return self._inflater.damage if self._inflater else None
+
+    @property
+    def notes(self) -> list[str]:
+        return self._inflater.notes if self._inflater else []
+
+    def readinto(self, view: memoryview) -> int:
+        """Fill ``view`` with the next content bytes; fewer only at the end (0: the end)."""
+        n = 0
+        while n < len(view) and not self.eof:
+            if self._inflater is None:
+                got = self._f.readinto(view[n:])
+                unchanged(self.path, self.before, os.fstat(self._f.fileno()))
+                if not got:
+                    self.eof = True
+                    done = self._f.tell()
+                    if done != self.size:
+                        raise InputChangedError(f"{self.path}: the file shrank from {self.size} to {done} bytes "
+                                                "while it was read (still being written?); read it again once "
+                                                "whatever writes it has finished")
+                n += got
+                self.progress("read", self._f.tell(), self.size)
+                continue
+            if not self._pending:
+                self._pending = self._inflater.read(len(view) - n)
+                if self._bom:
+                    while len(self._pending) < len(UTF8_BOM) and (more := self._inflater.read(1 << 16)):
+                        self._pending += more
+                    if self._pending.startswith(UTF8_BOM):
+                        self._pending = self._pending[len(UTF8_BOM):]
+                    self._bom = False
+                if not self._pending:
+                    self.eof = True
+                    unchanged(self.path, self.before, os.fstat(self._f.fileno()))
+                    continue
+            take = min(len(self._pending), len(view) - n)
+            view[n:n + take] = self._pending[:take]
+            self._pending = self._pending[take:]
+            n += take
+        self.delivered += n
+        return n
+
+    def finish(self) -> None:
+        """The file is the one whose reading began (InputChangedError if not); closes it."""
+        try:
+            unchanged(self.path, self.before, os.fstat(self._f.fileno()))
+        finally:
+            self._f.close()
+
+    def close(self) -> None:
+        self._f.close()
 
 
 def check_parquet_expansion(path: Path, meta: Any, file_size: int) -> None:

@@ -24,11 +24,11 @@ def flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def encoded(col: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """The column as one dictionary array (encoded here when it is not one already)."""
-    arr = flat(col)
-    if not pa.types.is_dictionary(arr.type):
-        arr = flat(pc.dictionary_encode(arr))
-    return arr
+    """The column as one dictionary array (encoded here when it is not one already; the chunks of a
+    chunked column are encoded as they are, so their strings are never copied into one array)."""
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)  # one dictionary for every chunk
+    return flat(col)
 
 
 def codes(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:

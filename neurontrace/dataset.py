@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
@@ -191,14 +193,48 @@ class Dataset:
         if not entries:
             have = ", ".join(str(e["rank"]) for e in self.ranks)
             raise InputNotFoundError(f"{self.path}: no rank {rank} in this dataset (ranks: {have})")
-        return self._warned(Trace.concat([self._part(e["partition"], e["part"]) for e in entries]), entries[0])
+        traces, done = [], set()
+        for e in entries:
+            if time_parts(e):
+                if e["partition"] not in done:
+                    traces.append(self._partition(e["partition"]))
+                    done.add(e["partition"])
+            else:
+                traces.append(self._part(e["partition"], e["part"]))
+        return self._own_warnings(Trace.concat(traces), entries[0])
+
+    def load_partition(self, partition: str) -> Trace:
+        """Every part of one partition as one Trace. The time parts of one streamed trace
+        (``convert TRACE -o DATASET --dataset``, neurontrace.dataset_stream) share one id space: their
+        tables are concatenated as they are and put back in the file's order, so the Trace equals the
+        whole-file parse's; other parts are concatenated as separate traces (ids renumbered)."""
+        entries = [e for e in self.ranks if e["partition"] == partition]
+        if not entries:
+            raise InputNotFoundError(f"{self.path}: no {partition} in this dataset's marker")
+        return self._own_warnings(self._partition(partition), entries[0])
+
+    def _partition(self, partition: str) -> Trace:
+        entries = [e for e in self.ranks if e["partition"] == partition]
+        if not all(time_parts(e) for e in entries):
+            return Trace.concat([self._part(partition, e["part"]) for e in entries])
+        tables = {}
+        for name, spec in schema.TABLES.items():
+            files = [(self.path / name / partition / f"part-{e['part']}.parquet", e) for e in entries]
+            if spec.optional and not all(f.is_file() for f, _ in files):
+                continue
+            tables[name] = file_order(name, pa.concat_tables([_read_part(f, spec, e, name) for f, e in files]))
+        if len(entries) > 1:
+            tables["metadata"] = _warned(tables["metadata"], WHOLE_RANK.format(
+                where=self.path / partition, parts=len(entries),
+                events=sum(e["rows"]["system_events"] + e["rows"]["device_events"] for e in entries)))
+        return checked(Trace(**tables), str(self.path / partition))
 
     def load_part(self, partition: str, part: int = 0) -> Trace:
         """One part file set (``partition`` as in the marker, e.g. ``rank=3``) as a Trace."""
         found = next((e for e in self.ranks if e["partition"] == partition and e["part"] == part), None)
-        return self._warned(self._part(partition, part), found)
+        return self._own_warnings(self._part(partition, part), found)
 
-    def _warned(self, trace: Trace, entry: dict[str, Any] | None) -> Trace:
+    def _own_warnings(self, trace: Trace, entry: dict[str, Any] | None) -> Trace:
         """``trace`` with the dataset's own warnings in its accounting: an entry that read no events, of the
         rank of ``entry`` (the first rank loaded), so a job's report, split by rank, shows them once."""
         if not self.warnings or entry is None:
@@ -221,6 +257,48 @@ class Dataset:
             tables[name] = _read_part(f, schema.TABLES[name], entry, name)
         # A dataset written before the normalized metadata keys existed gets them here.
         return with_normalized(checked(Trace(**tables), str(self.path / partition)))
+
+
+# Said in every report of a streamed trace read back whole (diagnose DATASET, load(DATASET)): what is not
+# bounded yet is said, not hidden (docs/scale.md).
+WHOLE_RANK = ("{where}: its {parts} time-ordered parts ({events} events) were read whole: diagnose's sections "
+              "(steps, memory peaks, compile, critical path, ops) each need the whole rank and are not yet "
+              "computed part by part, so memory grows with the trace")
+
+
+def _warned(metadata: pa.Table, message: str) -> pa.Table:
+    """The metadata with ``message`` added to the warnings of its parse accounting."""
+    keys, values = metadata["key"].to_pylist(), metadata["value"].to_pylist()
+    for i, k in enumerate(keys):
+        if k == ACCOUNTING_KEY:
+            acct = json.loads(values[i])
+            acct["warnings"] = [*acct.get("warnings", []), message]
+            values[i] = json.dumps(acct, sort_keys=True)
+    return metadata.set_column(metadata.schema.get_field_index("value"), "value",
+                               pa.array(values, metadata.schema.field("value").type))
+
+
+def time_parts(entry: dict[str, Any]) -> bool:
+    """Whether a marker entry is one time part of a streamed trace (it records its ``span_ns``)."""
+    return "span_ns" in entry
+
+
+# The memory counters of a trace come field by field (parsers/kineto.py), then its C events.
+_COUNTER_GROUPS = pa.array(["Bytes", "Total Allocated", "Total Reserved"])
+
+
+def file_order(name: str, table: pa.Table) -> pa.Table:
+    """A streamed trace's table, concatenated from its time parts, in the order the whole-file parse gives."""
+    if name in ("system_events", "device_events"):
+        return table.sort_by("event_id")
+    if name == "counters" and table.num_rows:
+        memory = pc.and_(pc.equal(table["unit"].cast(pa.string()), "bytes"), pc.is_valid(pc.index_in(
+            table["field"].cast(pa.string()), _COUNTER_GROUPS)))
+        group = pc.if_else(pc.fill_null(memory, False), pc.index_in(table["field"].cast(pa.string()), _COUNTER_GROUPS),
+                           len(_COUNTER_GROUPS))
+        order = np.argsort(group.to_numpy(zero_copy_only=False), kind="stable")
+        return table.take(pa.array(order))
+    return table
 
 
 def _read_part(f: Path, spec: schema.TableSpec, entry: dict[str, Any], name: str) -> pa.Table:
@@ -269,8 +347,9 @@ def open_dataset(path: str | Path) -> Dataset:
                                   "convert the original traces again")
     ranks = doc.get("ranks")
     if not isinstance(ranks, list) or not all(_entry_ok(e) for e in ranks):
-        raise MalformedTraceError(f"{marker}: 'ranks' is not a list of entries with a partition (rank=N) and a "
-                                  "part number; convert the original traces again")
+        raise MalformedTraceError(f"{marker}: 'ranks' is not a list of entries with a partition (rank=N), a "
+                                  "part number and, for a time part, its span_ns [start, end]; convert the "
+                                  "original traces again")
     ds = Dataset(p, list(ranks))
     listed = {str(f.relative_to(p)) for t in schema.TABLES for f in ds.files(t)}
     missing = sorted(f for f in listed if not (p / f).is_file())
@@ -288,7 +367,10 @@ def open_dataset(path: str | Path) -> Dataset:
 def _entry_ok(e: Any) -> bool:
     if not isinstance(e, dict):
         return False
-    part, where = e.get("part"), e.get("partition")
+    part, where, span = e.get("part"), e.get("partition"), e.get("span_ns")
+    if span is not None and not (isinstance(span, list) and len(span) == 2 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in span) and span[0] <= span[1]):
+        return False  # a time part's span: [first start, last end] in ns, or null for a part without events
     return (isinstance(part, int) and not isinstance(part, bool) and 0 <= part < 1 << 20 and isinstance(where, str)
             and where.startswith("rank=") and "/" not in where and "\\" not in where and ".." not in where
             and (e.get("rank") is None or (isinstance(e.get("rank"), int) and not isinstance(e.get("rank"), bool)
@@ -301,7 +383,11 @@ def sniff(probe: Any) -> bool:
     return bool(probe.is_dir and (probe.path / MARKER).is_file())
 
 
-def parse(path: Path, *, progress: Progress = no_progress, partition: str | None = None, part: int = 0) -> Trace:
-    """Every rank of the dataset as one Trace, or only one ``partition`` (``rank=3``: what a map task reads)."""
+def parse(path: Path, *, progress: Progress = no_progress, partition: str | None = None,
+          part: int | None = 0) -> Trace:
+    """Every rank of the dataset as one Trace, or only one ``partition`` (``rank=3``: what a map task reads):
+    its part ``part``, or all its parts when ``part`` is None (a streamed trace's time parts)."""
     ds = open_dataset(path)
-    return ds.load() if partition is None else ds.load_part(partition, part)
+    if partition is None:
+        return ds.load()
+    return ds.load_partition(partition) if part is None else ds.load_part(partition, part)

@@ -109,8 +109,13 @@ def plan(paths: Sequence[str | Path], format: str | None = None) -> tuple[list[R
         fmt = FORMATS[format] if format is not None else claiming(Probe(p))
         names.append(fmt.name if fmt is not None else DIRECTORY_OF_TRACES if p.is_dir() else "unknown")
         if fmt is not None and fmt.module == dataset.__name__:  # a dataset: one task per rank partition
-            tasks += [RankInput(str(p), {"partition": e["partition"], "part": e["part"]}, fmt.name)
-                      for e in dataset.open_dataset(p).ranks]
+            seen: set[str] = set()
+            for e in dataset.open_dataset(p).ranks:
+                if not dataset.time_parts(e):
+                    tasks.append(RankInput(str(p), {"partition": e["partition"], "part": e["part"]}, fmt.name))
+                elif e["partition"] not in seen:  # a streamed trace's time parts: one task reads them all
+                    seen.add(e["partition"])
+                    tasks.append(RankInput(str(p), {"partition": e["partition"], "part": None}, fmt.name))
         elif fmt is None and p.is_dir():
             found = members(p)
             if not found:

@@ -15,7 +15,8 @@ class ConvertCommand(common.Command):
     The output directory holds one Parquet file per table; neurontrace.load() reads it back equal. A
     directory of traces (one file per rank) becomes a hive-partitioned dataset instead,
     DATASET/<table>/rank=<r>/part-0.parquet, written one rank at a time (neurontrace.open_dataset reads
-    it lazily; docs/scale.md).
+    it lazily; docs/scale.md). ``--dataset`` streams one trace of any size (a Kineto JSON, plain or gz)
+    into such a dataset in bounded memory, as time-ordered parts of about --part-mb MB each.
     """
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -24,6 +25,12 @@ class ConvertCommand(common.Command):
         parser.add_argument("--force", action="store_true", help="replace the output directory if it exists")
         parser.add_argument("--workers", type=common.positive_int, metavar="N",
                             help="convert a directory of ranks on a local Dask cluster of N worker processes")
+        parser.add_argument("--dataset", action="store_true",
+                            help="stream one trace (Kineto JSON, plain or gz, of any size) into a dataset of "
+                                 "time-ordered parts, in bounded memory (docs/scale.md)")
+        parser.add_argument("--part-mb", type=_positive_mb, default=128.0, metavar="MB",
+                            help="with --dataset: raw event columns per part (default 128; memory peaks at a "
+                                 "few times this)")
         parser.add_argument("--scheduler", metavar="ADDRESS",
                             help="convert a directory of ranks on an existing Dask cluster (paths readable by "
                                  "its workers)")
@@ -31,6 +38,8 @@ class ConvertCommand(common.Command):
     def run(self, args: argparse.Namespace) -> int:
         out: Path = args.output
         _check_output(out, Path(args.path), force=args.force)
+        if args.dataset:
+            return _stream(args, out)
         if _is_rank_directory(Path(args.path), args):
             return _convert_dataset(args, out)
         if args.workers is not None or args.scheduler is not None:
@@ -42,6 +51,42 @@ class ConvertCommand(common.Command):
         common.print_accounting(trace)
         common.out(f"next: python -c \"import neurontrace; print(neurontrace.load('{out}'))\"")
         return errors.EXIT_OK
+
+
+def _stream(args: argparse.Namespace, out: Path) -> int:
+    from neurontrace.dataset_stream import convert_trace
+    from neurontrace.load import Probe, claiming
+    from neurontrace.parsers import kineto
+
+    src = Path(args.path)
+    if not src.is_file():
+        raise errors.InputNotFoundError(f"{src}: --dataset streams one trace file; a directory of ranks becomes a "
+                                        "dataset without it")
+    fmt = claiming(Probe(src)) if getattr(args, "format", None) is None else None
+    if (fmt is not None and fmt.module != kineto.__name__) or getattr(args, "format", None) not in (None, "kineto"):
+        raise errors.UsageError(f"{src}: --dataset streams Kineto (torch.profiler) JSON traces; convert this one "
+                                "without it")
+    if args.workers is not None or args.scheduler is not None:
+        raise errors.UsageError("--workers/--scheduler convert a directory of ranks; --dataset streams one trace")
+    with common.progress_bar() as progress:
+        path, entries, acct = convert_trace(src, out, part_bytes=int(args.part_mb * (1 << 20)), force=args.force,
+                                            rank=getattr(args, "rank", None), progress=progress)
+    events = sum(e["rows"]["system_events"] + e["rows"]["device_events"] for e in entries)
+    common.out(f"wrote dataset {path}/ (1 rank, {len(entries)} time-ordered parts, {events} events)")
+    for w in acct.warnings:
+        common.out(f"  warning: {w}")
+    common.out(f"next: neurontrace diagnose {path}")
+    return errors.EXIT_OK
+
+
+def _positive_mb(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of MB, got {text!r}")
+    return value
 
 
 def _is_rank_directory(path: Path, args: argparse.Namespace) -> bool:

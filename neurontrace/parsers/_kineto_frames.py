@@ -94,7 +94,8 @@ def _call_stacks(system: pa.Table, offset: int) -> tuple[pa.Table, np.ndarray] |
     if not has.any():
         return None
     rows = np.flatnonzero(has)
-    stack_codes, distinct = dictionary(system["call_stack"].take(pa.array(rows)))
+    all_codes, distinct = dictionary(system["call_stack"])  # the distinct stacks; the rows' text is not copied
+    stack_codes = all_codes[rows]
     nodes: dict[tuple[int, str], int] = {}
     parent_of: list[int] = []
     locations: list[tuple[str | None, int | None, str]] = []

@@ -146,8 +146,9 @@ class Decoded:
 
 
 def decode(data: Document, *, complete: bool, device_categories: list[str] | None = None,
-           progress: Progress = no_progress) -> Decoded:
-    """Decode a whole Chrome-trace document (object or bare array form)."""
+           progress: Progress = no_progress, native: bool = True) -> Decoded:
+    """Decode a whole Chrome-trace document (object or bare array form); ``native`` False: the
+    reference decoder only (the chunked scan already declined it)."""
     # Millions of short-lived objects and no reference cycles: the cyclic collector would only
     # rescan them again and again, so it is paused for the decode (a common parser technique).
     enabled = gc.isenabled()
@@ -155,7 +156,8 @@ def decode(data: Document, *, complete: bool, device_categories: list[str] | Non
     try:
         if bytes(data[:len(UTF8_BOM)]) == UTF8_BOM:  # a byte-order mark (read_content drops it already)
             data = memoryview(data)[len(UTF8_BOM):]  # type: ignore[assignment]
-        return _decode(data, complete=complete, device_categories=device_categories or [], progress=progress)
+        return _decode(data, complete=complete, device_categories=device_categories or [], progress=progress,
+                       native=native)
     except RecursionError:
         raise MalformedTraceError(
             f"the JSON nests deeper than {MAX_NESTING} levels; no trace nests that deep: the file is damaged "
@@ -167,11 +169,14 @@ def decode(data: Document, *, complete: bool, device_categories: list[str] | Non
             gc.enable()
 
 
-def _decode(data: Document, *, complete: bool, device_categories: list[str], progress: Progress) -> Decoded:
-    if complete:  # the compiled scanner reads complete documents; salvaging a cut one is Python's
+def _decode(data: Document, *, complete: bool, device_categories: list[str], progress: Progress,
+            native: bool = True) -> Decoded:
+    if complete and not native:
+        decoder = "python"
+    elif complete:  # the compiled scanner reads complete documents; salvaging a cut one is Python's
         scanned = _kineto_native.scan(data, COLUMNS, device_categories, progress, _page_releaser(data))
         if scanned.parts is not None:
-            return Decoded({k: _decode_any(v) for k, v in scanned.top.items()}, scanned.parts,
+            return Decoded({k: decode_any(v) for k, v in scanned.top.items()}, scanned.parts,
                            decoder=scanned.reason)
         decoder = scanned.reason
         if isinstance(data, Snapshot):
@@ -254,7 +259,7 @@ def _split_top(data: Document) -> tuple[dict[str, Any], memoryview, int | None]:
         _refuse_lone_surrogate_at_end(data)
         return _salvage_top(data)
     raw = whole.pop("traceEvents", None)
-    top = {k: _decode_any(v) for k, v in whole.items()}
+    top = {k: decode_any(v) for k, v in whole.items()}
     if raw is None:
         raise MalformedTraceError("a JSON object without a 'traceEvents' list; not a Chrome/Kineto trace")
     view = memoryview(raw)
@@ -263,7 +268,7 @@ def _split_top(data: Document) -> tuple[dict[str, Any], memoryview, int | None]:
     return top, view[1:len(view) - 1], len(view)
 
 
-def _decode_any(raw: msgspec.Raw) -> Any:
+def decode_any(raw: msgspec.Raw) -> Any:
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError:
@@ -286,6 +291,16 @@ def _salvage_top(data: Document) -> tuple[dict[str, Any], memoryview, int | None
     except msgspec.DecodeError:
         top = {}
     return top, memoryview(data)[m.end():], None
+
+
+def salvage_top(head: bytes) -> dict[str, Any]:
+    """The keys before the event list of a document cut off inside it (``head`` ends with its '[')."""
+    return _salvage_top(head)[0]
+
+
+def salvage_chunk(chunk: memoryview, *, first_index: int) -> tuple[list[pa.Table], int]:
+    """The complete events of the last chunk of a cut-off list, and how many were cut in half."""
+    return _decode_chunk(chunk, first_index=first_index, final=True)
 
 
 def _array_extent(data: Document, start: int) -> tuple[memoryview, int | None]:

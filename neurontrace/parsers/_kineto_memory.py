@@ -138,7 +138,7 @@ def _enclosing(t: pa.Table, system: pa.Table, category: str) -> np.ndarray:
     op_rows = np.flatnonzero(is_op.to_numpy(zero_copy_only=False))
     if not t.num_rows or not len(op_rows):
         return out
-    ops = system.select(["pid", "tid", "ts_ns", "dur_ns"]).take(pa.array(op_rows))
+    ops = system.select(["pid", "tid", "ts_ns", "dur_ns"]).take(pa.array(op_rows))  # not the args: a copy of each
     both = pa.table({"pid": pa.concat_arrays([_plain(ops["pid"]), _plain(t["pid"])]),
                      "tid": pa.concat_arrays([_plain(ops["tid"]), _plain(t["tid"])])})
     thread, _ = pair_codes(both["pid"], both["tid"])

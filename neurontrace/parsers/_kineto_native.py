@@ -56,6 +56,12 @@ def available() -> str | None:
     return None
 
 
+def scanner() -> Any:
+    """The compiled module (only where :func:`available` says it can run)."""
+    assert _kineto_scan is not None
+    return _kineto_scan
+
+
 def scan(data: Buffer, columns: list[str], device_categories: list[str], progress: Progress = no_progress,
          release: Callable[[int, int], None] | None = None) -> Scanned:
     """A whole trace document: its events in parts, and its other top-level keys.
@@ -87,17 +93,17 @@ def scan(data: Buffer, columns: list[str], device_categories: list[str], progres
             stop, rows, parts, closed = _kineto_scan.scan(view, pos, n, CHUNK_BYTES, rows_done, cats)
             for k, (part_rows, cols) in enumerate(parts):
                 if part_rows:
-                    chunks[k].append(_table(cols, part_rows, columns))
+                    chunks[k].append(table(cols, part_rows, columns))
             rows_done += rows
             progress("decode events", stop, n)
             if release is not None:
-                release(first + 1, stop)  # the document around the list is read again (_outer)
+                release(first + 1, stop)  # the document around the list is read again (outer)
             if not closed and stop == pos:
                 return Scanned(None, {}, "python (native scanner: the traceEvents list is not closed)")
             pos = stop
     except (_kineto_scan.UnsupportedError, pa.ArrowInvalid) as exc:
         return Scanned(None, {}, f"python (native scanner declined: {exc})")
-    top = _outer(view, first, pos + 1, bare)
+    top = outer(bytes(view[:first]), bytes(view[pos + 1:]), bare)
     if top is None:
         return Scanned(None, {}, "python (native scanner: the document around the list is not valid JSON)")
     if not rows_done:
@@ -105,12 +111,12 @@ def scan(data: Buffer, columns: list[str], device_categories: list[str], progres
     return Scanned([pa.concat_tables(c) for c in chunks if c], top, "native")
 
 
-def _outer(view: memoryview, first: int, after: int, bare: bool) -> dict[str, msgspec.Raw] | None:
-    """The document without its event list, checked: the other keys, or None when not valid."""
-    rest = bytes(view[after:])
+def outer(before: bytes, rest: bytes, bare: bool) -> dict[str, msgspec.Raw] | None:
+    """The document without its event list (the text ``before`` its '[' and the ``rest`` after its
+    ']'), checked: the other keys, or None when not valid."""
     if bare:
         return {} if not rest.strip() else None
-    outer = bytes(view[:first]) + b"[]" + rest
+    outer = before + b"[]" + rest
     if outer.count(b'"traceEvents"') != 1:  # a second list would win in the reference: leave it to that
         return None
     try:
@@ -141,7 +147,7 @@ def null_array(typ: pa.DataType, rows: int) -> pa.Array:
     return pa.Array.from_buffers(typ, rows, buffers, null_count=rows)
 
 
-def _table(cols: dict[str, tuple[Any, ...]], rows: int, columns: list[str]) -> pa.Table:
+def table(cols: dict[str, tuple[Any, ...]], rows: int, columns: list[str]) -> pa.Table:
     arrays = {}
     for name, bufs in cols.items():
         bits, nulls, *data = bufs

@@ -10,10 +10,14 @@
  * never reads past the end of the buffer it was given.
  *
  * find_events(document) -> offset of the '[' of the top-level "traceEvents" list, or -1.
- * scan(data, start, end, max_bytes, first_index, device_categories)
+ * scan(data, start, end, max_bytes, first_index, device_categories[, final])
  *      -> (stop, rows, [(rows, columns)] * 4, closed)
  *   Scans events from byte `start` (after the '[' or a comma) to the list's ']' (closed is True)
  *   or, at the next event boundary, `max_bytes` later. Events are routed to four parts (route()).
+ *   `final` False: the buffer is one chunk of a longer input, so an event that the buffer ends in
+ *   (its object not closed, or nothing after it yet) is not an error: the scan stops at its '{'
+ *   and `stop` says where the caller resumes once it has appended more bytes. An event whose object
+ *   closes within the buffer and is still not valid is refused as always.
  *   `columns` maps a column name to its Arrow buffers: (validity bitmap or None, null count,
  *   values) for int64/float64 columns and (validity, null count, int32 offsets, utf-8 data) for
  *   string columns; a column without a single value in the chunk comes as (None, rows, None...).
@@ -45,7 +49,7 @@ typedef struct {
 
 static int buf_reserve(Buf *b, size_t extra) {
     if (b->len + extra <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 1 << 16;
+    size_t cap = b->cap ? b->cap : 1 << 12;
     while (cap < b->len + extra) cap *= 2;
     if (!b->obj) {
         b->obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)cap);
@@ -902,14 +906,35 @@ static int route(const Event *e, const Spans *device_cats) {
 
 /* ---- the scan -------------------------------------------------------------------------------- */
 
+/* Whether the object or list at p closes before end (strings and their escapes skipped, nothing
+ * else checked): an event that does not may only be cut by the end of a chunk. */
+static int closes_before(Ptr p, Ptr end) {
+    int64_t depth = 0;
+    while (p < end) {
+        unsigned char ch = *p++;
+        if (ch == '"') {
+            while (p < end && *p != '"') p += *p == '\\' ? 2 : 1;
+            if (p >= end) return 0;
+            p++;
+        } else if (ch == '{' || ch == '[') {
+            depth++;
+        } else if ((ch == '}' || ch == ']') && --depth <= 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Events from p (just after the array's '[' or a comma) until the array's ']' (*closed = 1),
- * the end of the buffer, or the first event boundary past max_bytes. */
+ * the end of the buffer, or the first event boundary past max_bytes. Not `final`: an event the
+ * buffer cuts ends the scan before it (*stop at its '{'), with nothing of it written. */
 static int scan_events(Out *parts, const Spans *device_cats, Ptr base, Ptr p, Ptr end, Py_ssize_t max_bytes,
-                       int64_t index, Ptr *stop, int *closed) {
+                       int64_t index, int final, Ptr *stop, int *closed) {
     Ptr limit = end - p > max_bytes ? p + max_bytes : end;
     Out *o = &parts[PART_REST]; /* its scratch buffer unescapes keys */
     Event e;
     *closed = 0;
+#define CUT_OR(what) (!final && !closes_before(at, end) ? (*stop = at, 0) : unsupported(at, base, what))
     p = skip_ws(p, end);
     if (p < end && *p == ']' && index == 0) { /* [] */
         *closed = 1;
@@ -919,7 +944,7 @@ static int scan_events(Out *parts, const Spans *device_cats, Ptr base, Ptr p, Pt
     while (p < end) {
         if (p >= limit) break;
         Ptr at = p;
-        if (*p != '{') return unsupported(at, base, "an event that is not a JSON object");
+        if (*p != '{') return CUT_OR("an event that is not a JSON object");
         for (int i = 0; i < N_EVENT_KEYS; i++) e.ev[i].type = V_ABSENT;
         Ptr q = skip_ws(p + 1, end);
         if (q < end && *q == '}') {
@@ -927,27 +952,27 @@ static int scan_events(Out *parts, const Spans *device_cats, Ptr base, Ptr p, Pt
         } else {
             p = q;
             while (p < end) { /* the event's members */
-                if (*p != '"') return unsupported(at, base, "malformed event object");
+                if (*p != '"') return CUT_OR("malformed event object");
                 int esc = 0;
                 Ptr kstop = skip_string(p, end, &esc);
-                if (!kstop) return unsupported(at, base, "cut-off key");
+                if (!kstop) return CUT_OR("cut-off key");
                 int id = match_key(&EVENT_INDEX, p + 1, kstop - 1, esc, &o->scratch);
                 if (id == -2) return -1;
                 p = skip_ws(kstop, end);
-                if (p >= end || *p != ':') return unsupported(at, base, "malformed event object");
+                if (p >= end || *p != ':') return CUT_OR("malformed event object");
                 p = skip_ws(p + 1, end);
                 if (id == K_ARGS && p < end && *p == '{') {
                     for (int i = 0; i < N_ARG_KEYS; i++) e.args[i].type = V_ABSENT;
                     Ptr s = p;
                     p = read_object(p, end, &ARG_INDEX, e.args, &o->scratch);
-                    if (!p) return PyErr_Occurred() ? -1 : unsupported(at, base, "malformed args object");
+                    if (!p) return PyErr_Occurred() ? -1 : CUT_OR("malformed args object");
                     e.ev[K_ARGS] = (Val){V_OTHER, s, p, 0};
                     e.args_start = s;
                     e.args_stop = p;
                 } else {
                     Val tmp;
                     p = read_value(p, end, id >= 0 ? &e.ev[id] : &tmp);
-                    if (!p) return unsupported(at, base, "cut-off value");
+                    if (!p) return CUT_OR("cut-off value");
                     if (id == K_ARGS) { /* not an object: write_event reads no keys from it */
                         e.args_start = e.ev[K_ARGS].start;
                         e.args_stop = p;
@@ -962,8 +987,12 @@ static int scan_events(Out *parts, const Spans *device_cats, Ptr base, Ptr p, Pt
                     p++;
                     break;
                 }
-                return unsupported(at, base, "malformed event object");
+                return CUT_OR("malformed event object");
             }
+        }
+        if (!final && skip_ws(p, end) >= end) { /* what follows the event is not read yet */
+            *stop = at;
+            return 0;
         }
         if (write_event(&parts[route(&e, device_cats)], &e, index++) < 0) {
             if (PyErr_ExceptionMatches(Unsupported)) {
@@ -991,6 +1020,7 @@ static int scan_events(Out *parts, const Spans *device_cats, Ptr base, Ptr p, Pt
     }
     *stop = p;
     return 0;
+#undef CUT_OR
 }
 
 /* Offset of the value of the top-level key "traceEvents" (its '['), the members before it checked
@@ -1075,7 +1105,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_ssize_t start, end, max_bytes;
     long long first_index;
     PyObject *cats;
-    if (!PyArg_ParseTuple(args, "y*nnnLO!", &view, &start, &end, &max_bytes, &first_index, &PyTuple_Type, &cats))
+    int final = 1;
+    if (!PyArg_ParseTuple(args, "y*nnnLO!|p", &view, &start, &end, &max_bytes, &first_index, &PyTuple_Type, &cats,
+                          &final))
         return NULL;
     Out parts[N_PARTS];
     memset(parts, 0, sizeof parts);
@@ -1105,7 +1137,8 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         }
     Ptr base = (Ptr)view.buf, stop = NULL;
     int closed = 0;
-    if (scan_events(parts, &device_cats, base, base + start, base + end, max_bytes, first_index, &stop, &closed) < 0)
+    if (scan_events(parts, &device_cats, base, base + start, base + end, max_bytes, first_index, final, &stop,
+                    &closed) < 0)
         goto done;
     lists = PyList_New(N_PARTS);
     if (!lists) goto done;
@@ -1128,7 +1161,8 @@ done:
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_VARARGS,
-     "scan(data, start, end, max_bytes, first_index, device_categories) -> (stop, rows, [(rows, columns)] * 4, closed)"},
+     "scan(data, start, end, max_bytes, first_index, device_categories[, final]) -> (stop, rows, [(rows, columns)] * 4, "
+     "closed)"},
     {"find_events", find_events, METH_VARARGS, "find_events(document) -> offset of the traceEvents list, or -1"},
     {NULL, NULL, 0, NULL},
 };

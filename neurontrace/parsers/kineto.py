@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace import schema
-from neurontrace._io import read_content
 from neurontrace.columns import encoded
 from neurontrace.errors import MalformedTraceError, TraceWarning, TruncatedTraceWarning
 from neurontrace.load import Probe
@@ -37,15 +37,17 @@ from neurontrace.run_record import read_run_record
 from neurontrace.schema import COUNTERS
 from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
 
+from . import _kineto_chunks, _kineto_json
 from . import _kineto_host_only as host_only
-from . import _kineto_json
 from ._arrow import codes, flat, map_unique, pair_codes, valid_utf8
+from ._kineto_chunks import CHUNK_BYTES, EventChunk, TraceEnd
 from ._kineto_frames import link_frames
 from ._kineto_memory import MEMORY_FIELDS, memory_counters
 from ._kineto_memory import memory_events as _memory_events
 from ._normalized_meta import with_normalized
 
 FORMAT = "kineto"
+__all__ = ["EventChunk", "TraceEnd", "iter_chunks", "parse", "parse_bytes", "sniff"]
 
 # Kineto category → normalized category. Legacy (torch 1.8/1.9) aliases map like their successors.
 HOST_CATEGORIES = {
@@ -114,12 +116,7 @@ def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = No
           device_elsewhere: bool = False) -> Trace:
     """``device_elsewhere``: the device events of this run come from other files (a Neuron capture's
     framework trace), so a trace without device events is not reported as a host-only one."""
-    content = read_content(path, progress, snapshot=True)
-    decoded = _kineto_json.decode(content.data, complete=content.complete,
-                                  device_categories=list(DEVICE_CATEGORIES), progress=progress)
-    decoded.notes[:0] = content.notes
-    decoded.damage = content.damage
-    del content
+    decoded = _kineto_chunks.decode_file(path, progress=progress, device_categories=list(DEVICE_CATEGORIES))
     # A neurontrace capture's run.json (versions, fallback ops, step windows) joins the metadata.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TraceWarning)
@@ -128,6 +125,16 @@ def parse(path: Path, *, progress: Progress = no_progress, rank: int | None = No
     if run is not None:
         decoded.top["neurontrace_run"] = run
     return normalize(decoded, source=str(path), rank=rank, progress=progress, device_elsewhere=device_elsewhere)
+
+
+def iter_chunks(path: str | Path, *, chunk_bytes: int = CHUNK_BYTES,
+                progress: Progress = no_progress) -> Iterator[EventChunk | TraceEnd]:
+    """The trace's events a chunk of about ``chunk_bytes`` of content at a time, in file order, then one
+    :class:`TraceEnd` (top-level keys, accounting): memory about 3x ``chunk_bytes`` whatever the size.
+    The contract (changes while read, cut-off files, declined input) is ``_kineto_chunks.iter_chunks``'s;
+    docs/scale.md, "One trace, a chunk at a time"."""
+    return _kineto_chunks.iter_chunks(path, chunk_bytes=chunk_bytes, progress=progress,
+                                      device_categories=list(DEVICE_CATEGORIES))
 
 
 def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = None) -> Trace:
@@ -141,8 +148,10 @@ def parse_bytes(data: bytes, *, source: str = "<memory>", rank: int | None = Non
 
 def normalize(
     decoded: _kineto_json.Decoded, *, source: str, rank: int | None = None, progress: Progress = no_progress,
-    device_elsewhere: bool = False,
+    device_elsewhere: bool = False, known_backend: str | None = None,
 ) -> Trace:
+    """``known_backend``: the backend of the whole trace when ``decoded`` holds only some of its events
+    (one time part of a trace streamed into a dataset: neurontrace.dataset_stream)."""
     parts, decoded.events = decoded.events, None  # each part is released as soon as it is split
     if parts is None:
         raise ValueError("this decoded trace was already normalized")
@@ -153,7 +162,7 @@ def normalize(
     acct.warnings += decoded.notes
     rank, rank_source = _rank(top, source, rank, acct)
     host = _host(top, source)
-    backend = _backend(top, parts)
+    backend = known_backend if known_backend is not None else _backend(top, parts)
     base = _base_time(top, acct)
     split: dict[str, list[pa.Table]] = {k: [] for k in _SPLIT_COLUMNS}
     no_ts = bad_utf8 = long_names = 0
@@ -286,7 +295,7 @@ _REPEATED = ("name", "cat", "ph", "pid", "tid")
 
 def _encoded(t: pa.Table) -> pa.Table:
     for name in _REPEATED:
-        t = t.set_column(t.schema.get_field_index(name), name, pc.dictionary_encode(flat(t[name])))
+        t = t.set_column(t.schema.get_field_index(name), name, flat(pc.dictionary_encode(t[name])))
     return t
 
 

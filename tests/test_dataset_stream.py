@@ -1,0 +1,202 @@
+"""``convert TRACE -o DATASET --dataset``: one trace streamed into time-ordered parts (neurontrace/dataset_stream.py).
+
+Proven on a real CPU torch run (tests/outofcore_workload.py: python frames, memory events, steps) and on a
+real corpus GPU trace (TraceLens H100 Qwen: kernels, launch flows, a device running behind its host), each
+cut into many small parts so frames, ops, flows and steps cross part boundaries: the dataset's tables and
+parse accounting equal the whole-file parse's, and ``diagnose DATASET --json`` equals ``diagnose TRACE --json``
+but for the input's path and format, and the warning that says the parts were read whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import shutil
+import subprocess
+import sys
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import neurontrace
+from neurontrace import dataset, distributed, errors
+from neurontrace.cli import main
+from neurontrace.dataset_stream import convert_trace
+from neurontrace.trace import ACCOUNTING_KEY, Trace
+from tests.conftest import ROOT, corpus_root
+
+QWEN = "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+
+
+@pytest.fixture(scope="session")
+def torch_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("outofcore_run")
+    subprocess.run([sys.executable, str(ROOT / "tests" / "outofcore_workload.py"), str(out)], cwd=ROOT, check=True,
+                   timeout=300, capture_output=True)
+    return out / "train.pt.trace.json"
+
+
+@pytest.fixture(scope="session")
+def qwen() -> Path:
+    root = corpus_root()
+    if root is None or not (root / QWEN).is_file():
+        pytest.skip("the real-trace corpus is not beside this checkout")
+    return root / QWEN
+
+
+@pytest.fixture(scope="session")
+def streamed(torch_run: Path, qwen: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """Each trace and its dataset, cut into parts of ~30 KB (torch run) / ~300 KB (Qwen) of raw columns."""
+    out = {}
+    for name, src, part in (("torch", torch_run, 30_000), ("qwen", qwen, 300_000)):
+        ds = tmp_path_factory.mktemp(f"streamed_{name}") / "ds"
+        convert_trace(src, ds, part_bytes=part, chunk_bytes=1 << 16)
+        out[name] = (src, ds)
+    return out
+
+
+def _whole(src: Path) -> Trace:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return neurontrace.load(src)
+
+
+def _plain(col: pa.ChunkedArray) -> list[Any]:
+    a = col.combine_chunks()
+    values: list[Any] = (a.cast(a.type.value_type) if pa.types.is_dictionary(a.type) else a).to_pylist()
+    return values
+
+
+def _stacks(trace: Trace) -> dict[int, tuple[Any, ...]]:
+    """Each frame id as its whole stack of locations: frames compared without their numbering."""
+    rows = {r["frame_id"]: r for r in trace.frames.to_pylist()}
+    out: dict[int, tuple[Any, ...]] = {}
+    for fid in rows:
+        chain, at = [], fid
+        while at is not None:
+            r = rows[at]
+            chain.append((r["file"], r["line"], r["function"], r["kind"], r["is_user"]))
+            at = r["parent_id"]
+        out[fid] = tuple(chain)
+    return out
+
+
+@pytest.mark.parametrize("name", ["torch", "qwen"])
+def test_the_tables_and_accounting_equal_the_whole_file_parse(streamed: dict[str, tuple[Path, Path]],
+                                                               name: str) -> None:
+    src, ds = streamed[name]
+    whole, parts = _whole(src), dataset.open_dataset(ds).load()
+    assert len(dataset.open_dataset(ds).ranks) >= 10  # many parts, so much crosses their boundaries
+    acct = [a for a in parts.accounting[0].warnings if "were read whole" not in a]
+    assert {**parts.accounting[0].as_dict(), "warnings": acct} == whole.accounting[0].as_dict()
+    stacks_w, stacks_p = _stacks(whole), _stacks(parts)
+    assert Counter(stacks_w.values()) == Counter(stacks_p.values())
+    for table in ("system_events", "device_events", "memory_events"):
+        w, p = whole.tables[table], parts.tables[table]
+        assert w.num_rows == p.num_rows
+        for col in w.column_names:
+            if col == "frame_id":
+                assert [stacks_w.get(f) for f in _plain(w[col])] == [stacks_p.get(f) for f in _plain(p[col])], table
+            else:
+                assert _plain(w[col]) == _plain(p[col]), (table, col)
+    for table in ("flows", "counters"):
+        w, p = whole.tables[table], parts.tables[table]
+        assert {c: _plain(w[c]) for c in w.column_names} == {c: _plain(p[c]) for c in p.column_names}, table
+    facts = [[(r["key"], r["value"], r["source"], r["rank"]) for r in t.metadata.to_pylist()
+              if r["key"] != ACCOUNTING_KEY] for t in (whole, parts)]
+    assert facts[0] == facts[1]  # every fact, the normalized ones (devices, ...) included, in the same order
+    assert whole.num_events > 1000 and (name != "qwen" or whole.flows.num_rows > 1000)
+
+
+def _diagnose_json(path: Path) -> dict[str, Any]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        rc = main(["diagnose", str(path), "--json"])
+    assert rc in (errors.EXIT_OK, errors.EXIT_FINDINGS)
+    doc: dict[str, Any] = json.loads(out.getvalue())
+    return doc
+
+
+@pytest.mark.parametrize("name", ["torch", "qwen"])
+def test_diagnose_of_the_dataset_equals_diagnose_of_the_trace(streamed: dict[str, tuple[Path, Path]],
+                                                              name: str) -> None:
+    src, ds = streamed[name]
+    a, b = _diagnose_json(src), _diagnose_json(ds)
+    whole = [w for w in b["warnings"] if "were read whole" in w["message"]]
+    assert len(whole) == 1 and "critical path" in whole[0]["message"]  # what is not bounded is said
+    b["warnings"].remove(whole[0])
+    for doc in (a, b):
+        for i in doc["inputs"]:
+            i.pop("path"), i.pop("format")
+    assert a == b
+    assert a["devices"] and a["critical_path"]
+
+
+def test_the_parts_are_time_ordered_and_their_spans_recorded(streamed: dict[str, tuple[Path, Path]]) -> None:
+    for _, ds in streamed.values():
+        entries = dataset.open_dataset(ds).ranks
+        last_start = None
+        for e in entries:
+            starts, ends = [], []
+            for table in ("system_events", "device_events"):
+                t = pq.read_table(ds / table / e["partition"] / f"part-{e['part']}.parquet",
+                                  columns=["ts_ns", "dur_ns"])
+                starts += t["ts_ns"].to_pylist()
+                ends += [s + d for s, d in zip(t["ts_ns"].to_pylist(), t["dur_ns"].to_pylist(), strict=True)]
+            assert e["span_ns"] == ([min(starts), max(ends)] if starts else None)
+            if starts:
+                assert last_start is None or min(starts) >= last_start  # part k+1 starts no earlier than part k
+                last_start = max(starts)
+
+
+def test_gz_streams_as_the_plain_file_does(streamed: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
+    src, plain = streamed["torch"]
+    gz = tmp_path / "train.pt.trace.json.gz"
+    gz.write_bytes(gzip.compress(src.read_bytes()))
+    convert_trace(gz, tmp_path / "gz", part_bytes=30_000, chunk_bytes=1 << 14)  # other chunks, the same parts
+    a, b = dataset.open_dataset(tmp_path / "gz"), dataset.open_dataset(plain)
+    assert [e["span_ns"] for e in a.ranks] == [e["span_ns"] for e in b.ranks]
+    ta, tb = a.load(), b.load()
+    assert ta.system_events.equals(tb.system_events) and ta.memory_events.equals(tb.memory_events)
+
+
+def test_the_cli_streams_and_salvages_a_cut_off_trace(torch_run: Path, tmp_path: Path) -> None:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        rc = main(["convert", str(torch_run), "-o", str(tmp_path / "ds"), "--dataset", "--part-mb", "0.05"])
+    assert rc == errors.EXIT_OK and "time-ordered parts" in out.getvalue()
+    entries = dataset.open_dataset(tmp_path / "ds").ranks
+    assert len(entries) > 1 and all("span_ns" in e for e in entries)
+    # A map task reads a streamed trace's parts together: one task, not one per part.
+    tasks, _ = distributed.plan([str(tmp_path / "ds")])
+    assert [t.options for t in tasks] == [{"partition": entries[0]["partition"], "part": None}]
+    cut = tmp_path / "cut.pt.trace.json"
+    cut.write_bytes(torch_run.read_bytes()[: torch_run.stat().st_size // 2])
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        rc = main(["convert", str(cut), "-o", str(tmp_path / "cut"), "--dataset", "--part-mb", "0.05"])
+    assert rc == errors.EXIT_OK and "Traceback" not in err.getvalue()
+    # A cut-off trace streams what is complete before the cut, accounted as the whole-file salvage is.
+    salvaged, whole = dataset.open_dataset(tmp_path / "cut").load(), _whole(cut)
+    assert salvaged.num_events == whole.num_events > 0
+    a, b = salvaged.accounting[0], whole.accounting[0]
+    assert (a.events_read, a.kept, a.skipped) == (b.events_read, b.kept, b.skipped)
+    assert any("cut off at byte" in w for w in a.warnings)
+
+
+def test_a_marker_with_a_damaged_span_is_a_named_error(streamed: dict[str, tuple[Path, Path]], tmp_path: Path) -> None:
+    ds = tmp_path / "ds"
+    shutil.copytree(streamed["torch"][1], ds)
+    marker = json.loads((ds / dataset.MARKER).read_text())
+    marker["ranks"][1]["span_ns"] = [5, 1]  # ends before it starts
+    (ds / dataset.MARKER).write_text(json.dumps(marker))
+    with pytest.raises(errors.MalformedTraceError, match="span_ns"):
+        dataset.open_dataset(ds)
