@@ -62,6 +62,14 @@ class Failures:
         print(f"FAIL {type(exc).__name__} at {where}: {str(exc)[:200]}\n     case: {what} (saved as {saved})",
               flush=True)
 
+    def guard(self, what: str, case: Path, body: Callable[[], str], prefix: str = "") -> str:
+        """``prefix`` + the outcome of ``body()``, or + ``FAIL`` with the failure recorded."""
+        try:
+            return prefix + body()
+        except Exception as exc:
+            self.add(exc, what, case)
+            return prefix + "FAIL"
+
 
 def run(label: str, cases: int, one: Callable[[int], str]) -> None:
     outcomes: Counter[str] = Counter()
@@ -108,11 +116,8 @@ def main() -> None:
             source, kind, data = next(kineto)
             path = tmp / ("k.json.gz" if data[:2] == b"\x1f\x8b" else "k.json")
             path.write_bytes(data)
-            try:
-                return f"{kind}: {users(path, fz.check_kineto(path).kind)}"
-            except Exception as exc:
-                failures.add(exc, f"kineto #{i} {kind} of {source}", path)
-                return f"{kind}: FAIL"
+            return failures.guard(f"kineto #{i} {kind} of {source}", path,
+                                  lambda: users(path, fz.check_kineto(path).kind), f"{kind}: ")
 
         structured = fs.cases(args.seed, args.structured, args.max_source_bytes)
 
@@ -120,20 +125,14 @@ def main() -> None:
             source, kind, data = next(structured)
             path = tmp / "s.json"
             path.write_bytes(data)
-            try:
-                return f"{kind.split()[0]}: {users(path, fz.check_kineto(path).kind)}"
-            except Exception as exc:
-                failures.add(exc, f"structured #{i} {kind} of {source}", path)
-                return f"{kind.split()[0]}: FAIL"
+            return failures.guard(f"structured #{i} {kind} of {source}", path,
+                                  lambda: users(path, fz.check_kineto(path).kind), f"{kind.split()[0]}: ")
 
         def neuron_case(i: int) -> str:
             src = rng.choice(fz.NEURON_DIRS)
             kind = fz.neuron_mutation(src, tmp / "n", rng)
-            try:
-                return users(tmp / "n", fz.outcome(tmp / "n").kind)
-            except Exception as exc:
-                failures.add(exc, f"neuron #{i} {kind} of {src.name}", tmp / "n")
-                return "FAIL"
+            return failures.guard(f"neuron #{i} {kind} of {src.name}", tmp / "n",
+                                  lambda: users(tmp / "n", fz.outcome(tmp / "n").kind))
 
         docs = {p: json.loads(p.read_text()) for p in fz.LEGACY_JSON}
 
@@ -142,24 +141,19 @@ def main() -> None:
             kind, doc = fz.json_value_mutation(docs[src], rng)
             path = tmp / src.name
             path.write_text(json.dumps(doc))
-            try:
-                return users(path, fz.outcome(path).kind)
-            except Exception as exc:
-                failures.add(exc, f"legacy json #{i} {kind} of {src.name}", path)
-                return "FAIL"
+            return failures.guard(f"legacy json #{i} {kind} of {src.name}", path,
+                                  lambda: users(path, fz.outcome(path).kind))
 
         clean = neurontrace.load(fz.ROOT / "sample_traces" / "cpu_train_loop.pt.trace.json.gz").to_parquet(tmp / "c")
 
-        def output_case(i: int) -> str:
-            out = tmp / "o"
+        def damaged_copy(clean: Path, out: Path, mutate: Callable[[Path, random.Random], str]) -> str:
             shutil.rmtree(out, ignore_errors=True)
             shutil.copytree(clean, out)
-            kind = fz.parquet_output_mutation(out, rng)
-            try:
-                return fz.outcome(out).kind
-            except Exception as exc:
-                failures.add(exc, f"output #{i} {kind}", out)
-                return "FAIL"
+            return mutate(out, rng)
+
+        def output_case(i: int) -> str:
+            kind = damaged_copy(clean, tmp / "o", fz.parquet_output_mutation)
+            return failures.guard(f"output #{i} {kind}", tmp / "o", lambda: fz.outcome(tmp / "o").kind)
 
         ranks = tmp / "ranks"
         ranks.mkdir()
@@ -171,15 +165,8 @@ def main() -> None:
             cli_main(["convert", str(ranks), "-o", str(tmp / "dataset")])
 
         def dataset_case(i: int) -> str:
-            out = tmp / "d"
-            shutil.rmtree(out, ignore_errors=True)
-            shutil.copytree(tmp / "dataset", out)
-            kind = fz.dataset_mutation(out, rng)
-            try:
-                return users(out, fz.outcome(out).kind)
-            except Exception as exc:
-                failures.add(exc, f"dataset #{i} {kind}", out)
-                return "FAIL"
+            kind = damaged_copy(tmp / "dataset", tmp / "d", fz.dataset_mutation)
+            return failures.guard(f"dataset #{i} {kind}", tmp / "d", lambda: users(tmp / "d", fz.outcome(tmp / "d").kind))
 
         logs = fn.compile_logs()
 
@@ -188,11 +175,8 @@ def main() -> None:
             kind, data = fn.log_mutation(src.read_bytes(), rng)
             path = tmp / "x.log"
             path.write_bytes(data)
-            try:
-                return f"{kind}: {'ok' if fn.run_user('compile', str(path)) == 0 else 'error'}"
-            except Exception as exc:
-                failures.add(exc, f"compile log #{i} {kind} of {src.name}", path)
-                return f"{kind}: FAIL"
+            return failures.guard(f"compile log #{i} {kind} of {src.name}", path,
+                                  lambda: "ok" if fn.run_user("compile", str(path)) == 0 else "error", f"{kind}: ")
 
         from neurontrace.testing import synthetic_snapshot
 
@@ -204,14 +188,13 @@ def main() -> None:
             kind, data = fn.pickle_mutation(snapshot, rng)
             path = tmp / "s.pickle"
             path.write_bytes(data)
-            try:
+
+            def body() -> str:
                 codes = [fn.run_user(cmd, str(path)) for cmd in ("memory", "diagnose")]
                 if canary.exists():
                     raise AssertionError("a pickle's __reduce__ payload ran")
-                return f"{kind}: {'ok' if codes[0] == 0 else 'error'}"
-            except Exception as exc:
-                failures.add(exc, f"pickle #{i} {kind}", path)
-                return f"{kind}: FAIL"
+                return "ok" if codes[0] == 0 else "error"
+            return failures.guard(f"pickle #{i} {kind}", path, body, f"{kind}: ")
 
         run("kineto (both decoders)", args.kineto, kineto_case)
         run("kineto structure-aware (both decoders)", args.structured, structured_case)

@@ -248,16 +248,21 @@ def _copy(f: BinaryIO, path: Path, size: int, start: int, progress: Progress, sn
     return Content(buf)
 
 
-def gzip_limit(compressed: int) -> int:
-    """The most bytes a gzip file of ``compressed`` bytes may inflate to (module docstring)."""
-    raw = os.environ.get(GZIP_RATIO_ENV, "")
+def _ratio(env: str, default: float) -> float:
+    """The positive ratio set in ``env``, else ``default``; anything else is a named error."""
+    raw = os.environ.get(env, "")
     try:
-        ratio = float(raw) if raw else DEFAULT_GZIP_MAX_RATIO
+        ratio = float(raw) if raw else default
     except ValueError:
         ratio = float("nan")
     if not ratio > 0:
-        raise InputTooLargeError(f"{GZIP_RATIO_ENV}={raw!r}: expected a positive number (default "
-                                 f"{DEFAULT_GZIP_MAX_RATIO})")
+        raise InputTooLargeError(f"{env}={raw!r}: expected a positive number (default {default})")
+    return ratio
+
+
+def gzip_limit(compressed: int) -> int:
+    """The most bytes a gzip file of ``compressed`` bytes may inflate to (module docstring)."""
+    ratio = _ratio(GZIP_RATIO_ENV, DEFAULT_GZIP_MAX_RATIO)
     raw_cap = os.environ.get(GZIP_CAP_ENV, "")
     try:
         cap = int(float(raw_cap)) if raw_cap else DEFAULT_GZIP_MAX_BYTES
@@ -439,14 +444,7 @@ def check_parquet_expansion(path: Path, meta: Any, file_size: int) -> None:
     ``max(PARQUET_FLOOR_BYTES, ratio * its size)`` (``NEURONTRACE_PARQUET_MAX_RATIO``, default
     :data:`DEFAULT_PARQUET_MAX_RATIO`): a few MB of constant columns can declare 40 M rows. The expanded
     size counts the larger of what the footer declares and ``PARQUET_CELL_BYTES`` per row and column."""
-    raw = os.environ.get(PARQUET_RATIO_ENV, "")
-    try:
-        ratio = float(raw) if raw else DEFAULT_PARQUET_MAX_RATIO
-    except ValueError:
-        ratio = float("nan")
-    if not ratio > 0:
-        raise InputTooLargeError(f"{PARQUET_RATIO_ENV}={raw!r}: expected a positive number (default "
-                                 f"{DEFAULT_PARQUET_MAX_RATIO})")
+    ratio = _ratio(PARQUET_RATIO_ENV, DEFAULT_PARQUET_MAX_RATIO)
     declared = sum(max(0, meta.row_group(i).total_byte_size) for i in range(meta.num_row_groups))
     expanded = max(declared, PARQUET_CELL_BYTES * max(0, meta.num_rows) * max(1, meta.num_columns))
     limit = max(PARQUET_FLOOR_BYTES, int(min(ratio * file_size, 2.0**62)))

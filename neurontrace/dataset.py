@@ -46,7 +46,7 @@ from neurontrace.errors import (
 )
 from neurontrace.parsers._normalized_meta import with_normalized
 from neurontrace.progress import Progress, no_progress
-from neurontrace.trace import ACCOUNTING_KEY, Trace, checked, conform
+from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, checked, conform, metadata_table
 
 MARKER = "neurontrace-dataset.json"
 LAYOUT = "neurontrace-dataset/1"
@@ -145,6 +145,16 @@ class Dataset:
     extra: tuple[str, ...] = ()  # part files (relative paths) beside the listed ones, never read
 
     @property
+    def warnings(self) -> list[str]:
+        """What opening the dataset warned about (the part files left out), as every loaded Trace's
+        accounting carries it: one accounting entry of the dataset itself, so every report shows it."""
+        if not self.extra:
+            return []
+        n = len(self.extra)
+        return [(f"{self.path}: {n} part file{'s' if n != 1 else ''} not in its marker "
+                 f"({', '.join(self.extra[:3])}{', ...' if n > 3 else ''}) left out; only the listed ranks are read")]
+
+    @property
     def tables(self) -> list[str]:
         return list(schema.TABLES)
 
@@ -187,11 +197,11 @@ class Dataset:
         for e in entries:
             if time_parts(e):
                 if e["partition"] not in done:
-                    traces.append(self.load_partition(e["partition"]))
+                    traces.append(self._partition(e["partition"]))
                     done.add(e["partition"])
             else:
-                traces.append(self.load_part(e["partition"], e["part"]))
-        return Trace.concat(traces)
+                traces.append(self._part(e["partition"], e["part"]))
+        return self._own_warnings(Trace.concat(traces), entries[0])
 
     def load_partition(self, partition: str) -> Trace:
         """Every part of one partition as one Trace. The time parts of one streamed trace
@@ -201,8 +211,12 @@ class Dataset:
         entries = [e for e in self.ranks if e["partition"] == partition]
         if not entries:
             raise InputNotFoundError(f"{self.path}: no {partition} in this dataset's marker")
+        return self._own_warnings(self._partition(partition), entries[0])
+
+    def _partition(self, partition: str) -> Trace:
+        entries = [e for e in self.ranks if e["partition"] == partition]
         if not all(time_parts(e) for e in entries):
-            return Trace.concat([self.load_part(partition, e["part"]) for e in entries])
+            return Trace.concat([self._part(partition, e["part"]) for e in entries])
         tables = {}
         for name, spec in schema.TABLES.items():
             files = [(self.path / name / partition / f"part-{e['part']}.parquet", e) for e in entries]
@@ -217,6 +231,21 @@ class Dataset:
 
     def load_part(self, partition: str, part: int = 0) -> Trace:
         """One part file set (``partition`` as in the marker, e.g. ``rank=3``) as a Trace."""
+        found = next((e for e in self.ranks if e["partition"] == partition and e["part"] == part), None)
+        return self._own_warnings(self._part(partition, part), found)
+
+    def _own_warnings(self, trace: Trace, entry: dict[str, Any] | None) -> Trace:
+        """``trace`` with the dataset's own warnings in its accounting: an entry that read no events, of the
+        rank of ``entry`` (the first rank loaded), so a job's report, split by rank, shows them once."""
+        if not self.warnings or entry is None:
+            return trace
+        acct = ParseAccounting(str(self.path), "neurontrace-dataset", warnings=self.warnings)
+        own = metadata_table({ACCOUNTING_KEY: acct.as_dict()}, source=str(self.path), rank=entry.get("rank"))
+        tables = trace.tables
+        tables["metadata"] = pa.concat_tables([tables["metadata"], own])
+        return Trace(**tables)
+
+    def _part(self, partition: str, part: int) -> Trace:
         entry = next((e for e in self.ranks if e["partition"] == partition and e["part"] == part), None)
         if entry is None:
             raise InputNotFoundError(f"{self.path}: no {partition} part {part} in this dataset's marker")
@@ -329,13 +358,10 @@ def open_dataset(path: str | Path) -> Dataset:
                                   f"{'are' if len(missing) != 1 else 'is'} missing ({', '.join(missing[:3])}"
                                   f"{', ...' if len(missing) > 3 else ''}); convert the original traces again")
     found = {str(f.relative_to(p)) for f in p.glob("*/rank=*/*.parquet")}
-    extra = tuple(sorted(found - listed))
-    if extra:
-        warnings.warn(TraceWarning(
-            f"{p}: {len(extra)} part file{'s' if len(extra) != 1 else ''} not in its marker "
-            f"({', '.join(extra[:3])}{', ...' if len(extra) > 3 else ''}) left out; only the listed ranks are read"),
-            stacklevel=2)
-    return Dataset(p, list(ranks), extra)
+    opened = Dataset(p, list(ranks), tuple(sorted(found - listed)))
+    for message in opened.warnings:
+        warnings.warn(TraceWarning(message), stacklevel=2)
+    return opened
 
 
 def _entry_ok(e: Any) -> bool:

@@ -163,7 +163,8 @@ COUNTERS = TableSpec(
         Column("pid", DICT_STRING, "process id as written in the input"),
         Column("tid", DICT_STRING, "thread id as written in the input"),
         Column("device", DICT_STRING, "device the sample describes (cpu, cuda:0, neuron:nc0)"),
-        Column("args", pa.string(), "the input event's other fields as JSON (on the first row of an event)"),
+        Column("args", pa.string(), "the input event's other fields as JSON (on the first row of an event; of a "
+               "[memory] instant, only those no column of counters or memory_events holds)"),
     ),
 )
 

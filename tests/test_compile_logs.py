@@ -204,3 +204,36 @@ def test_a_huge_payload_streams_in_bounded_memory(tmp_path: Path) -> None:
     (gb,) = [r for r in rows if r["event"] == "graph_break"]
     assert gb["source"] == "model.py:12" and gb["reason"] == "data-dependent"
     assert set(_ids(huge)) == set(_ids(LOGS / "comp_metrics.log"))
+
+
+def test_a_line_of_many_megabytes_is_never_read_whole(tmp_path: Path) -> None:
+    """The campaign's 2 GB single line, scaled to 40 MB (40x the 1 MiB LINE_CAP): an envelope line that never
+    ends, in a real TORCH_TRACE log, read as such and as TORCH_LOGS text; read through in LINE_CAP pieces (tracemalloc's peak
+    stays a few pieces), skipped and counted, and every real record around it is still read."""
+    import tracemalloc
+
+    from neurontrace.parsers import _compile_rows, torch_logs
+
+    _need_corpus()
+    src = LOGS / "comp_metrics.log"
+    lines = src.read_bytes().splitlines(keepends=True)
+    at = next(i for i, ln in enumerate(lines) if b'"dynamo_start"' in ln)
+    huge = tmp_path / "huge.log"
+    with huge.open("wb") as f:
+        f.writelines(lines[:at])
+        f.write(lines[at].split(b"] {", 1)[0] + b'] {"dynamo_start": {"stack": "')
+        for _ in range(40):
+            f.write(b"y" * (1 << 20))
+        f.write(b'"}}\n')
+        f.writelines(lines[at:])
+    tracemalloc.start()
+    try:
+        log = torch_trace.read(huge)
+        text = torch_logs.read(huge)  # the same file as TORCH_LOGS text: the same bound on text lines
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert huge.stat().st_size > 40 * _compile_rows.LINE_CAP and peak < 8 * _compile_rows.LINE_CAP, peak
+    assert log.skipped == {_compile_rows.LONG_LINE: 1} and f"huge.log:{at + 1}: line longer" in log.examples[0]
+    assert [r["compile_id"] for r in log.rows] == [r["compile_id"] for r in torch_trace.read(src).rows]
+    assert text.skipped == {_compile_rows.LONG_LINE: 1}

@@ -12,6 +12,7 @@ import json
 import random
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -106,20 +107,30 @@ def test_mutated_legacy_neuron_json_loads_or_fails_by_name(tmp_path: Path) -> No
 
 
 def test_damaged_convert_outputs_load_or_fail_by_name(tmp_path: Path) -> None:
-    rng = random.Random(SEED)
     trace = neurontrace.load(fz.ROOT / "sample_traces" / "cpu_train_loop.pt.trace.json.gz")
     clean = trace.to_parquet(tmp_path / "clean")
+    outcomes = _damaged_copies(clean, tmp_path / "out", fz.parquet_output_mutation, OUTPUT_CASES)
+    assert outcomes["error"] > 20, outcomes
+
+
+def _damaged_copies(clean: Path, out: Path, mutate: Callable[[Path, random.Random], str], cases: int,
+                    user_every: int = 0) -> Counter[str]:
+    """``cases`` seeded damages of fresh copies of ``clean`` at ``out``, each loaded (every ``user_every``-th
+    that loads also through info/diagnose): the outcomes, or an AssertionError naming the case."""
+    rng = random.Random(SEED)
     outcomes: Counter[str] = Counter()
-    for i in range(OUTPUT_CASES):
-        out = tmp_path / "out"
+    for i in range(cases):
         shutil.rmtree(out, ignore_errors=True)
         shutil.copytree(clean, out)
-        kind = fz.parquet_output_mutation(out, rng)
+        kind = mutate(out, rng)
         try:
-            outcomes[fz.outcome(out).kind] += 1
+            result = fz.outcome(out)
+            if user_every and result.kind == "ok" and i % user_every == 0:
+                fz.as_user(out)
         except Exception as exc:
             raise AssertionError(f"case {i} ({kind}): {type(exc).__name__}: {exc}") from exc
-    assert outcomes["error"] > 20, outcomes
+        outcomes[result.kind] += 1
+    return outcomes
 
 
 def test_damaged_datasets_load_or_fail_by_name(tmp_path: Path) -> None:
@@ -137,20 +148,7 @@ def test_damaged_datasets_load_or_fail_by_name(tmp_path: Path) -> None:
     import io
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(["convert", str(ranks), "-o", str(clean)]) == 0
-    rng = random.Random(SEED)
-    outcomes: Counter[str] = Counter()
-    for i in range(DATASET_CASES):
-        out = tmp_path / "ds"
-        shutil.rmtree(out, ignore_errors=True)
-        shutil.copytree(clean, out)
-        kind = fz.dataset_mutation(out, rng)
-        try:
-            result = fz.outcome(out)
-            if result.kind == "ok" and i % 4 == 0:
-                fz.as_user(out)
-        except Exception as exc:
-            raise AssertionError(f"dataset case {i} ({kind}): {type(exc).__name__}: {exc}") from exc
-        outcomes[result.kind] += 1
+    outcomes = _damaged_copies(clean, tmp_path / "ds", fz.dataset_mutation, DATASET_CASES, user_every=4)
     assert outcomes["ok"] > 3 and outcomes["error"] > 10, outcomes
 
 

@@ -177,14 +177,20 @@ def test_memory_and_counter_events(tmp_path: Path) -> None:
          "args": {"Device Type": 1, "Device Id": 0, "Bytes": 512, "Total Allocated": 1024, "Total Reserved": 2048,
                   "Addr": 1}},
         {"ph": "C", "name": "GPU Utilization", "pid": 0, "ts": 6, "args": {"util": 0.5, "label": "x"}},
+        {"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 7,
+         "args": {"Device Type": 1, "Bytes": 256, "Ev Idx": 3, "Device Id": 0, "Addr": 9}},  # torch 2.x: Ev Idx
     ])
     got = rows(t, "counters", "name", "field", "value", "device")
     assert got == [
-        ("[memory]", "Bytes", 512.0, "cuda:0"), ("[memory]", "Total Allocated", 1024.0, "cuda:0"),
+        ("[memory]", "Bytes", 512.0, "cuda:0"), ("[memory]", "Bytes", 256.0, "cuda:0"),
+        ("[memory]", "Total Allocated", 1024.0, "cuda:0"),
         ("[memory]", "Total Reserved", 2048.0, "cuda:0"), ("GPU Utilization", "util", 0.5, None),
     ]
-    assert json.loads(t.counters["args"][0].as_py())["Addr"] == 1  # the rest of the event survives
-    assert t.accounting[0].kept == {"counters": 2}
+    # The args a column holds are not copied again (Addr is memory_events.addr); the rest survives: a key
+    # without a column keeps its text.
+    assert t.counters["args"][0].as_py() is None and t.memory_events["addr"][0].as_py() == 1
+    assert json.loads(t.counters["args"][1].as_py()) == {"Ev Idx": 3}
+    assert t.accounting[0].kept == {"counters": 3}
 
 
 def test_unknown_category_and_phase_are_kept_with_raw_values(tmp_path: Path) -> None:

@@ -158,3 +158,27 @@ def test_a_fallback_log_with_a_huge_line_is_read_in_bounded_pieces(tmp_path: Pat
                          timeout=120, check=False)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip() == "['aten::nonzero', 'aten::unique']"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_many_tiny_events_load_within_the_documented_multiple(tmp_path: Path) -> None:
+    # The campaign's 5 M tiny events, scaled to 400,000 (about 28 MB): the tables cost about 100 bytes an
+    # event whatever its size in the JSON, so the tiniest events (70 bytes) have the highest multiple; the
+    # documented bound (docs/limits.md) is 4x the input, measured 2.46x at 5 M events. In a child, its peak
+    # RSS above its own baseline after the imports.
+    path = tmp_path / "tiny.json"
+    n = 400_000
+    with path.open("w") as f:
+        f.write('{"traceEvents": [\n' + ",\n".join(
+            f'{{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": {i}, "dur": 1}}' for i in range(n)) + "\n]}\n")
+    # VmHWM, not ru_maxrss: the latter keeps the parent's (pytest's) peak across exec.
+    code = ("import os, sys, neurontrace, neurontrace.parsers.kineto\n"
+            "base = int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE')\n"
+            "t = neurontrace.load(sys.argv[1])\n"
+            "hwm = next(int(x.split()[1]) * 1024 for x in open('/proc/self/status') if x.startswith('VmHWM:'))\n"
+            "print(t.system_events.num_rows, hwm - base)\n")
+    res = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT,
+                         timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows, peak = (int(x) for x in res.stdout.split())
+    assert rows == n and peak < 4 * path.stat().st_size, (peak, path.stat().st_size)

@@ -171,32 +171,31 @@ def failure_findings(r: CompileReport) -> list[Finding]:
     return out
 
 
-def cache_findings(r: CompileReport) -> list[Finding]:
+def run_findings(r: CompileReport) -> list[Finding]:
+    """What the whole run shows: cache misses beside hits (a warm cache missed), ranks that compiled
+    different numbers of graphs."""
+    out = []
     if r.cache_hits and r.cache_misses:
-        return [Finding(
+        out.append(Finding(
             "cache_misses_warm", "info", "Some graphs missed a warm compile cache",
             f"{r.cache_hits} FX graph cache hit(s) but {r.cache_misses} miss(es) in the same run",
             "A miss on a warm cache means the graph changed (new shapes, code, config, torch version) or the "
-            "cache was not shared (TORCHINDUCTOR_CACHE_DIR per job); keep them stable to reuse compiled graphs.")]
-    return []
-
-
-def divergence_findings(r: CompileReport) -> list[Finding]:
+            "cache was not shared (TORCHINDUCTOR_CACHE_DIR per job); keep them stable to reuse compiled graphs."))
     counts = {k: v for k, v in r.per_rank.items() if k != "None"}
     if len(counts) > 1 and len(set(counts.values())) > 1:
         text = ", ".join(f"rank {k}: {v}" for k, v in sorted(counts.items(), key=lambda kv: int(kv[0]))[:8])
-        return [Finding(
+        out.append(Finding(
             "compile_rank_divergence", "warning", "Ranks compiled different numbers of graphs",
             f"graphs compiled per rank: {text}",
             "Ranks that compile different graphs issue different collectives and can hang the job; make every "
-            "rank see the same shapes and code paths (same batch shapes, no rank-dependent branches).")]
-    return []
+            "rank see the same shapes and code paths (same batch shapes, no rank-dependent branches)."))
+    return out
 
 
 def findings(r: CompileReport) -> list[Finding]:
     """Every compile finding of one report (the job's, after the combine)."""
     return (failure_findings(r) + recompile_findings(r) + graph_break_findings(r) + slower_findings(r)
-            + cache_findings(r) + divergence_findings(r))
+            + run_findings(r))
 
 
 def _find(ctx: Context) -> list[Finding]:

@@ -213,6 +213,23 @@ def memory(trace: Trace, frames: dict[int, str] | None = None) -> Memory | None:
     return Memory(out, neuron)
 
 
+class _Coded:
+    """A column as int codes into its distinct values (-1: None), indexed like a list."""
+
+    def __init__(self, code: np.ndarray, values: list[Any]) -> None:
+        self.code, self.values = code, values
+
+    def __getitem__(self, i: int) -> Any:
+        c = int(self.code[i])
+        return None if c < 0 else self.values[c]
+
+
+def _coded(col: pa.ChunkedArray | pa.Array, fn: Any = None) -> _Coded:
+    """``col`` as a :class:`_Coded` (each distinct value through ``fn`` when given)."""
+    code, values = codes(col)
+    return _Coded(code, values if fn is None else [fn(v) for v in values])
+
+
 @dataclass
 class _Rows:
     """One device's memory events in time order, as numpy columns."""
@@ -224,9 +241,9 @@ class _Rows:
     reserved: np.ndarray | None
     freed_at: np.ndarray  # per row: the position at which its block is freed or reused (len: never)
     tracked: np.ndarray  # per row: an allocation of a known block (with its address)
-    op: list[str | None]
-    source: list[str | None]
-    op_event: list[int | None]
+    op: _Coded  # per row, from a code array and the distinct values: no Python object per memory event
+    source: _Coded
+    op_event: _Coded
 
     def group(self, rows: np.ndarray, top: int = TOP_GROUPS) -> list[LiveGroup]:
         """Rows (allocations) grouped by op and source, most bytes first."""
@@ -268,10 +285,10 @@ def _device(trace: Trace, t: pa.Table, device: str, rank: int | None, pid: str |
         capacity_bytes=cap, capacity_source=cap_source, live_at_peak=rows.group(live),
         live_at_peak_before_trace_bytes=int(rows.allocated[p]) - int(rows.nbytes[live].sum())
         if recorded and followed else None)
-    cat = t["category"].cast(pa.string()).to_pylist()
     at_peak = np.flatnonzero((rows.ts == rows.ts[p]) & (rows.action == "usage"))
-    out.categories_at_peak = {str(cat[i]): int(rows.nbytes[i]) for i in at_peak.tolist()
-                              if cat[i] is not None and rows.nbytes[i] > 0}
+    cat = t["category"].take(pa.array(at_peak)).cast(pa.string()).to_pylist()
+    out.categories_at_peak = {str(c): int(rows.nbytes[i]) for c, i in zip(cat, at_peak.tolist(), strict=True)
+                              if c is not None and rows.nbytes[i] > 0}
     out.usage_samples = bool((rows.action == "usage").all())
     out.steps = [_step(rows, n, lo, hi) for n, lo, hi in steps]
     ends = [s.end_allocated_bytes for s in out.steps if s.end_allocated_bytes is not None]
@@ -290,7 +307,8 @@ def _device(trace: Trace, t: pa.Table, device: str, rank: int | None, pid: str |
 
 
 def _rows(t: pa.Table, frames: dict[int, str]) -> _Rows:
-    action = t["action"].cast(pa.string()).to_numpy(zero_copy_only=False)
+    code, names = codes(t["action"])  # a numpy text array (a few bytes a row), not a Python str per row
+    action = np.array([*(str(n) for n in names), ""])[code]
     nbytes = pc.fill_null(t["bytes"], 0).to_numpy()
     alloc_col = t["total_allocated_bytes"]
     change = np.where(np.isin(action, ["alloc", "free"]), nbytes, 0)
@@ -301,15 +319,9 @@ def _rows(t: pa.Table, frames: dict[int, str]) -> _Rows:
     if reserved is not None and not reserved.any() and allocated.any():
         reserved = None  # all zero: an allocator that reserves nothing (the CPU's) records no reserve
     # the source of each row, looked up once per distinct frame (not once per allocator record)
-    frame_ids, frame_of = np.unique(pc.fill_null(t["frame_id"], -1).to_numpy(), return_inverse=True)
-    per_frame = [frames.get(int(f)) if f >= 0 else None for f in frame_ids.tolist()]
-    by_frame = np.empty(len(per_frame), dtype=object)
-    by_frame[:] = per_frame
-    source = by_frame[frame_of.ravel()].tolist()
     tracked = (action == "alloc") & (nbytes > 0) & t["addr"].is_valid().to_numpy(zero_copy_only=False)
     return _Rows(t["ts_ns"].to_numpy(), action, nbytes, allocated, reserved, _freed_at(t["addr"], action), tracked,
-                 t["op"].cast(pa.string()).to_pylist(), source,
-                 t["op_event_id"].to_pylist())
+                 _coded(t["op"]), _coded(t["frame_id"], frames.get), _coded(t["op_event_id"]))
 
 
 def _carried(col: pa.ChunkedArray) -> np.ndarray:

@@ -458,7 +458,7 @@ def analysis_note(model: ViewModel) -> str:
         note += f" · {a.cause_error}"
     warnings = [w for acct in model.trace.accounting for w in acct.warnings]
     if warnings:
-        note += f" · {len(warnings)} load warning{'s' if len(warnings) > 1 else ''}: {warnings[0]}"
+        note += f" · {len(warnings)} load warning{'s' if len(warnings) > 1 else ''}: " + " · ".join(warnings)
     return note
 
 

@@ -167,11 +167,17 @@ def load_traces(paths: Sequence[str | Path], args: argparse.Namespace, side: str
     return Trace.concat([t for t, _ in loaded]), inputs
 
 
+def load_warnings(trace: Trace) -> list[str]:
+    """Every warning of every input's accounting, in load order (what each report shows, text and --json)."""
+    return [w for acct in trace.accounting for w in acct.warnings]
+
+
 def print_accounting(trace: Trace) -> None:
     for acct in trace.accounting:
         kept = ", ".join(f"{n} {t}" for t, n in sorted(acct.kept.items()))
         skipped = ", ".join(f"{n} {r}" for r, n in sorted(acct.skipped.items())) or "none"
-        out(f"  {acct.source}: read {acct.events_read} events; kept {kept}; skipped {skipped}")
+        if acct.events_read or acct.kept:  # (a dataset's own entry reads no events: only its warnings)
+            out(f"  {acct.source}: read {acct.events_read} events; kept {kept}; skipped {skipped}")
         for w in acct.warnings:
             out(f"  warning: {w}")
 

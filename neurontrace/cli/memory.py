@@ -47,7 +47,7 @@ class MemoryCommand(common.Command):
             doc = {"schema": SCHEMA, "synthetic": bool(trace.meta("synthetic", False)), "inputs": inputs,
                    **result.as_dict(), "snapshot_segments": [s for part in segments for s in part],
                    "findings": [f.as_dict() for f in found],
-                   "warnings": [w for a in trace.accounting for w in a.warnings]}
+                   "warnings": common.load_warnings(trace)}
             common.out(json.dumps(doc, indent=2))
             return errors.EXIT_OK
         from neurontrace.render.memory_report import render

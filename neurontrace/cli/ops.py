@@ -47,8 +47,9 @@ class OpsCommand(common.Command):
             report = op_table(trace, window=window, device=args.device)
             windows = [{"device": args.device, "rank": None, "start_ns": window[0], "end_ns": window[1],
                         "source": "--window"}]
+        warned = common.load_warnings(trace)
         if args.json:
-            common.out(json.dumps({**report.as_dict(), "windows": windows}, indent=2))
+            common.out(json.dumps({**report.as_dict(), "windows": windows, "load_warnings": warned}, indent=2))
         else:
             from neurontrace.render.ops_report import render
             from neurontrace.units import duration
@@ -60,4 +61,6 @@ class OpsCommand(common.Command):
                 console.print(f"{who}{rank}: window {duration(w['end_ns'] - w['start_ns'])} ({w['source']})"
                               + ("" if args.window else ", the analysis window diagnose reports; --window for another"))
             render(report, console, top=args.top)
+            for message in warned:
+                console.print(f"warning: {message}", markup=False, highlight=False)
         return errors.EXIT_OK

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from neurontrace.columns import encoded, flat
 
-__all__ = ["codes", "dictionary", "flat", "lookup", "map_unique", "min_by_key", "pair_codes", "repeated"]
+__all__ = ["codes", "constant", "dictionary", "flat", "lookup", "map_unique", "min_by_key", "pair_codes"]
 
 
 def dictionary(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -46,6 +46,16 @@ def pair_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> 
         uniq, code = np.unique(pair, return_inverse=True)
     va, vb = da.to_pylist(), db.to_pylist()
     return code.reshape(-1), [(va[u // nb], vb[u % nb]) for u in uniq.tolist()]
+
+
+def constant(value: Any, n: int, typ: pa.DataType) -> pa.Array:
+    """``value`` on ``n`` rows, without a list of ``n`` Python objects: a text as a one-entry dictionary (4 bytes a
+    row, where a plain string column costs its length again on every row), None as nulls."""
+    if value is None:
+        return pa.nulls(n, typ)
+    if pa.types.is_dictionary(typ):
+        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], typ.value_type))
+    return pa.array(np.full(n, value), typ)
 
 
 def map_unique(values: pa.Array | pa.ChunkedArray, fn: Callable[[Any], Any], typ: pa.DataType) -> pa.Array:
@@ -91,7 +101,3 @@ def lookup(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray
     pos = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
     return pos, keys[pos] == wanted
 
-
-def repeated(value: Any, n: int, typ: pa.DataType) -> pa.Array:
-    """``value`` on each of ``n`` rows (null where it is None), built in Arrow, not from a Python list."""
-    return pa.nulls(n, typ) if value is None else pa.repeat(pa.scalar(value, typ), n)

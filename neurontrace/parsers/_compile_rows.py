@@ -27,6 +27,8 @@ GLOG = re.compile(r"^(?P<level>[VIWEC])(?P<md>\d{4}) (?P<time>\d\d:\d\d:\d\d\.\d
 COMPILE_ID = re.compile(r"^\[(?:!(?P<ca>\d+)/)?(?P<frame>\d+)/(?P<n>\d+)(?:_(?P<attempt>\d+))?\]")
 GRAPH_BREAK_AT = re.compile(r"Graph break in user code at (?P<source>\S+:\d+)")
 NAMED_SKIPS = 5  # how many skipped lines a warning names
+LINE_CAP = 1 << 20  # the longest line read whole (bytes, or characters of text); a longer one is read in pieces
+LONG_LINE = f"line longer than {LINE_CAP:,} bytes"
 
 
 @dataclass
@@ -83,21 +85,40 @@ def open_text(path: Path) -> io.TextIOBase:
     return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
 
 
-def numbered_bytes(path: Path) -> Iterator[tuple[int, bytes]]:
-    """The lines of a log as bytes (gzip when it starts with gzip's magic), numbered from 1, ends kept."""
+def numbered_bytes(path: Path) -> Iterator[tuple[int, bytes, bool]]:
+    """The lines of a log as bytes (gzip when it starts with gzip's magic), numbered from 1, ends kept, and
+    whether the line was cut: a line longer than :data:`LINE_CAP` bytes is never read whole; its first
+    ``LINE_CAP`` bytes come with ``True``, the rest is read through in pieces of that size and dropped."""
     if not path.is_file():
         raise InputNotFoundError(f"{path}: no such compile log")
     with path.open("rb") as f:
         magic = f.read(2)
     raw: Any = gzip.open(path, "rb") if magic == b"\x1f\x8b" else path.open("rb", buffering=1 << 20)  # noqa: SIM115
     with raw:
-        yield from enumerate(raw, 1)
+        yield from _bounded(raw, b"\n")
 
 
-def numbered(path: Path) -> Iterator[tuple[int, str]]:
+def numbered(path: Path, log: CompileLog) -> Iterator[tuple[int, str]]:
+    """The lines of a log as text (any line ending), numbered from 1, ends stripped; a line longer than
+    :data:`LINE_CAP` characters is read through in pieces, passed over and counted in ``log``'s skips."""
     with open_text(path) as f:
-        for i, line in enumerate(f, 1):
+        for i, line, cut in _bounded(f, ("\n", "\r")):
+            if cut:
+                log.skip(path, i, LONG_LINE)
+                continue
             yield i, line.rstrip("\r\n")
+
+
+def _bounded(f: Any, ends: Any) -> Iterator[tuple[int, Any, bool]]:
+    """``f``'s lines (bytes or text, ending in one of ``ends``), each at most LINE_CAP long, and whether cut."""
+    lineno = 0
+    while line := f.readline(LINE_CAP):
+        lineno += 1
+        cut = len(line) == LINE_CAP and not line.endswith(ends)
+        if cut:  # read through the rest of the line, a piece at a time
+            while (more := f.readline(LINE_CAP)) and len(more) == LINE_CAP and not more.endswith(ends):
+                pass
+        yield lineno, line, cut
 
 
 def graph_break(text: str) -> tuple[str | None, str | None]:

@@ -1,4 +1,5 @@
-"""Kineto ``[memory]`` / ``[OutOfMemory]`` instants → the ``memory_events`` table (kineto.md, memory events).
+"""Kineto ``[memory]`` / ``[OutOfMemory]`` instants → the ``memory_events`` table (kineto.md, memory events), and
+their ``counters`` rows (Bytes, Total Allocated, Total Reserved; ``args`` keeps only what no column holds).
 
 Each instant is one allocator call: ``Bytes`` > 0 an allocation, < 0 a free, ``Addr`` the block,
 ``Total Allocated`` / ``Total Reserved`` the allocator's totals after it (absent from the old events of
@@ -16,11 +17,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neurontrace.columns import encoded
+from neurontrace.schema import DICT_STRING
 from neurontrace.trace import ParseAccounting
 
-from ._arrow import pair_codes, repeated
+from ._arrow import constant, pair_codes
 
 _INT64_MAX = 2**63 - 1
+# The decoder's columns of a memory instant's counters (the values of its three series).
+MEMORY_FIELDS = {"mem_bytes": "Bytes", "mem_total_allocated": "Total Allocated",
+                 "mem_total_reserved": "Total Reserved"}
+_SLICE_ROWS = 1 << 16  # rows of args text matched at a time
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -50,7 +57,7 @@ def memory_events(t: pa.Table, system: pa.Table, device: pa.Array, rank: int | N
     return pa.table({
         "ts_ns": t["ts_ns"],
         "device": device,
-        "rank": repeated(rank, n, pa.int32()),
+        "rank": constant(rank, n, pa.int32()),
         "pid": t["pid"],
         "tid": t["tid"],
         "action": action,
@@ -60,18 +67,16 @@ def memory_events(t: pa.Table, system: pa.Table, device: pa.Array, rank: int | N
         "total_reserved_bytes": reserved,
         "stream": pa.nulls(n, pa.int64()),
         "op_event_id": _at(system["event_id"], op_row),
-        "op": _at(system["name"], op_row, pa.string()),  # the op rows' names only, not every event's
+        "op": _at(system["name"], op_row),
         "frame_id": _at(system["frame_id"], frame_row),
     })
 
 
-def _at(col: pa.ChunkedArray, rows: np.ndarray, typ: pa.DataType | None = None) -> pa.Array:
-    """``col`` at ``rows`` (cast to ``typ`` when given); null where a row is -1."""
-    typ = typ or col.type
+def _at(col: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+    """``col`` at ``rows``; null where a row is -1."""
     if not len(col):
-        return pa.nulls(len(rows), typ)
-    taken = col.take(pa.array(np.maximum(rows, 0))).cast(typ)
-    return pc.if_else(pa.array(rows < 0), pa.scalar(None, typ), taken)
+        return pa.nulls(len(rows), col.type)
+    return pc.if_else(pa.array(rows < 0), pa.scalar(None, col.type), col.take(pa.array(np.maximum(rows, 0))))
 
 
 def _ints(col: pa.ChunkedArray, *, signed: bool) -> tuple[pa.Array, int]:
@@ -93,12 +98,17 @@ def _addresses(args: pa.ChunkedArray, acct: ParseAccounting) -> pa.Array:
     whole number (what Kineto writes), else a decode of the rows' args."""
     if not len(args):
         return pa.nulls(0, pa.int64())
-    found = pc.extract_regex(args, _ADDR)  # null where no match (the struct, not its field, is null)
-    matched = pc.fill_null(found.is_valid(), False)
-    mentioned = pc.sum(pc.fill_null(pc.match_substring(args, '"Addr"'), False).cast(pa.int64())).as_py() or 0
-    if (pc.sum(matched.cast(pa.int64())).as_py() or 0) == mentioned:  # every Addr is in the plain form
-        plain = pc.if_else(matched, pc.struct_field(found, "addr"), pa.scalar(None, pa.string())).cast(pa.int64())
-        return plain.combine_chunks() if isinstance(plain, pa.ChunkedArray) else plain
+    parts, plain = [], True
+    for chunk in args.chunks if isinstance(args, pa.ChunkedArray) else [args]:
+        for at in range(0, len(chunk), _SLICE_ROWS):  # a slice at a time: each step's copies stay small
+            text = chunk.slice(at, _SLICE_ROWS)
+            found = pc.extract_regex(text, _ADDR)  # null where no match (the struct, not its field, is null)
+            matched = pc.fill_null(found.is_valid(), False)
+            mentioned = pc.sum(pc.fill_null(pc.match_substring(text, '"Addr"'), False).cast(pa.int64())).as_py()
+            plain = plain and (pc.sum(matched.cast(pa.int64())).as_py() or 0) == (mentioned or 0)
+            parts.append(pc.if_else(matched, found.field("addr"), pa.scalar(None, pa.string())).cast(pa.int64()))
+    if plain:  # every Addr is in the plain form
+        return pa.concat_arrays(parts) if parts else pa.nulls(0, pa.int64())
     texts = args.to_pylist()
     doc = b"[" + b",".join((s or "null").encode() for s in texts) + b"]"
     try:
@@ -184,3 +194,56 @@ def _plain(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     if pa.types.is_dictionary(arr.type):
         arr = arr.cast(arr.type.value_type)
     return arr.cast(pa.string())
+
+
+def memory_counters(t: pa.Table, device: pa.Array, host: str | None, rank: int | None) -> pa.Table:
+    """Up to three rows per memory instant (Bytes, Total Allocated, Total Reserved): the repeated texts as
+    dictionaries from the start, so no plain copy of them exists per row (the memory-heavy trace's peak)."""
+    for name in ("name", "pid", "tid"):
+        t = t.set_column(t.schema.get_field_index(name), name, encoded(t[name]))
+    device = encoded(device)
+    parts = []
+    first = True
+    for col, field in MEMORY_FIELDS.items():
+        has = pc.is_valid(t[col])
+        sub = t.select(["ts_ns", "name", "pid", "tid", col, *(["args"] if first else [])])
+        sub = sub if t[col].null_count == 0 else sub.filter(has)
+        n = sub.num_rows
+        parts.append(pa.table({
+            "ts_ns": sub["ts_ns"],
+            "name": sub["name"],
+            "field": constant(field, n, DICT_STRING),
+            "value": sub[col],
+            "unit": constant("bytes", n, DICT_STRING),
+            "host": constant(host, n, DICT_STRING),
+            "rank": constant(rank, n, pa.int32()),
+            "pid": sub["pid"],
+            "tid": sub["tid"],
+            "device": device if n == t.num_rows else device.filter(has),
+            "args": _unexplained(sub["args"]) if first else pa.nulls(n, pa.string()),
+        }))
+        first = False
+    return pa.concat_tables(parts)
+
+
+# The args of a memory instant that columns hold: the counters' values and memory_events' addr and device, each a
+# whole number those columns keep exactly (below 2^53; an address in 18 digits, as memory_events reads it).
+_MEMORY_ARG = (r'\s*(?:"(?:Total Reserved|Total Allocated|Bytes|Device Id|Device Type)":\s*-?\d{1,15}'
+               r'|"Addr":\s*\d{1,18})\s*(?:,|(\}))')  # a pair and its comma (a closing brace is kept)
+
+
+def _unexplained(args: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The args text of memory instants without the keys a column holds (null when none is left): a copy of
+    the whole JSON per allocator call cost more than the rest of a memory-heavy trace's tables. Only a flat
+    object without escapes is cut (a nested or escaped one is kept whole: a key inside it is no column's)."""
+    out = []
+    for chunk in args.chunks if isinstance(args, pa.ChunkedArray) else [args]:
+        for at in range(0, len(chunk), _SLICE_ROWS):  # a slice at a time: each step's copies stay small
+            text = chunk.slice(at, _SLICE_ROWS)
+            simple = pc.fill_null(pc.match_substring_regex(text, r'^\{[^{}\[\]\\]*\}$'), False)
+            rest = pc.replace_substring_regex(text, _MEMORY_ARG, r"\1")
+            rest = pc.replace_substring_regex(rest, r"^\{[\s,]*", "{")
+            rest = pc.replace_substring_regex(rest, r"[\s,]*\}$", "}")
+            cut = pc.if_else(pc.equal(rest, "{}"), pa.scalar(None, pa.string()), rest)
+            out.append(pc.if_else(simple, cut, text))
+    return pa.chunked_array(out, pa.string())

@@ -34,13 +34,15 @@ from neurontrace.errors import MalformedTraceError, TraceWarning, TruncatedTrace
 from neurontrace.load import Probe
 from neurontrace.progress import Progress, no_progress
 from neurontrace.run_record import read_run_record
-from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, metadata_table
+from neurontrace.schema import COUNTERS
+from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
 
 from . import _kineto_chunks, _kineto_json
 from . import _kineto_host_only as host_only
-from ._arrow import codes, flat, lookup, map_unique, min_by_key, pair_codes, repeated, valid_utf8
+from ._arrow import codes, constant, flat, lookup, map_unique, min_by_key, pair_codes, valid_utf8
 from ._kineto_chunks import CHUNK_BYTES, EventChunk, TraceEnd
 from ._kineto_frames import link_frames
+from ._kineto_memory import MEMORY_FIELDS, memory_counters
 from ._kineto_memory import memory_events as _memory_events
 from ._normalized_meta import with_normalized
 
@@ -67,8 +69,6 @@ DEVICE_CATEGORIES = {
 }
 LAUNCH_FLOWS = frozenset({"ac2g", "async", "async_cpu_to_gpu", "async_gpu"})
 MEMORY_EVENTS = frozenset({"[memory]", "[OutOfMemory]"})
-MEMORY_FIELDS = {"mem_bytes": "Bytes", "mem_total_allocated": "Total Allocated",
-                 "mem_total_reserved": "Total Reserved"}
 # HTA's communication-kernel pattern (kineto.md §1.10), plus MTIA hccl ops.
 _COLLECTIVE = re.compile(r"(^nccl)|(ncclKernel)|(ncclDevKernel)|(^rccl)|(^hccl)|(^c10d::)")
 _MEMCPY_DIRECTION = re.compile(r"\b(HtoD|DtoH|DtoD|PtoP|HtoH|DtoA|AtoD|AtoH|HtoA|AtoA)\b")
@@ -213,8 +213,8 @@ def normalize(
         sys_table, activity = host_only.unrecorded_device(sys_table, backend)
 
     mem_device = _memory_device_column(memory_events, backend)
-    counters = pa.concat_tables([_memory_counters(memory_events, mem_device, host, rank),
-                                 _counter_events(counter_events, host, rank)])
+    counters = pa.concat_tables([conform(memory_counters(memory_events, mem_device, host, rank), COUNTERS),
+                                 conform(_counter_events(counter_events, host, rank), COUNTERS)])
     # The memory instants are kept as counters (the accounting's table) and, one row each, as memory_events.
     mem_table = _memory_events(memory_events, sys_table, mem_device, rank, acct)
     acct.keep("counters", memory_events.num_rows + counter_events.num_rows)
@@ -422,8 +422,8 @@ def _common(t: pa.Table, host: str | None, rank: int | None) -> dict[str, Any]:
         "name": pc.fill_null(t["name"], ""),
         "raw_category": t["cat"],
         "phase": t["ph"],
-        "host": repeated(host, n, pa.string()),
-        "rank": repeated(rank, n, pa.int32()),
+        "host": constant(host, n, pa.string()),
+        "rank": constant(rank, n, pa.int32()),
         "pid": t["pid"],
         "tid": t["tid"],
         "correlation": t["correlation"],
@@ -499,30 +499,6 @@ def _memory_device_column(t: pa.Table, backend: str) -> pa.Array:
     return map_unique(key, lambda k: _memory_device(k, backend), pa.string())
 
 
-def _memory_counters(t: pa.Table, device: pa.Array, host: str | None, rank: int | None) -> pa.Table:
-    parts = []
-    first = True
-    for col, field in MEMORY_FIELDS.items():
-        has = pc.is_valid(t[col])
-        sub = _rows(t.select(["ts_ns", "name", "pid", "tid", col, *(["args"] if first else [])]), has)
-        n = sub.num_rows
-        parts.append(pa.table({
-            "ts_ns": sub["ts_ns"],
-            "name": sub["name"],
-            "field": repeated(field, n, pa.string()),
-            "value": sub[col],
-            "unit": repeated("bytes", n, pa.string()),
-            "host": repeated(host, n, pa.string()),
-            "rank": repeated(rank, n, pa.int32()),
-            "pid": sub["pid"],
-            "tid": sub["tid"],
-            "device": device if n == t.num_rows else device.filter(has),
-            "args": sub["args"] if first else pa.nulls(n, pa.string()),
-        }))
-        first = False
-    return pa.concat_tables(parts)
-
-
 def _memory_device(key: str, backend: str) -> str:
     kind, _, idx = key.partition(":")
     if kind == "0":
@@ -554,8 +530,8 @@ def _counter_events(t: pa.Table, host: str | None, rank: int | None) -> pa.Table
         "field": pa.array(rows["field"], pa.string()),
         "value": pa.array(rows["value"], pa.float64()),
         "unit": pa.nulls(n, pa.string()),
-        "host": repeated(host, n, pa.string()),
-        "rank": repeated(rank, n, pa.int32()),
+        "host": constant(host, n, pa.string()),
+        "rank": constant(rank, n, pa.int32()),
         "pid": pa.array(rows["pid"], pa.string()),
         "tid": pa.array(rows["tid"], pa.string()),
         "device": pa.nulls(n, pa.string()),
@@ -604,7 +580,7 @@ def _flows(markers: pa.Table, system: pa.Table, device: pa.Table, rank: int | No
         "dst_event_id": _at(bound, dst, bound[np.maximum(dst, 0)] >= 0),
         "src_ts_ns": _at(ts, src),
         "dst_ts_ns": _at(ts, dst),
-        "rank": repeated(rank, len(first), pa.int32()),
+        "rank": constant(rank, len(first), pa.int32()),
     })
 
 

@@ -96,7 +96,7 @@ def read(path: Path) -> CompileLog:
     error_class = error_message = first_error = None
     errors = 0
     passes: dict[str, list[Any]] = {}  # name -> [seconds, count, first line]
-    for lineno, line in numbered(path):
+    for lineno, line in numbered(path, out):
         if not line.strip() or set(line.strip()) <= {"."}:  # blank, or the compiler's progress dots
             continue
         if (s := STATUS.match(line)) is not None:

@@ -62,7 +62,7 @@ def read(path: Path) -> CompileLog:
     or found failed in it; one parallel_summary row per total."""
     out = CompileLog(files=[str(path)])
     pending: dict[str | None, dict[str, Any]] = {}  # pid -> the compile the wrapper started and has not closed
-    for lineno, line in numbered(path):
+    for lineno, line in numbered(path, out):
         s = STATUS.match(line)
         if s is not None:
             key = next(reversed(pending), None) if pending else None

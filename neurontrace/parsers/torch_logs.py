@@ -46,7 +46,7 @@ def read(path: Path) -> CompileLog:
     message: list[str] = []
     head: tuple[Any, ...] | None = None
     start = 0
-    for lineno, line in numbered(path):
+    for lineno, line in numbered(path, out):
         m = GLOG.match(line)
         if m is None:
             continue

@@ -6,8 +6,9 @@ torch._logging writes one record per line: a glog prefix, then a JSON envelope w
 ``has_payload`` is followed by its payload, one tab-indented line after another. The file is read line by line:
 only the envelopes of the records used here are decoded, and only the short payloads they need are kept
 (recompile reasons, graph-break reasons, the ``dynamo`` chromium range), each to ``PAYLOAD_CAP`` characters, so
-memory stays bounded whatever the log's size. One row per compile attempt; a compile id seen again after its
-compile finished (``torch._dynamo.reset()`` restarts the numbering) opens a new row.
+memory stays bounded whatever the log's size; a line longer than ``LINE_CAP`` (1 MiB) is never read whole: a
+payload line keeps its first piece, any other is skipped and counted. One row per compile attempt; a compile id
+seen again after its compile finished (``torch._dynamo.reset()`` restarts the numbering) opens a new row.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from neurontrace.parsers._compile_rows import (
     GLOG,
+    LONG_LINE,
     CompileLog,
     compile_id,
     graph_break,
@@ -52,11 +54,15 @@ def sniff(first_lines: list[str]) -> bool:
 def read(path: Path) -> CompileLog:
     out = CompileLog(files=[str(path)])
     reader = _Reader(path, out)
-    for lineno, raw in numbered_bytes(path):
-        if raw[:1] == b"\t":  # a payload line: decoded only when its record's payload is kept
+    for lineno, raw, cut in numbered_bytes(path):
+        if raw[:1] == b"\t":  # a payload line: decoded only when its record's payload is kept (to PAYLOAD_CAP)
             if reader.pending is not None and reader.size < PAYLOAD_CAP:
-                reader.payload.append(raw[1:].rstrip(b"\r\n").decode("utf-8", "replace"))
+                reader.payload.append(raw[1:PAYLOAD_CAP].rstrip(b"\r\n").decode("utf-8", "replace"))
                 reader.size += len(raw)
+            continue
+        if cut:  # an envelope is a few KB: a longer line (never read whole) is no record
+            reader.end_payload()
+            out.skip(path, lineno, LONG_LINE)
             continue
         reader.line(lineno, raw.rstrip(b"\r\n").decode("utf-8", "replace"))
     reader.finish()
@@ -78,7 +84,7 @@ class _Reader:
                 self.payload.append(line[1:])
                 self.size += len(line)
             return
-        self._end_payload()
+        self.end_payload()
         if not line.strip():
             return
         m = GLOG.match(line)
@@ -144,7 +150,7 @@ class _Reader:
     def _start_payload(self, kind: str, row: dict[str, Any] | None, lineno: int) -> None:
         self.pending, self.payload, self.size = (kind, row, lineno), [], 0
 
-    def _end_payload(self) -> None:
+    def end_payload(self) -> None:
         if self.pending is None:
             return
         kind, row, lineno = self.pending
@@ -175,7 +181,7 @@ class _Reader:
             row["fail_reason"] = text.strip()[:2000] or None
 
     def finish(self) -> None:
-        self._end_payload()
+        self.end_payload()
         compiles = [r for r in self.out.rows if r["event"] == "compile"]
         later = {(r["rank"], r["frame_id"], r["frame_compile_id"]): r for r in compiles if r["attempt"]}
         for r in compiles:

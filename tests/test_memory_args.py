@@ -1,0 +1,48 @@
+"""A [memory] instant's args are not copied whole into ``counters`` (docs/limits.md, "Memory events at scale"):
+``counters.args`` keeps exactly the keys no column holds, and every other key's value is in a column, so
+nothing is lost. Real inputs: the CUDA traces of the corpus written with profile_memory=True (torch 2.x adds
+``Ev Idx`` and ``finished``), and the real CPU training-loop sample."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+import neurontrace
+from tests.conftest import SAMPLES, corpus_root
+
+HELD = {"Bytes", "Total Allocated", "Total Reserved", "Addr", "Device Type", "Device Id"}
+
+
+def _inputs() -> list[Path]:
+    root = corpus_root()
+    found = [SAMPLES / "cpu_train_loop.pt.trace.json.gz"]
+    if root is not None:
+        found += [root / "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+                  root / "TraceLens/tests/traces/perf_model/normalization/normalization_layer_test.json.gz"]
+    return [p for p in found if p.is_file()]
+
+
+@pytest.mark.parametrize("path", _inputs(), ids=lambda p: p.name)
+def test_memory_args_keep_what_no_column_holds_and_lose_nothing(path: Path) -> None:
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    raw = [e for e in doc["traceEvents"] if e.get("name") == "[memory]" and e.get("ph") in ("i", "I")]
+    trace = neurontrace.load(path)
+    mem = trace.memory_events
+    rows = trace.counters.filter(pc.and_(pc.equal(trace.counters["name"].cast("string"), "[memory]"),
+                                         pc.equal(trace.counters["field"].cast("string"), "Bytes")))
+    assert len(raw) == mem.num_rows == rows.num_rows > 0  # file order, one Bytes row per instant
+    args, addr, nbytes = rows["args"].to_pylist(), mem["addr"].to_pylist(), mem["bytes"].to_pylist()
+    allocated = mem["total_allocated_bytes"].to_pylist()
+    for i, e in enumerate(raw):
+        a = e["args"]
+        rest = {k: v for k, v in a.items() if k not in HELD}
+        assert (json.loads(args[i]) if args[i] is not None else {}) == rest, (i, a, args[i])
+        assert addr[i] == a.get("Addr") and nbytes[i] == a["Bytes"], (i, a)  # the held values, exactly
+        assert allocated[i] == a.get("Total Allocated"), (i, a)
+    kept = sum(len(x) for x in args if x is not None)
+    assert kept < sum(len(json.dumps(e["args"])) for e in raw) / 3  # the copies are gone: a third at most is left
