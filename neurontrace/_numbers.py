@@ -37,3 +37,14 @@ def checked_text_number(text: str) -> int | float | None:
         return checked_float(float(stripped))
     except ValueError:
         return None
+
+
+def int_of(v: Any) -> int | None:
+    """An int, or decimal digits as text (ids and sizes that some writers quote), as an int; else None (bools too)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        return int(v)
+    return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -96,3 +97,13 @@ def load_quiet(path: Path) -> neurontrace.Trace:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TraceWarning)
         return neurontrace.load(path)
+
+
+def layout_text(node: Any) -> str:
+    """Every text of a Dash component tree, joined by spaces (what a reader of the page sees)."""
+    if isinstance(node, str | int | float):
+        return str(node)
+    if isinstance(node, list | tuple):
+        return " ".join(layout_text(n) for n in node)
+    children = getattr(node, "children", None)
+    return "" if children is None else layout_text(children)

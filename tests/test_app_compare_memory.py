@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,6 +17,7 @@ from neurontrace.app.compare import memory as compare_memory
 from neurontrace.app.compare.model import CompareState
 from neurontrace.app.server import ViewerState
 from tests import memory_workload as work
+from tests.app_support import layout_text
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.torch
@@ -31,15 +31,6 @@ def pair(memory_runs: dict[str, Path]) -> CompareState:
     return state
 
 
-def _text(node: Any) -> str:
-    if isinstance(node, str | int | float):
-        return str(node)
-    if isinstance(node, list | tuple):
-        return " ".join(_text(n) for n in node)
-    children = getattr(node, "children", None)
-    return "" if children is None else _text(children)
-
-
 def test_the_memory_figures_are_those_diff_prints(pair: CompareState, memory_runs: dict[str, Path]) -> None:
     proc = subprocess.run([sys.executable, "-m", "neurontrace", "diff", str(memory_runs["noleak"]),
                            str(memory_runs["leak"]), "--json"], capture_output=True, text=True, cwd=ROOT,
@@ -49,7 +40,7 @@ def test_the_memory_figures_are_those_diff_prints(pair: CompareState, memory_run
     assert compare_memory.rows(pair) == printed and printed
     (cpu,) = printed
     assert cpu["growth_bytes_per_step"]["change"] == work.LEAK_BYTES  # the leak, exact
-    text = _text(compare_memory.panel(pair))
+    text = layout_text(compare_memory.panel(pair))
     for f in ("peak_allocated_bytes", "peak_reserved_bytes"):
         for side in ("baseline", "change"):
             if cpu[f][side] is not None:
@@ -59,7 +50,7 @@ def test_the_memory_figures_are_those_diff_prints(pair: CompareState, memory_run
 
 def test_what_was_live_at_each_runs_peak(pair: CompareState) -> None:
     live = compare_memory.live_at_peak(pair)
-    text = _text(compare_memory.panel(pair))
+    text = layout_text(compare_memory.panel(pair))
     for side, model in zip(("a", "b"), pair.models(), strict=True):
         value = model.analysis.diagnosis.sections[memory.SECTION.key] if model.analysis else None
         assert isinstance(value, memory.Memory)

@@ -17,6 +17,7 @@ from neurontrace.app import compile_panel
 from neurontrace.app.model import ViewModel
 from neurontrace.app.server import _compile_logs_beside
 from neurontrace.app.source import OK, SourceReader
+from tests.app_support import layout_text
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.torch
@@ -31,15 +32,6 @@ def model(compile_run: Path) -> ViewModel:
     assert m.compiles is not None  # compile/ beside the trace
     m.analyse()
     return m
-
-
-def _text(node: Any) -> str:
-    if isinstance(node, str | int | float):
-        return str(node)
-    if isinstance(node, list | tuple):
-        return " ".join(_text(n) for n in node)
-    children = getattr(node, "children", None)
-    return "" if children is None else _text(children)
 
 
 def _ids(node: Any, kind: str) -> list[dict[str, Any]]:
@@ -63,7 +55,7 @@ def test_the_panel_lists_every_compile_with_its_reason_and_the_graph_breaks(mode
     assert [r["compile_id"] for r in mlp] == ["0/0", "0/1", "0/2"]
     assert "size mismatch at index 0. expected 8, actual 16" in mlp[1]["why"]
     page = compile_panel.content(model)
-    text = _text(page)
+    text = layout_text(page)
     assert "expected 8, actual 16" in text and "Tensor.item()" in text and "runs eagerly" in text
     # the frames' and the graph breaks' file:line, each a link
     links = compile_panel.sources(model)
@@ -94,7 +86,7 @@ def test_a_source_link_shows_its_lines(model: ViewModel) -> None:
     links = compile_panel.sources(model)
     i = links.index(f"{SCRIPT}:{_line_of('.item() > 0')}")
     panel = compile_panel.on_source(model, SourceReader([ROOT]), {"index": i}, [1])
-    text = _text(panel)
+    text = layout_text(panel)
     assert "if y.sum().item() > 0" in text
     assert SourceReader([ROOT]).read(str(SCRIPT), _line_of(".item() > 0")).status == OK
     assert compile_panel.on_source(model, SourceReader([ROOT]), {"index": -1}, [1]) is no_update

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from neurontrace._numbers import int_of
 from neurontrace.analysis.driving import correlation_calls
 from neurontrace.analysis.labels import spans
 from neurontrace.columns import codes, isin, matches, row_codes
@@ -40,16 +41,6 @@ def args_of(text: str | None) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-def int_of(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
-    return None
 
 
 def message_bytes(op: str, args: dict[str, Any], group_size: int | None) -> int | None:

@@ -41,9 +41,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace import trace_facts
+from neurontrace._numbers import int_of as _int
 from neurontrace.analysis import names
 from neurontrace.analysis.comm_sizes import args_of as _args
-from neurontrace.analysis.comm_sizes import int_of as _int
 from neurontrace.analysis.comm_sizes import message_bytes as _message_bytes
 from neurontrace.analysis.comm_sizes import sizes_from_launching_ranges
 from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace import schema
+from neurontrace._numbers import int_of as _int
 from neurontrace.trace import Trace, conform, metadata_table
 
 _INSTANCE = re.compile(r"\b(trn[123][a-z]*\.[0-9a-z]+)")
@@ -171,16 +172,6 @@ def _listed(p: Mapping[str, Any], backend: str) -> dict[str, Any]:
     if sms is not None:
         rec["multiprocessors"] = sms
     return rec
-
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-        return int(v)
-    return None
 
 
 # -- versions, job, instance -----------------------------------------------------------------------------------
