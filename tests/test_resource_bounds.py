@@ -164,7 +164,7 @@ def test_a_fallback_log_with_a_huge_line_is_read_in_bounded_pieces(tmp_path: Pat
 def test_many_tiny_events_load_within_the_documented_multiple(tmp_path: Path) -> None:
     # The campaign's 5 M tiny events, scaled to 400,000 (about 28 MB): the tables cost about 100 bytes an
     # event whatever its size in the JSON, so the tiniest events (70 bytes) have the highest multiple; the
-    # documented bound (docs/limits.md) is 4x the input, measured 2.46x at 5 M events. In a child, its peak
+    # documented bound (docs/limits.md) is 4x the input, measured 2.34x at 5 M events. In a child, its peak
     # RSS above its own baseline after the imports.
     path = tmp_path / "tiny.json"
     n = 400_000
