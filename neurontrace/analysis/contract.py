@@ -11,6 +11,8 @@ host-fallback ops it charges (analysis/fallback.py). Everything else is a plug-i
   plain lines the text report prints under the section's title. ``diagnose`` computes every section
   rank by rank (one rank's trace in ``ctx.trace``; on Dask, on the worker holding that rank) and
   combines once; a section without ``combine`` is kept for a single rank and absent for several;
+  ``merge(values)`` does the same over the time slices of one rank (``diagnose DATASET`` out of core,
+  analysis/slices.py), each slice's value computed with ``ctx.options.owned`` set;
 - a **device section** (:class:`DeviceSection`) is the same, once per attributed device: its value lands
   in ``DeviceAttribution.sections[key]`` and in that device's JSON object under ``key``;
 - a **finding family** (:class:`FindingFamily`) turns the computed result into :class:`Finding` s. It
@@ -71,6 +73,10 @@ class Options:
     origin_ns: int | None = None  # the report's time 0 when ``window`` was given (attribution.default_origin)
     compiles: pa.Table | None = None  # compile-log rows (schema.COMPILES) for this rank: --compile-log, capture
     compile_warnings: tuple[str, ...] = ()  # what reading those logs skipped
+    # Out-of-core diagnose (analysis/slices.py): the time slice [start, end) of one rank this run owns. Its
+    # trace holds every event overlapping the slice; a section counts an event only when it starts in the
+    # slice and sums time only inside it, so ``merge`` of the slices' values equals the whole rank's value.
+    owned: tuple[int, int] | None = None
 
 
 @dataclass
@@ -103,6 +109,9 @@ class Section:
     from_json: Callable[[Any], Any] = _same
     text: Callable[[Any], list[str]] = _no_text
     combine: Callable[[list[Any]], Any] | None = None  # per-rank values -> the job's value
+    # One rank's per-slice values (computed with Options.owned, in time order) -> the rank's value, equal to
+    # ``compute`` on the whole rank. None: the section cannot be computed out of core (a warning says so).
+    merge: Callable[[list[Any]], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,7 @@ class DeviceSection:
     to_json: Callable[[Any], Any] = _same
     from_json: Callable[[Any], Any] = _same
     text: Callable[[Any], list[str]] = _no_text
+    merge: Callable[[list[Any]], Any] | None = None  # one device's per-slice values -> its value (as Section)
 
 
 @dataclass(frozen=True)
