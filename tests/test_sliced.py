@@ -9,6 +9,7 @@ sanitize's ``longer_than_trace``, a whole-rank rule).
 
 from __future__ import annotations
 
+import itertools
 import json
 import warnings
 from pathlib import Path
@@ -53,7 +54,8 @@ def cpu_run(outofcore_run: Path) -> Trace:
 
 def left_out() -> list[str]:
     """The sections that have no time merge yet (left out of an out-of-core diagnosis, with one warning)."""
-    return [s.key for s in (*registry.DEVICE_SECTIONS, *registry.SECTIONS) if s.merge is None]
+    return ([s.key for s in registry.DEVICE_SECTIONS if s.merge is None]
+            + [s.key for s in registry.SECTIONS if s.merge is None])
 
 
 def comparable(doc: dict[str, Any], sliced: bool) -> dict[str, Any]:
@@ -161,4 +163,4 @@ def test_the_planner_cuts_at_step_starts(cpu_run: Trace) -> None:
     span = trace_span(cpu_run)
     slices = slices_of(span, cuts)
     assert slices[0][0] == span[0] and slices[-1][1] == span[1] + 1
-    assert all(a[1] == b[0] for a, b in zip(slices, slices[1:], strict=False))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(slices))
