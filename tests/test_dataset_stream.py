@@ -140,6 +140,18 @@ def test_diagnose_of_the_dataset_equals_diagnose_of_the_trace(streamed: dict[str
     assert a["devices"] and a["critical_path"] and a["devices"][0]["top_stalls"]
 
 
+def test_a_window_of_the_dataset_is_the_window_of_the_trace(streamed: dict[str, tuple[Path, Path]]) -> None:
+    # --window counts from the job's time 0: out of core, the earliest default window the slice plans found
+    src, ds = streamed["torch"]
+    for window in ("--window=5ms:200ms", "--window=-10ms:10s"):  # the second overhangs the trace: cut to it
+        a, b = _diagnose_json(src, window), _diagnose_json(ds, window, "--slice-events", "300")
+        for doc in (a, b):
+            for i in doc["inputs"]:
+                i.pop("path"), i.pop("format")
+        assert comparable(b, sliced=True) == comparable(a, sliced=False)
+        assert a["devices"][0]["window_rule"] == "option"
+
+
 def test_a_slice_reads_only_the_events_it_holds(streamed: dict[str, tuple[Path, Path]]) -> None:
     _, ds = streamed["torch"]
     opened = dataset.open_dataset(ds)

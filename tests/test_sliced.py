@@ -79,7 +79,7 @@ def test_cuts_at_arbitrary_instants_change_only_the_phase_split(cpu_run: Trace, 
     # Every figure but the forward/backward/optimizer split of a step is exact whatever the cuts; that split
     # finds a step's forward pass from its first op to its first backward op, so it needs the whole step in one
     # slice (docs/scale.md): the planner cuts at step starts only (test_the_planner_cuts_at_step_starts).
-    for trace, n in ((cpu_run, 13), (qwen, 40)):
+    for trace, n in ((cpu_run, 9), (qwen, 16)):
         lo, hi = trace_span(trace)
         doc = same_answer(trace, [lo + (hi - lo) * i // n for i in range(1, n)], ignore=("steps", "total"))
         assert doc["devices"][0]["top_stalls"]
@@ -110,7 +110,7 @@ def test_named_fallback_ops_count_each_call_once(cpu_run: Trace) -> None:
     # under it are summed over the slices, the calls carried into a slice from before counted where they start
     options = Options(fallback_ops=("aten::addmm", "aten::not_in_this_run"))
     lo, hi = trace_span(cpu_run)
-    for cuts in (host_step_starts(cpu_run)[1:], [lo + (hi - lo) * i // 17 for i in range(1, 17)]):
+    for cuts in (host_step_starts(cpu_run)[1:], [lo + (hi - lo) * i // 11 for i in range(1, 11)]):
         doc = same_answer(cpu_run, cuts, options, ignore=("steps", "total"))
         ops = {op["name"]: op for op in doc["fallback_ops"]}
         assert ops["aten::addmm"]["calls"] >= 12 and ops["aten::addmm"]["evidence"] == "confirmed"
