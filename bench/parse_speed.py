@@ -18,7 +18,8 @@ Method:
   ``python (why)``. ``--reference`` adds a row with the pure-Python decoder forced.
 - ``--decoders``: reference rows for ``json.loads``, ``orjson.loads`` (when installed) and untyped
   ``msgspec.json.decode`` of the same bytes (file read not timed).
-- ``--profile N``: one more neurontrace child under cProfile; top N by own and cumulative time.
+- ``--profile N``: one more neurontrace child under cProfile (a warm load: the child loads the trace once
+  first); top N by own and cumulative time.
 - The file is read once before measuring so every child finds it in the page cache.
 - user/sys are the CPU seconds of the timed call in the fastest repeat: sys is mostly page faults,
   and wall time well above user+sys means other processes shared the CPUs (see load average).
@@ -101,6 +102,7 @@ report()
 """
 _PROFILE = """
 import cProfile, pstats, sys, neurontrace, neurontrace.parsers.kineto
+neurontrace.load(sys.argv[1])  # warm: the profile is of the second load (first-call costs aside)
 prof = cProfile.Profile()
 prof.runcall(neurontrace.load, sys.argv[1])
 stats = pstats.Stats(prof).strip_dirs()
@@ -242,7 +244,7 @@ def bench_one(path: Path, args: argparse.Namespace, tmp: Path) -> None:
     if args.profile:
         cmd = [me, "-c", _PROFILE, str(raw), str(args.profile)]
         out = subprocess.run(cmd, capture_output=True, text=True, env=args.env, check=False)
-        print(f"cProfile of neurontrace.load (one run):\n{out.stdout.strip()}{out.stderr[-2000:]}")
+        print(f"cProfile of neurontrace.load (one warm run):\n{out.stdout.strip()}{out.stderr[-2000:]}")
 
 
 def main() -> None:

@@ -495,7 +495,7 @@ def _salvage_events(doc: bytes) -> tuple[list[msgspec.Raw], int]:
     return [], int(b"{" in doc)
 
 
-def _columns(events: list[_Event], first_index: int, doc: bytes) -> pa.Table:
+def _columns(events: list[_Event], first_index: int, doc: bytes | bytearray) -> pa.Table:
     n = len(events)
     args_raw = list(map(attrgetter("args"), events))
     cols: dict[str, pa.Array] = {
