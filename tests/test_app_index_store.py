@@ -24,7 +24,7 @@ from plotly.io.json import to_json_plotly
 import neurontrace
 from neurontrace.app import callbacks, index_store, lod
 from neurontrace.app.model import MARKER_CATEGORIES, ViewModel
-from neurontrace.app.server import ViewerState, main_page
+from neurontrace.app.server import READY, ViewerState, main_page
 from neurontrace.app.tracks import TrackIndex, build
 from neurontrace.dataset import write_dataset
 from neurontrace.errors import TraceWarning
@@ -104,7 +104,9 @@ def test_view_of_a_converted_dataset_opens_on_its_stored_index(converted: Path) 
         warnings.simplefilter("error", TraceWarning)  # not taken for a table's part file left out
         loaded = neurontrace.load(converted)
     state = ViewerState(str(converted))
-    model = state.use(loaded)
+    state.load(analyse=False)  # what `neurontrace view DATASET` does: read the dataset, open its index
+    assert state.status == READY and state.model is not None
+    model = state.model
     assert _mapped(model.index)
     fresh = ViewModel.build(loaded, title=str(converted))
     assert not _mapped(fresh.index)
