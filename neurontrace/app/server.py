@@ -105,8 +105,9 @@ class ViewerState:
             self.model = model
             self.status = READY
             self._page_cache = None
+        how = "its stored index opened" if index is not None else "indexed"
         self._log(f"ready: {model.index.n_events:,} events on {len(model.index.tracks)} tracks "
-                  f"(indexed in {model.build_seconds:.2f} s)")
+                  f"({how} in {model.build_seconds:.2f} s)")
         return model
 
     def _store(self, model: ViewModel, where: Path) -> None:
