@@ -91,6 +91,12 @@ class CriticalPath:
     segments: dict[str, Segment] = field(default_factory=dict, repr=False)
     collectives: dict[str, Collective] = field(default_factory=dict, repr=False)
     rank: int | None = None
+    # a time slice's value (Options.owned), for ``merge`` only: the slice, the whole window, the path's pieces
+    # (the longest events and every event crossing the slice's edges) and those crossing events
+    owned: tuple[int, int] | None = field(default=None, repr=False)
+    window: tuple[int, int] | None = field(default=None, repr=False)
+    pieces: Pieces | None = field(default=None, repr=False)
+    crossing: set[Label] = field(default_factory=set, repr=False)
 
     def check(self) -> None:
         self.path.check()
@@ -268,14 +274,21 @@ def window_path(w: Walker, lo: int, hi: int) -> Path:
 # -- the section -----------------------------------------------------------------------------------------
 
 def analyse(trace: Trace, window: tuple[int, int] | None = None, frames: dict[int, str] | None = None,
-            records: pa.Table | None = None) -> CriticalPath | None:
-    """The critical path of one rank's trace: its window's, each step's, and the segments a job stitches."""
-    g = build(trace)
+            records: pa.Table | None = None, owned: tuple[int, int] | None = None) -> CriticalPath | None:
+    """The critical path of one rank's trace: its window's, each step's, and the segments a job stitches.
+
+    ``owned`` (a time slice, analysis/slices.py): the window's path inside the slice only, the steps that start
+    in it, the dropped edges that end in it; ``merge`` (analysis/critical_path_slices.py) joins the slices."""
+    g = build(trace, owned)
     if not g.n_events:
         return None
-    g.solve()
+    g.solve(owned)
     w = Walker(g, frames)
     lo, hi = window if window is not None else (int(g.ev_ts.min()), int(g.ev_end.max()))
+    whole = (lo, hi)
+    if owned is not None:
+        lo = min(max(lo, owned[0]), hi)
+        hi = max(min(hi, owned[1]), lo)
     path = window_path(w, lo, hi)
     ranks = sorted({int(r) for r in np.unique(g.ev_rank) if r >= 0})
     steps = []
@@ -284,7 +297,9 @@ def analyse(trace: Trace, window: tuple[int, int] | None = None, frames: dict[in
     is_step = np.flatnonzero(cat == cats.index("step")) if "step" in cats else np.zeros(0, np.int64)
     for i in is_step.tolist():
         s, e = int(g.ev_ts[i]), int(g.ev_end[i])
-        if e <= s or e <= lo or s >= hi:  # a step of no extent (a damaged record) has no path
+        if e <= s or e <= whole[0] or s >= whole[1]:  # a step of no extent (a damaged record) has no path
+            continue
+        if owned is not None and not owned[0] <= s < owned[1]:  # a slice's steps: those starting in it
             continue
         edges, ns, _, _ = w.walk(2 * i + 1, s)
         p = _path(w.pieces(edges, ns), s, e)
@@ -294,6 +309,10 @@ def analyse(trace: Trace, window: tuple[int, int] | None = None, frames: dict[in
     cp.per_rank = [{"rank": cp.rank, "length_ns": path.length_ns, "breakdown_ns": path.breakdown_ns}]
     if records is not None and records.num_rows:
         _segments(cp, w, records, lo, hi)
+    if owned is not None:
+        from neurontrace.analysis.critical_path_slices import keep_slice
+
+        keep_slice(cp, w, lo, hi, owned, whole)
     return cp
 
 
@@ -394,10 +413,17 @@ def _compute(ctx: Context) -> CriticalPath | None:
     window = ctx.options.window or ((min(w[0] for w in wins), max(w[1] for w in wins)) if wins else None)
     part = ctx.sections.get(cross_rank.SECTION.key)
     records = part.records if isinstance(part, cross_rank.RankPart) else None
-    cp = analyse(ctx.trace, window, ctx.frames, records)
+    cp = analyse(ctx.trace, window, ctx.frames, records, ctx.options.owned)
     if cp is not None:
         cp.check()
     return cp
+
+
+def merge(parts: list[CriticalPath | None]) -> CriticalPath | None:
+    """One rank's value from its time slices' (analysis/critical_path_slices.py)."""
+    from neurontrace.analysis.critical_path_slices import merge_slices
+
+    return merge_slices(parts)
 
 
 def _text(cp: CriticalPath) -> list[str]:
@@ -465,7 +491,7 @@ def findings(ctx: Context) -> list[Finding]:
 
 
 SECTION = Section("critical_path", "critical path", _compute, to_json=lambda v: v.as_dict(),
-                  from_json=CriticalPath.from_dict, text=_text, combine=combine)
+                  from_json=CriticalPath.from_dict, text=_text, combine=combine, merge=merge)
 FINDINGS = FindingFamily("critical path", findings)
 
 
