@@ -79,6 +79,16 @@ def empty() -> dict[str, Any]:
             "backward": {"calls": 0, "run_ns": 0}, "versus_eager": [], "breaks_per_step": []}
 
 
+def runtime_mask(host: pa.Table) -> np.ndarray:
+    """Per host event: is it one of the ranges :func:`runtime` reads (a region, guard check, graph call,
+    compiled forward/backward, Dynamo entry frame or user Python frame)."""
+    if host.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    codes, keys = per_distinct([host["category"], host["name"]], _kind)
+    return np.asarray([k != _NONE for k in keys], dtype=bool)[codes] if len(keys) else \
+        np.zeros(host.num_rows, dtype=bool)
+
+
 def runtime(host: pa.Table, steps: list[dict[str, Any]] | None = None,
             breaks: dict[str, list[dict[str, Any]]] | None = None) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """``(regions, runtime)`` of one rank's host events. ``steps``: the phases' step windows; ``breaks``: the
