@@ -27,7 +27,9 @@ from tests.diff_pairs import write_pair
 _REDUCE_INPUT = "a rank's reduce input, handed to the job's combine in memory (on Dask as a Python object), never written"
 NOT_SERIALIZED = {("FallbackOp", "event_ids"): "row ids of one loaded trace; meaningless once it is closed",
                   ("CriticalPath", "segments"): _REDUCE_INPUT, ("CriticalPath", "collectives"): _REDUCE_INPUT,
-                  ("CriticalPath", "rank"): _REDUCE_INPUT}
+                  ("CriticalPath", "rank"): _REDUCE_INPUT,
+                  **dict.fromkeys([("CriticalPath", f) for f in ("owned", "window", "pieces", "crossing")],
+                                  "a time slice's value, for the merge of one rank's slices only (not in the document)")}
 EMPTY: tuple[Any, ...] = (None, "", 0, (), [], {}, False)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from neurontrace import units
-from neurontrace.analysis import compile_runtime, phases
+from neurontrace.analysis import compile_runtime, compile_slices, phases
 from neurontrace.analysis.compile_spans import compile_mask
 from neurontrace.analysis.contract import Context, Section
 from neurontrace.columns import isin
@@ -448,13 +448,11 @@ def runtime_text(r: CompileReport) -> list[str]:
     return lines
 
 
-def _compute(ctx: Context) -> Any:
+def _compute(ctx: Context) -> CompileReport | compile_slices.CompileSlice:
     """Always a value (a trace that compiles nothing reports zeros), so ``--json`` always has ``compile``. With
     ``Options.owned``: the time slice's part, for ``merge`` (analysis/compile_slices.py)."""
     if ctx.options.owned is not None:
-        from neurontrace.analysis.compile_slices import slice_value
-
-        return slice_value(ctx)
+        return compile_slices.slice_value(ctx)
     ph = ctx.sections.get(phases.SECTION.key)
     return rank_report(ctx.trace.system_events, ctx.options.compiles, ctx.options.compile_warnings,
                        ph.steps if ph else None)
@@ -473,11 +471,9 @@ def rank_report(host: pa.Table, logs: pa.Table | None, warnings: tuple[str, ...]
     return rep
 
 
-def merge(parts: list[Any]) -> CompileReport:
+def merge(parts: list[compile_slices.CompileSlice | None]) -> CompileReport:
     """One rank's report from its time slices' parts, in time order (analysis/compile_slices.py)."""
-    from neurontrace.analysis.compile_slices import merge_slices
-
-    return merge_slices(parts)
+    return compile_slices.merge_slices(parts, rank_report, CompileReport)
 
 
 SECTION = Section("compile", "compile", _compute, to_json=lambda v: v.as_dict(), from_json=CompileReport.from_dict,

@@ -18,14 +18,14 @@ frames (recorded only with ``with_stack=True``) are all the Python calls of the 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
 from neurontrace.analysis import phases
-from neurontrace.analysis.compile import CompileReport, rank_report
 from neurontrace.analysis.compile_runtime import runtime_mask
 from neurontrace.analysis.compile_spans import compile_mask
 from neurontrace.analysis.contract import Context
@@ -66,13 +66,19 @@ def slice_value(ctx: Context) -> CompileSlice:
     return CompileSlice(owned, rows, steps, ctx.options.compiles, ctx.options.compile_warnings)
 
 
-def merge_slices(parts: list[CompileSlice | None]) -> CompileReport:
-    """The rank's report from its slices' parts, in time order: exactly what ``compute`` gives on the rank."""
+T = TypeVar("T")
+
+
+def merge_slices(parts: list[CompileSlice | None],
+                 report: Callable[[pa.Table, pa.Table | None, tuple[str, ...], list[dict[str, Any]]], T],
+                 empty: Callable[[], T]) -> T:
+    """The rank's report from its slices' parts, in time order: ``report`` (compile.py's, of a rank's host
+    events, compile logs, warnings and steps) on the parts joined, exactly what ``compute`` gives on the rank."""
     vals = [p for p in parts if p is not None]
     if not all(isinstance(p, CompileSlice) for p in vals):
         raise ValueError("compile.merge takes values computed with Options.owned")
     if not vals:
-        return CompileReport()
+        return empty()
     tables = [p.host for p in vals if p.host.num_rows]
     host = pa.concat_tables(tables).unify_dictionaries().combine_chunks() if tables else vals[0].host
     if host.num_rows:  # back in recorded order (event ids number the events as read)
@@ -88,4 +94,4 @@ def merge_slices(parts: list[CompileSlice | None]) -> CompileReport:
                 cur["start_ns"] = min(cur["start_ns"], s["start_ns"])
                 cur["dur_ns"] = end - cur["start_ns"]
     steps = sorted(by_step.values(), key=lambda s: s["start_ns"])
-    return rank_report(host, vals[0].logs, vals[0].warnings, steps)
+    return report(host, vals[0].logs, vals[0].warnings, steps)

@@ -24,15 +24,15 @@ from collections import Counter
 
 import numpy as np
 
-from neurontrace.analysis.critical_path import (
+from neurontrace.analysis.critical_walk import (
     CriticalPath,
     Label,
     Pieces,
     Segment,
     Walker,
-    _path,
-    _small_kernels,
     last_node,
+    path_of,
+    small_kernels,
 )
 from neurontrace.analysis.depgraph import KINDS
 
@@ -101,13 +101,13 @@ def merge_slices(parts: list[CriticalPath | None]) -> CriticalPath | None:
             _join(pieces, p.pieces)
         seen.update(p.crossing)
     pieces.count -= sum(n - 1 for n in seen.values())  # an event crossing a cut is one event
-    path = _path(pieces, lo, hi)
+    path = path_of(pieces, lo, hi)
     dropped: Counter[str] = Counter()
     for p in vals:
         dropped.update(p.dropped_edges)
     ranks = sorted({r for p in vals for r in p.ranks})
     cp = CriticalPath(path, [s for p in vals for s in p.steps], ranks, False, dropped_edges=dict(dropped),
-                      small_kernels=_small_kernels(path), rank=ranks[0] if ranks else None)
+                      small_kernels=small_kernels(path), rank=ranks[0] if ranks else None)
     cp.per_rank = [{"rank": cp.rank, "length_ns": path.length_ns, "breakdown_ns": path.breakdown_ns}]
     _merge_segments(cp, vals)
     cp.check()

@@ -28,7 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace import trace_facts, units
+from neurontrace.analysis import memory_slices
 from neurontrace.analysis.contract import Context, Section
+from neurontrace.analysis.memory_slices import MemorySlice
 from neurontrace.analysis.neuron_memory import NeuronMemory, neuron_memory
 from neurontrace.analysis.phases import phases
 from neurontrace.analysis.stalls import frame_sources
@@ -382,20 +384,23 @@ def _capacity(trace: Trace, device: str) -> tuple[int | None, str | None]:
 # -- the section -----------------------------------------------------------------------------------------
 
 
-def _compute(ctx: Context) -> Any:
+def _compute(ctx: Context) -> Memory | MemorySlice | None:
     """The rank's Memory; a time slice's rows for ``merge`` with ``Options.owned`` (analysis/memory_slices.py)."""
     if ctx.options.owned is not None:
-        from neurontrace.analysis.memory_slices import slice_value
-
-        return slice_value(ctx.trace, ctx.frames, ctx.options.owned, _capacity)
+        return memory_slices.slice_value(ctx.trace, ctx.frames, ctx.options.owned, _capacity)
     return memory(ctx.trace, ctx.frames)
 
 
-def merge(parts: list[Any]) -> Memory | None:
+def merge(parts: list[MemorySlice | None]) -> Memory | None:
     """One rank's Memory from its time slices' values, in time order (analysis/memory_slices.py)."""
-    from neurontrace.analysis.memory_slices import merge_slices
+    return memory_slices.merge_slices(parts, _of_rows)
 
-    return merge_slices(parts)
+
+def _of_rows(t: pa.Table | None, steps: list[tuple[int, int, int]], frames: dict[int, str],
+             capacity: Callable[[str], tuple[int | None, str | None]], neuron: list[NeuronMemory]) -> Memory | None:
+    if t is None:  # no memory events in the rank
+        return Memory([], neuron) if neuron else None
+    return from_rows(t, steps, frames, capacity, neuron)
 
 
 def combine(parts: list[Memory]) -> Memory:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis.memory import Memory, from_rows
 from neurontrace.analysis.neuron_memory import NeuronMemory, neuron_memory
 from neurontrace.analysis.phases import phases
 from neurontrace.analysis.slices import owned_rows
@@ -58,8 +58,15 @@ def slice_value(trace: Trace, frames: dict[int, str], owned: tuple[int, int],
                        {str(d): capacity(trace, str(d)) for d in devices}, neuron_memory(trace))
 
 
-def merge_slices(parts: list[MemorySlice | None]) -> Memory | None:
-    """The rank's Memory from its slices' values, in time order: exactly what ``compute`` gives on the rank."""
+T = TypeVar("T")
+Capacity = Callable[[str], tuple[int | None, str | None]]
+
+
+def merge_slices(parts: list[MemorySlice | None],
+                 compute: Callable[[pa.Table | None, list[tuple[int, int, int]], dict[int, str], Capacity,
+                                    list[NeuronMemory]], T | None]) -> T | None:
+    """The rank's value from its slices' values, in time order: ``compute`` (memory.py's, on the rank's rows:
+    None when there are none) on the slices' rows joined, exactly what ``compute`` gives on the rank."""
     vals = [p for p in parts if p is not None]
     if not vals:
         return None
@@ -67,9 +74,7 @@ def merge_slices(parts: list[MemorySlice | None]) -> Memory | None:
         raise ValueError("memory.merge takes values computed with Options.owned")
     neuron = vals[0].neuron
     tables = [p.rows for p in vals if p.rows.num_rows]
-    if not tables:
-        return Memory([], neuron) if neuron else None
-    rows = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+    rows = pa.concat_tables(tables).unify_dictionaries().combine_chunks() if tables else None
     by_step: dict[int, tuple[int, int, int]] = {}
     for p in vals:  # a step several processes mark, cut between them: earliest start, latest end (as phases)
         for n, lo, hi in p.steps:
@@ -81,4 +86,4 @@ def merge_slices(parts: list[MemorySlice | None]) -> Memory | None:
     for p in vals:
         frames.update(p.frames)
         capacity.update(p.capacity)
-    return from_rows(rows, steps, frames, lambda d: capacity.get(d, (None, None)), neuron)
+    return compute(rows, steps, frames, lambda d: capacity.get(d, (None, None)), neuron)
