@@ -6,7 +6,10 @@ Six profiled steps (torch.profiler with profile_memory=True and stacks, one Prof
 a small function compiled with ``torch.compile(backend="eager", dynamic=False)``, fed a new shape in the first
 three steps (Dynamo recompiles) and the last shape after, an 8 MiB tensor kept alive every step (a leak) and a
 16 MiB temporary freed inside the step, and a matmul: a trace with steps, compiles, recompiles, compiled code
-running, guard checks and allocator events, as the sections read them.
+running, guard checks and allocator events, as the sections read them. The function is compiled once for
+another shape before profiling, so the modules Dynamo imports on its first compile are imported outside the
+trace (torch's export writes a module-level frame named ``<file>(0): "cpp.cxx"`` with its quotes unescaped: JSON
+no parser reads).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ def main(out: str) -> None:
     torch.manual_seed(0)
     torch.set_num_threads(1)
     f = torch.compile(scaled, backend="eager", dynamic=False)
+    f(torch.randn(1, 8))  # Dynamo's first compile, outside the trace
     w = torch.randn(128, 128)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, with_stack=True,
                  schedule=schedule(wait=0, warmup=0, active=STEPS, repeat=1),

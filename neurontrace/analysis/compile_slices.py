@@ -30,6 +30,7 @@ from neurontrace.analysis.compile_runtime import runtime_mask
 from neurontrace.analysis.compile_spans import compile_mask
 from neurontrace.analysis.contract import Context
 from neurontrace.analysis.labels import per_distinct
+from neurontrace.analysis.slice_rows import kept
 from neurontrace.analysis.slices import owned_rows
 
 COLUMNS = ("event_id", "ts_ns", "dur_ns", "name", "category", "rank", "pid", "tid")  # what the report reads
@@ -47,21 +48,21 @@ class CompileSlice:
     warnings: tuple[str, ...]
 
 
-def _read(host: pa.Table) -> np.ndarray:
+def _read(host: pa.Table, owned: tuple[int, int]) -> np.ndarray:
     if host.num_rows == 0:
         return np.zeros(0, dtype=bool)
     codes, keys = per_distinct([host["category"], host["name"]],
                                lambda c, n: c == "annotation" and bool(_NOTE.match(n or "")))
     notes = np.asarray(keys, dtype=bool)[codes] if len(keys) else np.zeros(host.num_rows, dtype=bool)
-    return np.asarray(compile_mask(host) | notes | runtime_mask(host), dtype=bool)
+    return np.asarray(compile_mask(host) | notes | runtime_mask(host, owned), dtype=bool)
 
 
 def slice_value(ctx: Context) -> CompileSlice:
     owned = ctx.options.owned
     assert owned is not None
     host = ctx.trace.system_events
-    mask = _read(host) & owned_rows(host, owned)
-    rows = host.filter(pa.array(mask)).select([c for c in COLUMNS if c in host.column_names])
+    mask = _read(host, owned) & owned_rows(host, owned)
+    rows = kept(host, mask, COLUMNS)
     steps = [dict(s) for s in phases.phases(ctx.trace).steps if owned[0] <= s["start_ns"] < owned[1]]
     return CompileSlice(owned, rows, steps, ctx.options.compiles, ctx.options.compile_warnings)
 

@@ -1,21 +1,27 @@
 """The critical path out of core: one rank's value from the values of its time slices (analysis/slices.py).
 
-A slice (``Options.owned``) reports
+A slice (``Options.owned``) holds every event overlapping it and reports
 
-- the **steps** that start in it, each walked back to its own start as in memory: a slice holds every event
-  overlapping it, so when the cuts fall at step boundaries (``ooc``'s planner cuts there) each step's path is the
-  one the whole rank gives, exactly;
-- the **window's path inside the slice**: from the slice's last recorded point (at or before its end, or the
-  window's) back to its start. ``merge`` joins these pieces in time order: the length and the breakdown add up
-  to the whole window exactly (the conservation law holds), the events on the path are summed per event (an
-  event crossing a cut counts once). This is the whole rank's path only where, at each cut, the whole path runs
-  through the slice's last recorded point before the cut; elsewhere (a kernel still running at the cut, a
-  dependency from before the cut that the later slice does not hold) the whole path chooses its way back
-  through the cut from what came after it, which no single slice sees. Out of core, the window's path is
-  therefore the path *of the slices* (exact in total and breakdown length, possibly not in which events it
-  crosses at a cut); the steps, the ranks and the dropped edges are exact;
-- the **segments** a job's path is stitched from (several ranks): a segment that reaches the slice's start
-  continues with the previous slice's last segment, as the window's path does.
+- the **steps** that start in it, each walked back to its own start as in memory;
+- the **window's path inside the slice**: from the slice's last recorded point back to its start, the time after
+  that point on the edge of its thread or track that crosses the slice's end (what was open there), else idle;
+- the **dropped edges** (going back in time) that end in it, and the **segments** a job's path is stitched
+  from (several ranks): a segment reaching its slice's start continues with the previous slice's last one.
+
+The slice's graph (depgraph.build with ``owned``) gives a thread idle since before the slice an idle gap from
+the slice's start, so a wake that ended it is found as in memory. ``merge`` joins the slices in time order: the
+window's length and breakdown always add up exactly (the conservation law), an event crossing a cut counts once.
+
+**Exact when the cuts fall at step boundaries** (``ProfilerStep#N`` starts: diagnose DATASET's planner cuts
+there): a step then lies in one slice with everything it depends on back to its start, and the whole rank's path
+crosses each cut on the edge open on the slice's last recorded point (tests/test_sliced_sections.py: resnet50,
+a real CPU run with steps and compiles). **Not exact at an arbitrary instant**: a step cut in two is walked
+back from its end only to the cut (its earlier part is lost to the slice that holds it); the window's path may
+cross the cut on another dependency (a kernel still queued, a launch from before the cut) than the one the
+slice ends on; a thread whose idle gap spans the cut is woken only when the wake shows within the slice's part
+of the gap (a shorter gap: a wake found is one the whole rank finds, not always the reverse); a cut where no
+event crosses from the slice before (every thread idle, not even the profiler's own span open) leaves the
+first gaps without a wake.
 """
 
 from __future__ import annotations

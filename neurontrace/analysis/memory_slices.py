@@ -8,10 +8,9 @@ section reads, with the steps that start in it, the sources of the frames its ev
 capacity; ``merge`` joins them in time order and computes the section once, by the same code as in memory, so
 the value is the whole rank's exactly, wherever the cuts fall.
 
-What this holds is the memory events table alone, projected: measured on the corpus (resnet50, 35 MB of JSON,
-12,838 allocator events), 1.2 MB of Arrow, 3.4% of the JSON (about 93 bytes an event; docs/memory.md, "Out of
-core"): well under the 2 GB bound for the 30 GB trace of issue #28 unless its allocator events are several times
-denser than resnet50's. The events, kernels and ops (the bulk) are never held whole.
+What this holds is the memory events table alone, projected (``python bench/slice_parts.py TRACE``): 1.04 MB
+of Arrow for resnet50's 12,838 allocator events, 2.97% of its 35.2 MB of JSON (docs/memory.md, "Out of core").
+The events, kernels and ops (the bulk) are never held whole.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis.neuron_memory import NeuronMemory, neuron_memory
 from neurontrace.analysis.phases import phases
+from neurontrace.analysis.slice_rows import kept
 from neurontrace.analysis.slices import owned_rows
 from neurontrace.trace import Trace
 
@@ -49,7 +49,7 @@ class MemorySlice:
 def slice_value(trace: Trace, frames: dict[int, str], owned: tuple[int, int],
                 capacity: Callable[[Trace, str], tuple[int | None, str | None]]) -> MemorySlice:
     t = trace.memory_events
-    rows = t.filter(pa.array(owned_rows(t, owned))).select([c for c in COLUMNS if c in t.column_names])
+    rows = kept(t, owned_rows(t, owned), COLUMNS)
     steps = [(s["step"], s["start_ns"], s["start_ns"] + s["dur_ns"]) for s in phases(trace).steps
              if owned[0] <= s["start_ns"] < owned[1]]
     fids = np.unique(pc.fill_null(rows["frame_id"], -1).to_numpy()) if rows.num_rows else np.zeros(0, np.int64)
