@@ -28,6 +28,9 @@ _REDUCE_INPUT = "a rank's reduce input, handed to the job's combine in memory (o
 NOT_SERIALIZED = {("FallbackOp", "event_ids"): "row ids of one loaded trace; meaningless once it is closed",
                   ("CriticalPath", "segments"): _REDUCE_INPUT, ("CriticalPath", "collectives"): _REDUCE_INPUT,
                   ("CriticalPath", "rank"): _REDUCE_INPUT,
+                  ("DeviceAttribution", "slice_stalls"): "a time slice's edge runs, merged away (analysis/stall_merge.py)",
+                  ("FallbackOp", "sources"): "calls per source line, for merging time slices; ``source`` is kept",
+                  ("Phases", "pieces"): "a time slice's spans and step rows, merged away (analysis/phases.merge)",
                   **dict.fromkeys([("CriticalPath", f) for f in ("owned", "window", "pieces", "crossing")],
                                   "a time slice's value, for the merge of one rank's slices only (not in the document)")}
 EMPTY: tuple[Any, ...] = (None, "", 0, (), [], {}, False)
