@@ -3,19 +3,20 @@ sections computed on the whole rank, both as ``to_json`` documents (tests/test_s
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
 
-from neurontrace.analysis import phases, registry
-from neurontrace.analysis.contract import Context, Options, Section
+from neurontrace.analysis import phases
+from neurontrace.analysis.contract import Options, Section
 from neurontrace.analysis.diagnose import diagnose_rank
 from neurontrace.analysis.malformed import sanitize
+from neurontrace.analysis.slice_plan import plan_rank
+from neurontrace.analysis.sliced import diagnose_sliced, slices_of
 from neurontrace.analysis.slices import slice_of
-from neurontrace.analysis.stalls import frame_sources
+from neurontrace.analysis.window import trace_span
 from neurontrace.trace import Trace
 
 
@@ -42,13 +43,14 @@ def even_cuts(trace: Trace, n: int) -> list[int]:
 
 
 class Sliced:
-    """One rank diagnosed whole (``diagnose_rank``), and its sections on slices cut at chosen instants."""
+    """One rank diagnosed whole (``diagnose_rank``), and slice by slice as ``diagnose DATASET`` does
+    (analysis/sliced.py: the plan of the whole rank, each slice through ``diagnose_rank`` with ``owned``)."""
 
     def __init__(self, trace: Trace, options: Options | None = None) -> None:
         self.options = options or Options()
+        self.raw = trace
         self.whole = diagnose_rank(trace, self.options)
         self.trace, _ = sanitize(trace)  # the events the sections read (diagnose_rank's first step)
-        self.frames = frame_sources(self.trace)
 
     def want(self, section: Section) -> Any:
         """The section's JSON on the whole rank."""
@@ -56,24 +58,26 @@ class Sliced:
         return None if v is None else section.to_json(v)
 
     def slices(self, cuts: list[int]) -> list[dict[str, Any]]:
-        """Every section's value on each slice, in time order. A slice gets the whole rank's core results (its
-        devices, their windows) and the earlier sections' values computed on the slice."""
-        lo, hi = bounds(self.trace)
-        edges = [lo, *sorted(c for c in cuts if lo < c < hi), hi]
-        out = []
-        for a, b in itertools.pairwise(edges):
-            ctx = Context(slice_of(self.trace, (a, b)), self.whole.devices, self.whole.fallback_ops, self.frames,
-                          replace(self.options, owned=(a, b)))
-            for s in registry.SECTIONS:
-                v = s.compute(ctx)
-                if v is not None:
-                    ctx.sections[s.key] = v
-            out.append(ctx.sections)
-        return out
+        """Every section's value on each slice (where it has one), in time order."""
+        def read(owned: tuple[int, int]) -> Trace:
+            return slice_of(self.raw, owned)
+
+        owned = slices_of(trace_span(self.raw), cuts)
+        plan = plan_rank(read, owned, self.options.window)
+        return [diagnose_rank(read(o), replace(self.options, owned=o, plan=plan)).sections for o in owned]
 
     @staticmethod
     def merged(section: Section, slices: list[dict[str, Any]]) -> Any:
         """The section's merge of the slices' values, as JSON."""
         assert section.merge is not None
-        v = section.merge([s.get(section.key) for s in slices])
+        v = section.merge([s[section.key] for s in slices if section.key in s])
+        return None if v is None else section.to_json(v)
+
+    def sliced(self, cuts: list[int]) -> dict[str, Any]:
+        """Every section's value in ``diagnose_sliced`` (the in-memory reference of diagnose DATASET)."""
+        return diagnose_sliced(self.raw, cuts, self.options).sections
+
+    @staticmethod
+    def doc(section: Section, sections: dict[str, Any]) -> Any:
+        v = sections.get(section.key)
         return None if v is None else section.to_json(v)

@@ -17,6 +17,7 @@ import pytest
 import neurontrace
 from neurontrace.analysis import compile, critical_path, memory, neuron_summary
 from neurontrace.analysis.contract import Context, Options
+from neurontrace.analysis.stalls import frame_sources
 from neurontrace.trace import Trace
 from tests.conftest import ROOT, corpus_root
 from tests.sliced_sections import Sliced, even_cuts, step_cuts
@@ -64,9 +65,10 @@ def _conserved(doc: dict[str, Any], want: dict[str, Any]) -> None:
 def test_cpu_run_merges_exactly_at_step_boundaries(cpu_run: Sliced) -> None:
     cuts = step_cuts(cpu_run.trace)
     assert len(cuts) >= 3
-    parts = cpu_run.slices(cuts)
+    parts, sliced = cpu_run.slices(cuts), cpu_run.sliced(cuts)
     for section in (critical_path.SECTION, memory.SECTION, compile.SECTION):
         assert cpu_run.merged(section, parts) == cpu_run.want(section), section.key
+        assert cpu_run.doc(section, sliced) == cpu_run.want(section), section.key  # diagnose_sliced too
     # what the run is made of reaches the merged values: steps, recompiles and compiled code, a leak
     cp = cpu_run.merged(critical_path.SECTION, parts)
     assert len(cp["steps"]) == len(cuts) + 1 and cp["event_count"] > 0
@@ -90,9 +92,10 @@ def test_cpu_run_at_arbitrary_instants(cpu_run: Sliced) -> None:
 def test_resnet50_merges_exactly_at_step_boundaries(resnet: Sliced) -> None:
     cuts = step_cuts(resnet.trace)
     assert len(cuts) >= 3
-    parts = resnet.slices(cuts)
+    parts, sliced = resnet.slices(cuts), resnet.sliced(cuts)
     for section in (critical_path.SECTION, memory.SECTION, compile.SECTION):
         assert resnet.merged(section, parts) == resnet.want(section), section.key
+        assert resnet.doc(section, sliced) == resnet.want(section), section.key  # diagnose_sliced too
     assert resnet.want(critical_path.SECTION)["breakdown_ns"]["launch"] > 0  # a GPU run's path: launches
     assert resnet.want(memory.SECTION)["devices"]
 
@@ -136,7 +139,7 @@ def test_neuron_summary_is_the_first_slices() -> None:
 
 
 def test_merge_refuses_values_computed_without_a_slice(resnet: Sliced) -> None:
-    ctx = Context(resnet.trace, resnet.whole.devices, [], resnet.frames, Options())
+    ctx = Context(resnet.trace, resnet.whole.devices, [], frame_sources(resnet.trace), Options())
     for section in (memory.SECTION, compile.SECTION, critical_path.SECTION):
         assert section.merge is not None
         with pytest.raises(ValueError, match=r"Options\.owned"):

@@ -63,7 +63,9 @@ def slice_value(ctx: Context) -> CompileSlice:
     host = ctx.trace.system_events
     mask = _read(host, owned) & owned_rows(host, owned)
     rows = kept(host, mask, COLUMNS)
-    steps = [dict(s) for s in phases.phases(ctx.trace).steps if owned[0] <= s["start_ns"] < owned[1]]
+    ph = ctx.sections.get(phases.SECTION.key)
+    steps = [dict(s) for s in (ph.steps if ph is not None else phases.phases(ctx.trace).steps)
+             if owned[0] <= s["start_ns"] < owned[1]]
     return CompileSlice(owned, rows, steps, ctx.options.compiles, ctx.options.compile_warnings)
 
 

@@ -175,7 +175,8 @@ def combine(parts: list[CriticalPath]) -> CriticalPath:
 
 
 def _compute(ctx: Context) -> CriticalPath | None:
-    wins = [d.window for d in ctx.devices]
+    plan = ctx.options.plan  # a time slice: its devices' windows are their parts in it; the plan has the rank's
+    wins = [dp.window.span for dp in plan.devices] if plan is not None else [d.window for d in ctx.devices]
     window = ctx.options.window or ((min(w[0] for w in wins), max(w[1] for w in wins)) if wins else None)
     part = ctx.sections.get(cross_rank.SECTION.key)
     records = part.records if isinstance(part, cross_rank.RankPart) else None

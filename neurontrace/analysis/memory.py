@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from neurontrace import trace_facts, units
 from neurontrace.analysis import memory_slices
+from neurontrace.analysis import phases as phases_section
 from neurontrace.analysis.contract import Context, Section
 from neurontrace.analysis.memory_slices import MemorySlice
 from neurontrace.analysis.neuron_memory import NeuronMemory, neuron_memory
@@ -387,7 +388,9 @@ def _capacity(trace: Trace, device: str) -> tuple[int | None, str | None]:
 def _compute(ctx: Context) -> Memory | MemorySlice | None:
     """The rank's Memory; a time slice's rows for ``merge`` with ``Options.owned`` (analysis/memory_slices.py)."""
     if ctx.options.owned is not None:
-        return memory_slices.slice_value(ctx.trace, ctx.frames, ctx.options.owned, _capacity)
+        ph = ctx.sections.get(phases_section.SECTION.key)
+        return memory_slices.slice_value(ctx.trace, ctx.frames, ctx.options.owned, _capacity,
+                                         ph.steps if ph is not None else phases(ctx.trace).steps)
     return memory(ctx.trace, ctx.frames)
 
 

@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis.neuron_memory import NeuronMemory, neuron_memory
-from neurontrace.analysis.phases import phases
 from neurontrace.analysis.slice_rows import kept
 from neurontrace.analysis.slices import owned_rows
 from neurontrace.trace import Trace
@@ -47,10 +46,13 @@ class MemorySlice:
 
 
 def slice_value(trace: Trace, frames: dict[int, str], owned: tuple[int, int],
-                capacity: Callable[[Trace, str], tuple[int | None, str | None]]) -> MemorySlice:
+                capacity: Callable[[Trace, str], tuple[int | None, str | None]],
+                steps_of_slice: list[dict[str, int]]) -> MemorySlice:
+    """A slice's part: its memory events, and of ``steps_of_slice`` (phases' steps of the slice's trace) those
+    starting in it."""
     t = trace.memory_events
     rows = kept(t, owned_rows(t, owned), COLUMNS)
-    steps = [(s["step"], s["start_ns"], s["start_ns"] + s["dur_ns"]) for s in phases(trace).steps
+    steps = [(s["step"], s["start_ns"], s["start_ns"] + s["dur_ns"]) for s in steps_of_slice
              if owned[0] <= s["start_ns"] < owned[1]]
     fids = np.unique(pc.fill_null(rows["frame_id"], -1).to_numpy()) if rows.num_rows else np.zeros(0, np.int64)
     devices = pc.unique(rows["device"].cast(pa.string())).to_pylist() if rows.num_rows else []
