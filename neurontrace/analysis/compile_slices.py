@@ -10,9 +10,10 @@ that start in it; ``merge`` joins them in recorded order and builds the report o
 memory: the whole rank's report exactly, wherever the cuts fall. The compile-log rows (``Options.compiles``)
 are the rank's whole logs, the same in every slice: the merge reads the first slice's.
 
-What it holds: the compile ranges and the compiled code's ranges are a few per compiled call; the user Python
-frames (recorded only with ``with_stack=True``) are all the Python calls of the trace, the bulk of such a trace
-(docs/compile.md, "Out of core").
+What it holds: the compile ranges and the compiled code's ranges are a few per compiled call; of the user
+Python frames (recorded only with ``with_stack=True``) only those the report tells apart
+(``compile_runtime.runtime_mask``): each thread's first, the first in each region, the eager calls. Measured by
+``bench/slice_parts.py`` (docs/compile.md, "Out of core").
 """
 
 from __future__ import annotations
