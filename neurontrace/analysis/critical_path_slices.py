@@ -21,7 +21,9 @@ cross the cut on another dependency (a kernel still queued, a launch from before
 slice ends on; a thread whose idle gap spans the cut is woken only when the wake shows within the slice's part
 of the gap (a shorter gap: a wake found is one the whole rank finds, not always the reverse); a cut where no
 event crosses from the slice before (every thread idle, not even the profiler's own span open) leaves the
-first gaps without a wake.
+first gaps without a wake; and on a thread whose events do not nest (overlapping Python frames), the gap after
+an end is given to the latest start at the depth left open (depgraph._chains), which in the whole rank may be an
+event that ended before the cut (the gap idle) and in the slice the enclosing frame still open (cpu_op).
 """
 
 from __future__ import annotations
