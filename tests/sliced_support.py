@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from neurontrace.analysis import registry
+from neurontrace.analysis import critical_path, registry
 from neurontrace.analysis.sliced import OUT_OF_CORE
 
 
@@ -36,4 +36,19 @@ def comparable(doc: dict[str, Any], sliced: bool) -> dict[str, Any]:
         doc.pop("headline"), doc.pop("findings")
     if not doc.get("warnings"):
         doc.pop("warnings", None)
+    return doc
+
+
+# The critical path's window-path figures: exact when a slice ends at a step start, not where diagnose DATASET's
+# planner cuts between two steps (docs/critical_path.md, "Out of core"); its steps, ranks and dropped edges are
+# exact at those cuts too.
+WINDOW_PATH = ("length_ns", "breakdown_ns", "events", "event_count", "start_ns", "end_ns", "per_rank", "small_kernels")
+
+
+def without_window_path(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` without the critical path's window-path figures (what a cut between steps can change)."""
+    cp = doc.get(critical_path.SECTION.key)
+    if isinstance(cp, dict):
+        for key in WINDOW_PATH:
+            cp.pop(key, None)
     return doc

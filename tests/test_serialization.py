@@ -30,7 +30,9 @@ NOT_SERIALIZED = {("FallbackOp", "event_ids"): "row ids of one loaded trace; mea
                   ("CriticalPath", "rank"): _REDUCE_INPUT,
                   ("DeviceAttribution", "slice_stalls"): "a time slice's edge runs, merged away (analysis/stall_merge.py)",
                   ("FallbackOp", "sources"): "calls per source line, for merging time slices; ``source`` is kept",
-                  ("Phases", "pieces"): "a time slice's spans and step rows, merged away (analysis/phases.merge)"}
+                  ("Phases", "pieces"): "a time slice's spans and step rows, merged away (analysis/phases.merge)",
+                  **dict.fromkeys([("CriticalPath", f) for f in ("owned", "window", "pieces", "crossing")],
+                                  "a time slice's value, for the merge of one rank's slices only (not in the document)")}
 EMPTY: tuple[Any, ...] = (None, "", 0, (), [], {}, False)
 
 
