@@ -13,6 +13,16 @@ call, -1 at the end of the op (at one instant, ends count before launches). The 
 sum over its streams. A shallow queue means the device drains work as fast as the host supplies it;
 ops shorter than their own launch call mean the host cannot get ahead however it tries: together
 they are the ``launch_bound`` finding.
+
+Out of core (``Options.owned``, analysis/slices.py): a slice counts the ops that start in it; it links every op
+of the window its trace holds (a queue's depth at a launch counts ops of other slices) and keeps, in ``parts``,
+exact value counts (analysis/value_counts.py) of its ops' delays, call times and depths, per stream too;
+``merge`` adds them and reads the medians, percentiles and maxima off the sums. A slice links an op only when its
+trace holds the op's launch call, and measures a depth only when it holds every op in flight then: **exact when
+the slice's trace reaches ``2 * R`` beyond its instants on both sides**, where ``R`` is the longest time from a
+launch call's start to its op's end (``launch_reach``). A slice of exactly its instants (``slices.slice_of``)
+misses the calls of the ops it owns that were launched before it, which a GPU running behind its host always
+has (resnet50's queue holds hundreds of ops at every step boundary): those come out unmatched.
 """
 
 from __future__ import annotations
@@ -24,11 +34,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis import graph_replay
+from neurontrace.analysis import graph_replay, value_counts
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
 from neurontrace.analysis.driving import correlation_calls
 from neurontrace.analysis.overlap import device_and_host
+from neurontrace.analysis.slices import owned_rows
 from neurontrace.columns import isin, keep
 from neurontrace.units import duration
 
@@ -47,18 +58,23 @@ class Launch:
     queue_depth_median: float | None  # the device's depth just after each launch, median over launches
     short_kernel_share: float | None  # ops shorter than their launch call
     streams: list[dict[str, Any]] = field(default_factory=list)
+    # A slice's value only (Options.owned): value counts of its ops' figures, for ``merge`` (see the module doc).
+    parts: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kernels": self.kernels, "unmatched": self.unmatched, "delay_ns_median": self.delay_ns_median,
-                "delay_ns_p90": self.delay_ns_p90, "delay_ns_max": self.delay_ns_max,
-                "call_ns_median": self.call_ns_median, "queue_depth_max": self.queue_depth_max,
-                "queue_depth_median": self.queue_depth_median, "short_kernel_share": self.short_kernel_share,
-                "streams": self.streams}
+        out: dict[str, Any] = {"kernels": self.kernels, "unmatched": self.unmatched, "delay_ns_median": self.delay_ns_median,
+                               "delay_ns_p90": self.delay_ns_p90, "delay_ns_max": self.delay_ns_max,
+                               "call_ns_median": self.call_ns_median, "queue_depth_max": self.queue_depth_max,
+                               "queue_depth_median": self.queue_depth_median,
+                               "short_kernel_share": self.short_kernel_share, "streams": self.streams}
+        if self.parts is not None:
+            out["parts"] = self.parts
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Launch:
-        fields: dict[str, Any] = {k: d.get(k) for k in cls.__dataclass_fields__ if k != "streams"}
-        return cls(**fields, streams=list(d.get("streams") or []))
+        fields: dict[str, Any] = {k: d.get(k) for k in cls.__dataclass_fields__ if k not in ("streams", "parts")}
+        return cls(**fields, streams=list(d.get("streams") or []), parts=d.get("parts"))
 
 
 def launch_calls(host: pa.Table, flows: pa.Table, dev: pa.Table) -> np.ndarray:
@@ -110,12 +126,16 @@ def _ns(values: np.ndarray, q: float) -> int | None:
     return int(np.percentile(values, q, method="lower")) if len(values) else None
 
 
-def launch_stats(host: pa.Table, flows: pa.Table, dev: pa.Table, window: tuple[int, int]) -> Launch:
-    """Launch statistics of one device (``dev``: that device and rank) for ops starting in ``window``."""
+def launch_stats(host: pa.Table, flows: pa.Table, dev: pa.Table, window: tuple[int, int],
+                 owned: tuple[int, int] | None = None) -> Launch:
+    """Launch statistics of one device (``dev``: that device and rank) for ops starting in ``window``
+    (and in ``owned``, a slice's instants: see the module doc)."""
     dev = keep(dev, isin(dev["category"], LAUNCHED))
     ts = dev["ts_ns"].to_numpy()
     dev = keep(dev, (ts >= window[0]) & (ts < window[1]))
     call = launch_calls(host, flows, dev)
+    if owned is not None:
+        return _slice_stats(host, dev, call, owned)
     ok = call >= 0
     k_ts = dev["ts_ns"].to_numpy()[ok]
     k_end = k_ts + dev["dur_ns"].to_numpy()[ok]
@@ -140,6 +160,77 @@ def launch_stats(host: pa.Table, flows: pa.Table, dev: pa.Table, window: tuple[i
         short_kernel_share=round(float(short.mean()), 4) if len(short) else None, streams=streams)
 
 
+def _slice_stats(host: pa.Table, dev: pa.Table, call: np.ndarray, owned: tuple[int, int]) -> Launch:
+    """A slice's value: counts of the ops starting in ``owned``, their figures as value counts in ``parts``;
+    depths are measured over every linked op the slice holds, and kept for its own ops."""
+    ok = call >= 0
+    mine = owned_rows(dev, owned)
+    k_ts = dev["ts_ns"].to_numpy()[ok]
+    k_end = k_ts + dev["dur_ns"].to_numpy()[ok]
+    c_ts = host["ts_ns"].to_numpy()[call[ok]]
+    c_dur = host["dur_ns"].to_numpy()[call[ok]]
+    own = mine[ok]
+    delay = (k_ts - c_ts)[own]
+    _, at_launch = _depth(c_ts, k_end)
+    tracks = np.asarray(dev["track"].cast(pa.string()).to_pylist(), dtype=object)[ok] if ok.any() else np.zeros(0)
+    streams: dict[str, Any] = {}
+    for track in sorted(set(tracks[own].tolist())):
+        m = tracks == track
+        _, after = _depth(c_ts[m], k_end[m])
+        streams[str(track)] = {"kernels": int((m & own).sum()), "delay": value_counts.of((k_ts - c_ts)[m & own]),
+                               "queue_depth_max": int(after[own[m]].max())}
+    parts = {"delay": value_counts.of(delay), "call": value_counts.of(c_dur[own]),
+             "depth": value_counts.of(at_launch[own]), "short": int(((k_end - k_ts) < c_dur)[own].sum()),
+             "streams": streams}
+    return Launch(kernels=int((ok & mine).sum()), unmatched=int((~ok & mine).sum()), delay_ns_median=None,
+                  delay_ns_p90=None, delay_ns_max=None, call_ns_median=None,
+                  queue_depth_max=int(at_launch[own].max()) if own.any() else 0, queue_depth_median=None,
+                  short_kernel_share=None, parts=parts)
+
+
+def merge(values: list[Launch | None]) -> Launch | None:
+    """One device's per-slice values (time order) -> the rank's: counts added, figures read off the summed
+    value counts (exactly :func:`launch_stats` on the whole rank, given the reach the module doc names)."""
+    got = [v for v in values if v is not None]
+    if not got:
+        return None
+    parts = [v.parts or {} for v in got]
+
+    def summed(key: str) -> value_counts.Counts:
+        return value_counts.merge(p.get(key, []) for p in parts)
+
+    delay, call, depth = summed("delay"), summed("call"), summed("depth")
+    n = value_counts.size(delay)
+    streams = []
+    for track in sorted({t for p in parts for t in p.get("streams", {})}):
+        mine = [p["streams"][track] for p in parts if track in p.get("streams", {})]
+        d = value_counts.merge(s["delay"] for s in mine)
+        streams.append({"stream": track, "kernels": sum(s["kernels"] for s in mine),
+                        "delay_ns_median": value_counts.lower(d, 50), "delay_ns_p90": value_counts.lower(d, 90),
+                        "delay_ns_max": value_counts.largest(d),
+                        "queue_depth_max": max(s["queue_depth_max"] for s in mine)})
+    short = sum(p.get("short", 0) for p in parts)
+    return Launch(
+        kernels=sum(v.kernels for v in got), unmatched=sum(v.unmatched for v in got),
+        delay_ns_median=value_counts.lower(delay, 50), delay_ns_p90=value_counts.lower(delay, 90),
+        delay_ns_max=value_counts.largest(delay), call_ns_median=value_counts.lower(call, 50),
+        queue_depth_max=max(v.queue_depth_max for v in got), queue_depth_median=value_counts.median(depth),
+        short_kernel_share=round(short / n, 4) if n else None,  # = the mean of the 0/1 flags
+        streams=streams)
+
+
+def launch_reach(host: pa.Table, flows: pa.Table, dev: pa.Table) -> int:
+    """The longest time from a launch call's start to the end of the op it launched (0 without any): how far
+    beyond its instants a slice's trace must reach (twice this) for its launch figures to be exact."""
+    dev = keep(dev, isin(dev["category"], LAUNCHED))
+    call = launch_calls(host, flows, dev)
+    ok = call >= 0
+    if not ok.any():
+        return 0
+    end = dev["ts_ns"].to_numpy()[ok] + dev["dur_ns"].to_numpy()[ok]
+    return int((end - host["ts_ns"].to_numpy()[call[ok]]).max())
+
+
 LAUNCH_BOUND_SHORT = 0.5  # at least half of the launched ops are shorter than their own launch call ...
 LAUNCH_BOUND_DEPTH = 2.0  # ... and the median queue depth after a launch is at most 2 (the device drains it)
 LAUNCH_BOUND_MIN_OPS = 100  # evidence enough: at least this many launches
@@ -159,7 +250,7 @@ def _compute(ctx: Context, d: DeviceAttribution) -> Launch | None:
     dev, host = device_and_host(ctx, d)
     if dev.num_rows == 0:
         return None
-    return launch_stats(host, ctx.trace.flows, dev, d.window)
+    return launch_stats(host, ctx.trace.flows, dev, d.window, ctx.options.owned)
 
 
 _ADVICE = ("Launch fewer, larger kernels: CUDA graphs (torch.compile mode='reduce-overhead'), fused ops, "
@@ -187,5 +278,5 @@ def launch_bound(ctx: Context) -> list[Finding]:
 
 
 SECTION = DeviceSection("launch", "launch latency", _compute, to_json=lambda v: v.as_dict(), from_json=Launch.from_dict,
-                        text=_text)
+                        text=_text, merge=merge)
 FINDINGS = FindingFamily("launch bound", launch_bound)
