@@ -20,7 +20,7 @@ exact value counts (analysis/value_counts.py) of its ops' delays, call times and
 ``merge`` adds them and reads the medians, percentiles and maxima off the sums. A slice links an op only when its
 trace holds the op's launch call, and measures a depth only when it holds every op in flight then: **exact when
 the slice's trace reaches ``2 * R`` beyond its instants on both sides**, where ``R`` is the longest time from a
-launch call's start to its op's end (``launch_reach``). A slice of exactly its instants (``slices.slice_of``)
+launch call's start to its op's end (analysis/slice_reach.py). A slice of exactly its instants (``slices.slice_of``)
 misses the calls of the ops it owns that were launched before it, which a GPU running behind its host always
 has (resnet50's queue holds hundreds of ops at every step boundary): those come out unmatched.
 """
@@ -217,18 +217,6 @@ def merge(values: list[Launch | None]) -> Launch | None:
         queue_depth_max=max(v.queue_depth_max for v in got), queue_depth_median=value_counts.median(depth),
         short_kernel_share=round(short / n, 4) if n else None,  # = the mean of the 0/1 flags
         streams=streams)
-
-
-def launch_reach(host: pa.Table, flows: pa.Table, dev: pa.Table) -> int:
-    """The longest time from a launch call's start to the end of the op it launched (0 without any): how far
-    beyond its instants a slice's trace must reach (twice this) for its launch figures to be exact."""
-    dev = keep(dev, isin(dev["category"], LAUNCHED))
-    call = launch_calls(host, flows, dev)
-    ok = call >= 0
-    if not ok.any():
-        return 0
-    end = dev["ts_ns"].to_numpy()[ok] + dev["dur_ns"].to_numpy()[ok]
-    return int((end - host["ts_ns"].to_numpy()[call[ok]]).max())
 
 
 LAUNCH_BOUND_SHORT = 0.5  # at least half of the launched ops are shorter than their own launch call ...

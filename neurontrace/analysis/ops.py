@@ -582,7 +582,7 @@ def merge(values: list[OpEfficiency | None]) -> OpEfficiency | None:
     slice links a kernel to its op through the op's launch call, and splits an op's FLOPs over all its
     kernels: exact when the slice's trace reaches, beyond its instants, from the start of the op owning any
     kernel it holds to the end of that op's last kernel (the module doc of analysis/launch.py: ``2 * R``
-    with R from the op's start, :func:`ops_reach`)."""
+    with R from the op's start, analysis/slice_reach.py)."""
     got = [v for v in values if v is not None]
     groups = ops_parts.merge(v.parts or [] for v in got)
     if not groups:
@@ -600,21 +600,6 @@ def merge(values: list[OpEfficiency | None]) -> OpEfficiency | None:
     rep = OpsReport(rows, {device: peak}, skipped, links)
     return OpEfficiency(first.device_name, first.peak, rep.classes(device), [r.as_dict() for r in rep.rows[:TOP_ROWS]],
                         rep.skipped, rep.links, rep.warnings())
-
-
-def ops_reach(trace: Trace, device: str, rank: int | None) -> int:
-    """The longest time from the start of the op owning a kernel (or launching it) to the end of the kernel, over
-    ``device``'s kernels (0 without any): with ``2 *`` this beyond its instants, a slice's op table is exact."""
-    index = OpsIndex(trace, device=device, rank=rank, many_windows=False)
-    if index.cpu or not index.dev.num_rows:
-        return 0
-    owners = kernel_owners(index.host, trace.flows, index.dev, index.top_of, index.thread)
-    label = np.where(owners.owner >= 0, owners.owner, owners.launcher)
-    ok = label >= 0
-    if not ok.any():
-        return 0
-    end = index.dev["ts_ns"].to_numpy()[ok] + index.dev["dur_ns"].to_numpy()[ok]
-    return int((end - index.host["ts_ns"].to_numpy()[label[ok]]).max())
 
 
 def _text(v: OpEfficiency) -> list[str]:

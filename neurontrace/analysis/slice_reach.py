@@ -1,0 +1,61 @@
+"""How far beyond its instants a time slice's trace must reach for the device sections to merge exactly.
+
+A slice (analysis/slices.py) counts what starts in its instants ``[start, end)`` and sums time inside them,
+so events its trace holds beyond them change nothing by themselves; but two device sections *link* events
+across time: ``launch`` ties a device op to the host call that launched it (up to the queue's length
+earlier) and measures the queue's depth at each launch, ``ops`` ties a kernel to the op owning it and splits
+the op's FLOPs over all its kernels. Their slice values are exact when the slice's trace holds the events
+overlapping ``[start - H, end + H)`` with ``H = halo_ns(...)``: twice the longest time from a launch call's
+start, or an owning op's start, to the end of its device op (the depth at a launch counts ops launched up to
+one reach before it, whose own calls are one reach earlier still).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from neurontrace.analysis.attribution import DeviceAttribution
+from neurontrace.analysis.contract import Context
+from neurontrace.analysis.kernel_owner import kernel_owners
+from neurontrace.analysis.launch import LAUNCHED, launch_calls
+from neurontrace.analysis.ops import OpsIndex
+from neurontrace.analysis.overlap import device_and_host
+from neurontrace.columns import isin, keep
+from neurontrace.trace import Trace
+
+
+def launch_reach(host: pa.Table, flows: pa.Table, dev: pa.Table) -> int:
+    """The longest time from a launch call's start to the end of the op it launched (0 without any)."""
+    dev = keep(dev, isin(dev["category"], LAUNCHED))
+    call = launch_calls(host, flows, dev)
+    ok = call >= 0
+    if not ok.any():
+        return 0
+    end = dev["ts_ns"].to_numpy()[ok] + dev["dur_ns"].to_numpy()[ok]
+    return int((end - host["ts_ns"].to_numpy()[call[ok]]).max())
+
+
+def ops_reach(trace: Trace, device: str, rank: int | None) -> int:
+    """The longest time from the start of the op owning (else launching) a kernel of ``device`` to the kernel's
+    end (0 without any)."""
+    index = OpsIndex(trace, device=device, rank=rank, many_windows=False)
+    if index.cpu or not index.dev.num_rows:
+        return 0
+    owners = kernel_owners(index.host, trace.flows, index.dev, index.top_of, index.thread)
+    label = np.where(owners.owner >= 0, owners.owner, owners.launcher)
+    ok = label >= 0
+    if not ok.any():
+        return 0
+    end = index.dev["ts_ns"].to_numpy()[ok] + index.dev["dur_ns"].to_numpy()[ok]
+    return int((end - index.host["ts_ns"].to_numpy()[label[ok]]).max())
+
+
+def halo_ns(trace: Trace, devices: list[DeviceAttribution]) -> int:
+    """``H`` (the module doc) for ``devices`` of ``trace``: 0 where nothing is launched (a CPU trace)."""
+    ctx = Context(trace, devices, [], {})
+    reach = 0
+    for d in devices:
+        dev, host = device_and_host(ctx, d)
+        reach = max(reach, launch_reach(host, trace.flows, dev), ops_reach(trace, d.device, d.rank))
+    return 2 * reach
