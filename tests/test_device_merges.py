@@ -17,6 +17,7 @@ import sys
 import warnings
 from dataclasses import replace
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,7 @@ def whole_and_merged(trace: Trace, devices: list[DeviceAttribution], cuts: list[
     lo, hi = _bounds(trace)
     edges = [lo, *(c for c in cuts if lo < c < hi), hi]
     per: dict[tuple[str, str], list[Any]] = {}
-    for a, b in zip(edges[:-1], edges[1:], strict=True):
+    for a, b in pairwise(edges):
         part = Context(slices.slice_of(trace, (a - halo, b + halo)), devices, [], {}, Options(owned=(a, b)))
         for d in devices:
             mine = replace(d, sections={})
