@@ -227,3 +227,18 @@ def test_value_counts_read_like_numpy(n: int) -> None:
     assert value_counts.median(counts) == float(np.median(values))
     assert value_counts.largest(counts) == int(values.max())
     assert value_counts.size(counts) == n and value_counts.lower([], 50) is None
+
+
+@pytest.mark.parametrize("name", [QWEN, RESNET])
+def test_a_slice_without_device_work(name: str) -> None:
+    """A slice of host work only (before the device's first event): its values add nothing and lose nothing
+    (the steps it sees still reach overlap's per-step list)."""
+    trace, devices = _corpus(name)
+    first_host = int(trace.system_events["ts_ns"].to_numpy().min())
+    first_dev = int(trace.device_events["ts_ns"].to_numpy().min())
+    assert first_dev - first_host > 2000
+    cuts = [first_host + 1000, first_dev - 1, *odd_cuts(devices, 2)]
+    quiet = slices.slice_of(trace, (first_host + 1000, first_dev - 1))
+    assert quiet.device_events.num_rows == 0 and quiet.system_events.num_rows > 0
+    _assert_same(whole_and_merged(trace, devices, cuts, halo_ns(trace, devices)))
+    _assert_same(whole_and_merged(trace, devices, cuts, keys=PLAIN))
