@@ -14,8 +14,6 @@ import gzip
 import io
 import json
 import shutil
-import subprocess
-import sys
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -30,18 +28,14 @@ from neurontrace import dataset, distributed, errors
 from neurontrace.cli import main
 from neurontrace.dataset_stream import convert_trace
 from neurontrace.trace import ACCOUNTING_KEY, Trace
-from tests.conftest import ROOT, corpus_root
+from tests.conftest import corpus_root
 
 QWEN = "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 
 
 @pytest.fixture(scope="session")
-def torch_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch")
-    out = tmp_path_factory.mktemp("outofcore_run")
-    subprocess.run([sys.executable, str(ROOT / "tests" / "outofcore_workload.py"), str(out)], cwd=ROOT, check=True,
-                   timeout=300, capture_output=True)
-    return out / "train.pt.trace.json"
+def torch_run(outofcore_run: Path) -> Path:
+    return outofcore_run  # one run per session, shared with tests/test_sliced.py (tests/conftest.py)
 
 
 @pytest.fixture(scope="session")

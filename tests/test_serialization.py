@@ -27,7 +27,10 @@ from tests.diff_pairs import write_pair
 _REDUCE_INPUT = "a rank's reduce input, handed to the job's combine in memory (on Dask as a Python object), never written"
 NOT_SERIALIZED = {("FallbackOp", "event_ids"): "row ids of one loaded trace; meaningless once it is closed",
                   ("CriticalPath", "segments"): _REDUCE_INPUT, ("CriticalPath", "collectives"): _REDUCE_INPUT,
-                  ("CriticalPath", "rank"): _REDUCE_INPUT}
+                  ("CriticalPath", "rank"): _REDUCE_INPUT,
+                  ("DeviceAttribution", "slice_stalls"): "a time slice's edge runs, merged away (analysis/stall_merge.py)",
+                  ("FallbackOp", "sources"): "calls per source line, for merging time slices; ``source`` is kept",
+                  ("Phases", "pieces"): "a time slice's spans and step rows, merged away (analysis/phases.merge)"}
 EMPTY: tuple[Any, ...] = (None, "", 0, (), [], {}, False)
 
 

@@ -1,0 +1,166 @@
+"""The in-memory reference of ``diagnose`` out of core: a rank cut into time slices, each diagnosed alone with
+``Options.owned``, merged (analysis/sliced.py), gives the whole rank's ``Diagnosis`` (docs/scale.md).
+
+Proven on the corpus H100 Qwen trace (GPU: launch lag, the ``launched_in_steps`` window, launch flows), a real
+CPU torch run (tests/outofcore_workload.py: 6 steps, Python frames), with ``--fallback-ops`` naming a real op
+of it, and the corpus Triton example (a ProfilerStep of another process lasting 13 s in a 0.36 s trace:
+sanitize's ``longer_than_trace``, a whole-rank rule).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import neurontrace
+from neurontrace.analysis import registry
+from neurontrace.analysis import sliced as sliced_module
+from neurontrace.analysis.contract import Options
+from neurontrace.analysis.diagnose import combine, diagnose_rank
+from neurontrace.analysis.sliced import OUT_OF_CORE, diagnose_sliced, host_step_starts, slices_of, step_cuts
+from neurontrace.analysis.window import trace_span
+from neurontrace.trace import Trace
+from tests.conftest import corpus_root
+
+QWEN = "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+TRITON = "HolisticTraceAnalysis/tests/data/triton_example/triton_example.json.gz"
+
+
+def _corpus(rel: str) -> Trace:
+    root = corpus_root()
+    if root is None or not (root / rel).is_file():
+        pytest.skip("the real-trace corpus is not beside this checkout")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return neurontrace.load(root / rel)
+
+
+@pytest.fixture(scope="module")
+def qwen() -> Trace:
+    return _corpus(QWEN)
+
+
+@pytest.fixture(scope="module")
+def cpu_run(outofcore_run: Path) -> Trace:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return neurontrace.load(outofcore_run)
+
+
+def left_out() -> list[str]:
+    """The sections that have no time merge yet (left out of an out-of-core diagnosis, with one warning)."""
+    return ([s.key for s in registry.DEVICE_SECTIONS if s.merge is None]
+            + [s.key for s in registry.SECTIONS if s.merge is None])
+
+
+def comparable(doc: dict[str, Any], sliced: bool) -> dict[str, Any]:
+    """The document without the sections left out (and, while any is, the headline and findings, which read
+    them); the sliced one must say once, in its warnings, which those are."""
+    doc = json.loads(json.dumps(doc))
+    gone = left_out()
+    if sliced:
+        said = [w for w in doc.get("warnings", []) if w["format"] == OUT_OF_CORE]
+        assert len(said) == (1 if gone else 0)
+        if said:
+            assert all(key in said[0]["message"] for key in gone)
+            doc["warnings"].remove(said[0])
+            if not doc["warnings"]:
+                doc.pop("warnings")
+    for key in gone:
+        doc.pop(key, None)
+        for d in doc["devices"]:
+            d.pop(key, None)
+    if gone:
+        doc.pop("headline"), doc.pop("findings")
+    if not doc.get("warnings"):
+        doc.pop("warnings", None)
+    return doc
+
+
+def same_answer(trace: Trace, cuts: list[int], options: Options | None = None,
+                ignore: tuple[str, ...] = ()) -> dict[str, Any]:
+    whole = comparable(combine([diagnose_rank(trace, options)], options).as_dict(), sliced=False)
+    parts = comparable(combine([diagnose_sliced(trace, cuts, options)], options).as_dict(), sliced=True)
+    for key in ignore:
+        whole["phases"]["split"].pop(key), parts["phases"]["split"].pop(key)
+    assert parts == whole
+    return whole
+
+
+def test_cuts_at_every_step_give_the_whole_rank_answer(cpu_run: Trace) -> None:
+    cuts = host_step_starts(cpu_run)[1:]
+    assert len(cuts) >= 5
+    doc = same_answer(cpu_run, cuts)
+    assert doc["devices"][0]["window_rule"] == "steps" and len(doc["phases"]["steps"]) == 6
+    assert doc["devices"][0]["top_stalls"] and doc["phases"]["split"]["steps"]
+
+
+def test_cuts_at_arbitrary_instants_change_only_the_phase_split(cpu_run: Trace, qwen: Trace) -> None:
+    # Every figure but the forward/backward/optimizer split of a step is exact whatever the cuts; that split
+    # finds a step's forward pass from its first op to its first backward op, so it needs the whole step in one
+    # slice (docs/scale.md): the planner cuts at step starts only (test_the_planner_cuts_at_step_starts).
+    for trace, n in ((cpu_run, 13), (qwen, 40)):
+        lo, hi = trace_span(trace)
+        doc = same_answer(trace, [lo + (hi - lo) * i // n for i in range(1, n)], ignore=("steps", "total"))
+        assert doc["devices"][0]["top_stalls"]
+
+
+def test_the_gpu_window_and_a_stall_cut_by_a_slice_come_out_whole(qwen: Trace, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    whole = diagnose_rank(qwen)
+    (dev,) = whole.devices
+    assert dev.window_rule == "launched_in_steps"  # the device lags: the window comes from launched work
+    stalls = dev.top_stalls[:4]
+    cuts = [s.start_ns + s.dur_ns // 2 for s in stalls] + [s.start_ns + s.dur_ns // 3 for s in stalls[:2]]
+    joined: list[tuple[int, int]] = []
+    describer = sliced_module._Describer.__call__
+
+    def spy(self: Any, *args: Any) -> Any:
+        joined.append((args[2], args[3]))
+        return describer(self, *args)
+
+    monkeypatch.setattr(sliced_module._Describer, "__call__", spy)
+    same_answer(qwen, cuts, ignore=("steps", "total"))
+    # each of those stalls was cut (one of them twice) and put back together from its pieces
+    assert sorted(joined) == sorted((s.start_ns, s.start_ns + s.dur_ns) for s in stalls)
+
+
+def test_named_fallback_ops_count_each_call_once(cpu_run: Trace) -> None:
+    # a real op of the run named as a fallback (--fallback-ops): its calls, host time and the device idle time
+    # under it are summed over the slices, the calls carried into a slice from before counted where they start
+    options = Options(fallback_ops=("aten::addmm", "aten::not_in_this_run"))
+    lo, hi = trace_span(cpu_run)
+    for cuts in (host_step_starts(cpu_run)[1:], [lo + (hi - lo) * i // 17 for i in range(1, 17)]):
+        doc = same_answer(cpu_run, cuts, options, ignore=("steps", "total"))
+        ops = {op["name"]: op for op in doc["fallback_ops"]}
+        assert ops["aten::addmm"]["calls"] >= 12 and ops["aten::addmm"]["evidence"] == "confirmed"
+        assert ops["aten::addmm"]["device_idle_ns"] > 0 and ops["aten::addmm"]["source"]
+        assert ops["aten::not_in_this_run"]["evidence"] == "named_not_seen"
+
+
+def test_a_whole_rank_rule_of_sanitize_holds_in_every_slice() -> None:
+    trace = _corpus(TRITON)
+    lo, hi = trace_span(trace)
+    doc = same_answer(trace, [lo + (hi - lo) * i // 5 for i in range(1, 5)])
+    assert doc["event_checks"]["counts"] == {"longer_than_trace": 1}  # counted once, in the slice where it starts
+    assert doc["devices"][0]["window_rule"] == "activity"
+
+
+def test_the_planner_cuts_at_step_starts(cpu_run: Trace) -> None:
+    starts = sorted(host_step_starts(cpu_run))
+    assert step_cuts(starts) == starts[1:]
+    # time parts of 10 bytes starting every 1 ns from the first step: a budget of 25 bytes groups steps
+    lo = starts[0]
+    sizes = [(t, 10) for t in range(lo, starts[-1] + 1, max(1, (starts[-1] - lo) // 30))]
+    cuts = step_cuts(starts, sizes, 25 * (starts[-1] - lo) // (starts[1] - lo) // 30 or 1)
+    assert cuts and set(cuts) <= set(starts[1:]) and cuts == sorted(cuts)
+    assert step_cuts(starts, sizes, 1 << 40) == []  # everything fits in one slice
+    span = trace_span(cpu_run)
+    slices = slices_of(span, cuts)
+    assert slices[0][0] == span[0] and slices[-1][1] == span[1] + 1
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(slices))
