@@ -145,7 +145,7 @@ def test_gpu_traces_plain_slices_at_arbitrary_instants(name: str) -> None:
 @pytest.mark.parametrize("name", GPU)
 def test_gpu_traces_every_section_with_the_reach_at_arbitrary_instants(name: str) -> None:
     trace, devices = _corpus(name)
-    halo = halo_ns(trace, devices)
+    halo = halo_ns(trace, [(d.device, d.rank) for d in devices])
     assert halo > 0
     rows = whole_and_merged(trace, devices, odd_cuts(devices), halo)
     _assert_same(rows)
@@ -159,7 +159,7 @@ def test_resnet50_cut_at_its_steps() -> None:
     cuts = step_cuts(trace)
     assert len(cuts) >= 3
     _assert_same(whole_and_merged(trace, devices, cuts, keys=PLAIN))
-    _assert_same(whole_and_merged(trace, devices, cuts, halo_ns(trace, devices), keys=("ops", "launch")))
+    _assert_same(whole_and_merged(trace, devices, cuts, halo_ns(trace, [(d.device, d.rank) for d in devices]), keys=("ops", "launch")))
 
 
 def test_a_plain_slice_misses_the_launch_calls_made_before_it() -> None:
@@ -176,7 +176,7 @@ def test_a_real_cpu_run_merges_every_section_without_a_reach(cpu_run: Path, wher
     """A CPU trace launches nothing: its ops are counted where they start, by their own time, at any cut."""
     trace, devices = _loaded(str(cpu_run))
     cuts = step_cuts(trace) if where == "steps" else odd_cuts(devices)
-    assert len(cuts) >= 3 and halo_ns(trace, devices) == 0
+    assert len(cuts) >= 3 and halo_ns(trace, [(d.device, d.rank) for d in devices]) == 0
     rows = whole_and_merged(trace, devices, cuts)
     _assert_same(rows)
     assert {"dominant", "ops"} <= {key for _, key, whole, _ in rows if whole is not None}
@@ -240,5 +240,5 @@ def test_a_slice_without_device_work(name: str) -> None:
     cuts = [first_host + 1000, first_dev - 1, *odd_cuts(devices, 2)]
     quiet = slices.slice_of(trace, (first_host + 1000, first_dev - 1))
     assert quiet.device_events.num_rows == 0 and quiet.system_events.num_rows > 0
-    _assert_same(whole_and_merged(trace, devices, cuts, halo_ns(trace, devices)))
+    _assert_same(whole_and_merged(trace, devices, cuts, halo_ns(trace, [(d.device, d.rank) for d in devices])))
     _assert_same(whole_and_merged(trace, devices, cuts, keys=PLAIN))

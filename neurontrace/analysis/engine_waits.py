@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection
+from neurontrace.analysis.device_window import whole_window
 from neurontrace.analysis.intervals import clip, layered, union
 from neurontrace.analysis.slices import owned_rows
 from neurontrace.columns import isin, of_rank, select
@@ -170,7 +171,7 @@ def _text(w: EngineWaits) -> list[str]:
 
 
 def _compute(ctx: Context, d: DeviceAttribution) -> EngineWaits | None:
-    found = engine_waits(ctx.trace, d.device, d.rank, d.window, ctx.options.owned)
+    found = engine_waits(ctx.trace, d.device, d.rank, whole_window(ctx, d), ctx.options.owned)
     return None if found is None else EngineWaits.from_dict(found)
 
 

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from neurontrace.analysis import graph_replay, value_counts
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
+from neurontrace.analysis.device_window import whole_window
 from neurontrace.analysis.driving import correlation_calls
 from neurontrace.analysis.overlap import device_and_host
 from neurontrace.analysis.slices import owned_rows
@@ -238,7 +239,7 @@ def _compute(ctx: Context, d: DeviceAttribution) -> Launch | None:
     dev, host = device_and_host(ctx, d)
     if dev.num_rows == 0:
         return None
-    return launch_stats(host, ctx.trace.flows, dev, d.window, ctx.options.owned)
+    return launch_stats(host, ctx.trace.flows, dev, whole_window(ctx, d), ctx.options.owned)
 
 
 _ADVICE = ("Launch fewer, larger kernels: CUDA graphs (torch.compile mode='reduce-overhead'), fused ops, "

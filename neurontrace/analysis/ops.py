@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from neurontrace.analysis import names, ops_parts
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
+from neurontrace.analysis.device_window import whole_window
 from neurontrace.analysis.driving import LINKED_BY, device_groups, host_threads, launching_pids
 from neurontrace.analysis.kernel_owner import Owners, kernel_owners, outermost
 from neurontrace.analysis.neuron_flops import neuron_counters
@@ -569,7 +570,7 @@ def _slice_section(ctx: Context, d: DeviceAttribution, owned: tuple[int, int]) -
     skipped: dict[str, int] = {}
     links: dict[str, int] = {}
     if d.device == CPU_DEVICE or ctx.trace.device_events.num_rows:  # a slice may hold none of the device's work
-        rep = op_table(ctx.trace, window=d.window, device=d.device, rank=d.rank, owned=owned)
+        rep = op_table(ctx.trace, window=whole_window(ctx, d), device=d.device, rank=d.rank, owned=owned)
         parts, skipped, links = rep.parts or [], rep.skipped, rep.links
     return OpEfficiency(peak.name, peak.peak.as_dict() if peak.peak else None, [], [], skipped, links, [], parts)
 

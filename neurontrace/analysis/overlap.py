@@ -29,10 +29,11 @@ import pyarrow as pa
 
 from neurontrace.analysis.attribution import CPU_DEVICE, DeviceAttribution, device_rows
 from neurontrace.analysis.contract import Context, DeviceSection
+from neurontrace.analysis.device_window import driving_pids, whole_window
 from neurontrace.analysis.driving import driving_host_events
 from neurontrace.analysis.intervals import clip, union, within
 from neurontrace.analysis.work import device_categories
-from neurontrace.columns import keep, select
+from neurontrace.columns import isin, keep, of_rank, select
 from neurontrace.units import duration
 
 COMPUTE = ("compute",)
@@ -184,7 +185,12 @@ def device_and_host(ctx: Context, d: DeviceAttribution) -> tuple[pa.Table, pa.Ta
     key = ("device_and_host", d.device, d.rank)
     if key not in ctx.shared:
         dev = device_rows(ctx.trace, d.device, d.rank)
-        ctx.shared[key] = dev, driving_host_events(ctx.trace, dev)
+        pids = driving_pids(ctx, d)  # a slice: the whole rank's driving processes, as the plan found them
+        if pids:
+            host = of_rank(ctx.trace.system_events.drop_columns(["args"]), d.rank)
+            ctx.shared[key] = dev, keep(host, isin(host["pid"], list(pids)))
+        else:
+            ctx.shared[key] = dev, driving_host_events(ctx.trace, dev)
     found: tuple[pa.Table, pa.Table] = ctx.shared[key]
     return found
 
@@ -193,7 +199,8 @@ def _compute(ctx: Context, d: DeviceAttribution) -> Overlap | None:
     dev, host = device_and_host(ctx, d)
     if d.device == CPU_DEVICE if ctx.options.owned is not None else dev.num_rows == 0:
         return None  # the host CPU standing in for a device: nothing to overlap (a slice may hold none of its rows)
-    return overlap(dev, d.window, step_spans(host, d.window), ctx.options.owned)
+    window = whole_window(ctx, d)
+    return overlap(dev, window, step_spans(host, window), ctx.options.owned)
 
 
 SECTION = DeviceSection("overlap", "communication overlap", _compute, to_json=lambda v: v.as_dict(),

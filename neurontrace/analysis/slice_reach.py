@@ -12,15 +12,16 @@ one reach before it, whose own calls are one reach earlier still).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pyarrow as pa
 
-from neurontrace.analysis.attribution import DeviceAttribution
-from neurontrace.analysis.contract import Context
+from neurontrace.analysis.attribution import device_rows
+from neurontrace.analysis.driving import driving_host_events
 from neurontrace.analysis.kernel_owner import kernel_owners
 from neurontrace.analysis.launch import LAUNCHED, launch_calls
 from neurontrace.analysis.ops import OpsIndex
-from neurontrace.analysis.overlap import device_and_host
 from neurontrace.columns import isin, keep
 from neurontrace.trace import Trace
 
@@ -38,7 +39,8 @@ def launch_reach(host: pa.Table, flows: pa.Table, dev: pa.Table) -> int:
 
 def ops_reach(trace: Trace, device: str, rank: int | None) -> int:
     """The longest time from the start of the op owning (else launching) a kernel of ``device`` to the kernel's
-    end (0 without any)."""
+    end or the op's, whichever is later (0 without any): a slice holding that much before and after a kernel it
+    owns holds the op and every kernel of it."""
     index = OpsIndex(trace, device=device, rank=rank, many_windows=False)
     if index.cpu or not index.dev.num_rows:
         return 0
@@ -48,14 +50,20 @@ def ops_reach(trace: Trace, device: str, rank: int | None) -> int:
     if not ok.any():
         return 0
     end = index.dev["ts_ns"].to_numpy()[ok] + index.dev["dur_ns"].to_numpy()[ok]
-    return int((end - index.host["ts_ns"].to_numpy()[label[ok]]).max())
+    start = index.host["ts_ns"].to_numpy()[label[ok]]
+    return int((np.maximum(end, start + index.host["dur_ns"].to_numpy()[label[ok]]) - start).max())
 
 
-def halo_ns(trace: Trace, devices: list[DeviceAttribution]) -> int:
-    """``H`` (the module doc) for ``devices`` of ``trace``: 0 where nothing is launched (a CPU trace)."""
-    ctx = Context(trace, devices, [], {})
+def halo_ns(trace: Trace, devices: Iterable[tuple[str, int | None]] | None = None) -> int:
+    """``H`` (the module doc) for the (device, rank) ``devices`` of ``trace`` (every device of its device events
+    by default): 0 where nothing is launched."""
+    if devices is None:
+        pairs = trace.device_events.select(["device", "rank"]).group_by(["device", "rank"]).aggregate([])
+        devices = [(str(d), r) for d, r in zip(pairs["device"].to_pylist(), pairs["rank"].to_pylist(), strict=True)
+                   if d is not None]
     reach = 0
-    for d in devices:
-        dev, host = device_and_host(ctx, d)
-        reach = max(reach, launch_reach(host, trace.flows, dev), ops_reach(trace, d.device, d.rank))
+    for device, rank in devices:
+        dev = device_rows(trace, device, rank)
+        reach = max(reach, launch_reach(driving_host_events(trace, dev), trace.flows, dev),
+                    ops_reach(trace, device, rank))
     return 2 * reach
