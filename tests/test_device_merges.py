@@ -12,8 +12,6 @@ The device a slice's section runs for is the whole rank's attribution (its windo
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import warnings
 from dataclasses import replace
 from functools import cache
@@ -28,8 +26,10 @@ import neurontrace
 from neurontrace.analysis import engine_waits, graph_replay, launch, registry, slices, value_counts
 from neurontrace.analysis.attribution import DeviceAttribution, attribute
 from neurontrace.analysis.contract import Context, DeviceSection, Options
+from neurontrace.analysis.diagnose import diagnose_rank
 from neurontrace.analysis.malformed import sanitize
 from neurontrace.analysis.slice_reach import halo_ns
+from neurontrace.analysis.sliced import diagnose_sliced
 from neurontrace.columns import select
 from neurontrace.errors import NeuronProfileWarning
 from neurontrace.trace import Trace
@@ -45,16 +45,6 @@ NEURON = ("synthetic_mlp_parquet", "synthetic_capture")  # SYNTHETIC (sample_tra
 # Exact at any cut of a plain slice (its instants' events only); launch and ops link across time (slice_reach.py).
 PLAIN = ("dominant", "overlap", "graph_launches", "engine_waits")
 SECTIONS = {s.key: s for s in registry.DEVICE_SECTIONS}
-
-
-@pytest.fixture(scope="session")
-def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/outofcore_workload.py's real CPU training run (6 profiled steps), once per session."""
-    pytest.importorskip("torch")
-    out = tmp_path_factory.mktemp("device_merges")
-    subprocess.run([sys.executable, str(ROOT / "tests" / "outofcore_workload.py"), str(out)],
-                   cwd=ROOT, check=True, timeout=300, capture_output=True)
-    return out / "train.pt.trace.json"
 
 
 @cache
@@ -172,9 +162,9 @@ def test_a_plain_slice_misses_the_launch_calls_made_before_it() -> None:
 
 
 @pytest.mark.parametrize("where", ["steps", "arbitrary"])
-def test_a_real_cpu_run_merges_every_section_without_a_reach(cpu_run: Path, where: str) -> None:
+def test_a_real_cpu_run_merges_every_section_without_a_reach(outofcore_run: Path, where: str) -> None:
     """A CPU trace launches nothing: its ops are counted where they start, by their own time, at any cut."""
-    trace, devices = _loaded(str(cpu_run))
+    trace, devices = _loaded(str(outofcore_run))  # tests/outofcore_workload.py's real CPU training run
     cuts = step_cuts(trace) if where == "steps" else odd_cuts(devices)
     assert len(cuts) >= 3 and halo_ns(trace, [(d.device, d.rank) for d in devices]) == 0
     rows = whole_and_merged(trace, devices, cuts)
@@ -242,3 +232,16 @@ def test_a_slice_without_device_work(name: str) -> None:
     assert quiet.device_events.num_rows == 0 and quiet.system_events.num_rows > 0
     _assert_same(whole_and_merged(trace, devices, cuts, halo_ns(trace, [(d.device, d.rank) for d in devices])))
     _assert_same(whole_and_merged(trace, devices, cuts, keys=PLAIN))
+
+
+@pytest.mark.parametrize("name", [RESNET, GRAPHS])
+def test_diagnose_sliced_gives_the_device_sections_of_the_whole_rank(name: str) -> None:
+    """Through ooc's in-memory reference (analysis/sliced.py: the slice plan, each slice with the halo):
+    resnet50 cut at its 5 step starts, the sglang decode (a HIP graph replay) at 4 arbitrary instants."""
+    trace, devices = _corpus(name)
+    cuts = step_cuts(trace) if name == RESNET else odd_cuts(devices)
+    whole, parts = diagnose_rank(trace), diagnose_sliced(trace, cuts)
+    for a, b in zip(whole.devices, parts.devices, strict=True):
+        for key, s in SECTIONS.items():
+            assert _json(s, b.sections.get(key)) == _json(s, a.sections.get(key)), (a.device, key)
+    assert {"dominant", "ops", "launch", "overlap"} <= set(whole.devices[0].sections)
