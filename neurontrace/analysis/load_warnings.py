@@ -53,7 +53,8 @@ def _compute(ctx: Context) -> LoadWarnings:
     # Events the parser read but could not keep, by reason (parse accounting: read == kept + skipped).
     out += [LoadWarning(a.source, a.format, f"{a.source}: {n} event(s) skipped: {reason}")
             for a in ctx.trace.accounting for reason, n in sorted(a.skipped.items()) if n]
-    missing = unrecorded(ctx.trace)  # device work launched but not recorded (analysis/device_activity.py)
+    # device work launched but not recorded (analysis/device_activity.py); on a time slice, the whole rank's
+    missing = unrecorded(ctx.trace) if ctx.options.plan is None else ctx.options.plan.missing
     if missing is not None:
         out.insert(0, LoadWarning("diagnose", "device_activity", missing.message()))
     checks = ctx.sections.get(malformed.SECTION.key)  # malformed events, found before attribution

@@ -16,7 +16,7 @@ The result, a :class:`~neurontrace.analysis.slices.RankPlan`, goes to every slic
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from neurontrace.analysis import names
 from neurontrace.analysis.attribution import CPU_DEVICE, cpu_work, device_rows
 from neurontrace.analysis.default_window import Window, step_cluster
-from neurontrace.analysis.device_activity import unrecorded
+from neurontrace.analysis.device_activity import Unrecorded, unrecorded
 from neurontrace.analysis.driving import LINK_SAMPLE
 from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.labels import spans
@@ -67,7 +67,7 @@ class _PassA:
     latest: list[tuple[int, int, int]] = field(default_factory=list)  # (end, begin, id) ending last
     python: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # pid -> (rows, first end, its start)
     first_begin: int | None = None
-    no_verdict: bool = False
+    missing: Unrecorded | None = None  # device_activity.unrecorded, its counts summed over the slices
     device_work: bool = False
 
     def add(self, t: Trace, owned: tuple[int, int]) -> None:
@@ -84,8 +84,7 @@ class _PassA:
             self.latest = sorted(self.latest + list(zip(alive_e[top].tolist(), alive_s[top].tolist(),
                                                         alive_id[top].tolist(), strict=True)), reverse=True)[:LATEST]
         self.device_work |= bool(dev.num_rows and isin(dev["category"], list(DEVICE_WORK)).any())
-        missing = unrecorded(t)
-        self.no_verdict |= missing is not None and missing.no_verdict
+        self._unrecorded(t, oh)
         self.host_ranks |= set(pc.unique(host["rank"]).to_pylist()) if host.num_rows else set()
         mine = host.filter(pa.array(oh))
         st = select(mine, "category", "step")
@@ -128,6 +127,24 @@ class _PassA:
             self.execs[key] = (n + ex.num_rows, ext)
             self._driving(t, key, rows)
 
+    def _unrecorded(self, t: Trace, oh: np.ndarray) -> None:
+        """device_activity.unrecorded of the rank: its launches and dangling launch flows counted where they start."""
+        if self.device_work:
+            return
+        got = unrecorded(t)
+        if got is None:
+            return
+        host = t.system_events
+        calls = oh & isin(host["category"], ["runtime", "driver"])
+        calls &= matches(host["name"], names.DEVICE_LAUNCH) if calls.any() else calls
+        flows = select(t.flows, "kind", "launch") if t.flows.num_rows else t.flows
+        dangling = ~flows["dst_event_id"].is_valid().to_numpy(zero_copy_only=False)
+        mine = np.isin(flows["src_event_id"].fill_null(-1).to_numpy(), host["event_id"].to_numpy()[oh])
+        launches, starts = int(calls.sum()), int((dangling & mine).sum())
+        if self.missing is not None:
+            launches, starts = launches + self.missing.launches, starts + self.missing.flow_starts
+        self.missing = replace(got, launches=launches, flow_starts=starts)
+
     def _driving(self, t: Trace, key: Device, rows: pa.Table) -> None:
         host = of_rank(t.system_events.select(["event_id", "pid", "rank", "correlation"]), key[1])
         flows = select(t.flows, "kind", "launch") if t.flows.num_rows else t.flows
@@ -161,11 +178,12 @@ def plan_rank(read: Reader, slices: list[tuple[int, int]], window: tuple[int, in
     a = _PassA()
     for owned in slices:
         a.add(sanitize(read(owned), owned)[0], owned)
-    plan = RankPlan([], cpu=not a.devices, clipped_ends=a.clipped_ends())
+    missing = None if a.device_work else a.missing
+    plan = RankPlan([], cpu=not a.devices, clipped_ends=a.clipped_ends(), missing=missing)
     clip = plan.clipped_ends
     steps = [(i, p, ts, clip.get(i, end), n) for i, p, ts, end, n in a.steps]
     plan.first_step_end = first_step_end([(n, ts, end - ts) for _, _, ts, end, n in steps])
-    if a.no_verdict and not a.device_work:
+    if missing is not None and missing.no_verdict:
         return plan
     if plan.cpu:
         pairs: list[Device] = [(CPU_DEVICE, r) for r in sorted(a.host_ranks, key=lambda r: (r is not None, r or 0))]

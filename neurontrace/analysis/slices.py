@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from neurontrace.analysis.default_window import Window
+from neurontrace.analysis.device_activity import Unrecorded
 from neurontrace.trace import Trace
 
 
@@ -72,6 +73,7 @@ class RankPlan:
     cpu: bool  # no device events in the rank: each rank's CPU is the device (attribution.cpu_work)
     clipped_ends: dict[int, int] = field(default_factory=dict)  # event id -> end: sanitize's longer_than_trace
     first_step_end: int | None = None  # the end of the first step (phases' time to first step)
+    missing: Unrecorded | None = None  # device_activity.unrecorded of the whole rank
 
     def window_of(self, device: str, rank: int | None) -> Window | None:
         """The whole rank's window of one device (None: not an attributed device)."""
