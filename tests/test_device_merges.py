@@ -28,7 +28,7 @@ from neurontrace.analysis.attribution import DeviceAttribution, attribute
 from neurontrace.analysis.contract import Context, DeviceSection, Options
 from neurontrace.analysis.diagnose import diagnose_rank
 from neurontrace.analysis.malformed import sanitize
-from neurontrace.analysis.slice_reach import halo_ns
+from neurontrace.analysis.slice_reach import StreamedReach, halo_ns
 from neurontrace.analysis.sliced import diagnose_sliced
 from neurontrace.columns import select
 from neurontrace.errors import NeuronProfileWarning
@@ -245,3 +245,20 @@ def test_diagnose_sliced_gives_the_device_sections_of_the_whole_rank(name: str) 
         for key, s in SECTIONS.items():
             assert _json(s, b.sections.get(key)) == _json(s, a.sections.get(key)), (a.device, key)
     assert {"dominant", "ops", "launch", "overlap"} <= set(whole.devices[0].sections)
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_the_reach_found_slice_by_slice_is_never_short(name: str) -> None:
+    """StreamedReach (what diagnose DATASET can compute over plain slices) is at least the whole rank's
+    halo, and cutting with it gives every device section of the whole rank (resnet50: at its steps)."""
+    trace, devices = _corpus(name)
+    cuts = step_cuts(trace) if name == RESNET else odd_cuts(devices, 8)
+    lo, hi = _bounds(trace)
+    found = StreamedReach()
+    edges = [lo, *(c for c in cuts if lo < c < hi), hi]
+    for owned in pairwise(edges):
+        found.add(slices.slice_of(trace, owned), owned)
+    exact = halo_ns(trace, [(d.device, d.rank) for d in devices])
+    assert exact <= found.halo_ns <= 2 * exact
+    if name in (RESNET, QWEN):
+        _assert_same(whole_and_merged(trace, devices, cuts, found.halo_ns, keys=("ops", "launch")))
