@@ -216,7 +216,8 @@ def test_value_counts_read_like_numpy(n: int) -> None:
         assert value_counts.lower(counts, q) == int(np.percentile(values, q, method="lower")), q
     assert value_counts.median(counts) == float(np.median(values))
     assert value_counts.largest(counts) == int(values.max())
-    assert value_counts.size(counts) == n and value_counts.lower([], 50) is None
+    assert value_counts.size(counts) == n and value_counts.lower(value_counts.Counts(), 50) is None
+    assert value_counts.Counts.from_list(json.loads(json.dumps(counts.as_list()))) == counts
 
 
 @pytest.mark.parametrize("name", [QWEN, RESNET])

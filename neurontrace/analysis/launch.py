@@ -48,6 +48,42 @@ LAUNCHED = ("compute", "collective", "memcpy", "memset")
 
 
 @dataclass
+class StreamParts:
+    """One stream's share of a time slice's launches: its ops, their delays (value counts), its deepest queue."""
+
+    kernels: int
+    delay: value_counts.Counts
+    queue_depth_max: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kernels": self.kernels, "delay": self.delay.as_list(), "queue_depth_max": self.queue_depth_max}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StreamParts:
+        return cls(int(d["kernels"]), value_counts.Counts.from_list(d["delay"]), int(d["queue_depth_max"]))
+
+
+@dataclass
+class LaunchParts:
+    """What ``merge`` needs of a time slice's launches: value counts of its ops' call times and queue depths, how
+    many were shorter than their call, and per stream (the device's delays are the streams' together)."""
+
+    call: value_counts.Counts
+    depth: value_counts.Counts
+    short: int
+    streams: dict[str, StreamParts] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"call": self.call.as_list(), "depth": self.depth.as_list(), "short": self.short,
+                "streams": {k: v.as_dict() for k, v in self.streams.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LaunchParts:
+        return cls(value_counts.Counts.from_list(d["call"]), value_counts.Counts.from_list(d["depth"]),
+                   int(d["short"]), {k: StreamParts.from_dict(v) for k, v in (d.get("streams") or {}).items()})
+
+
+@dataclass
 class Launch:
     kernels: int  # device ops with a launch call found
     unmatched: int  # device ops in the window without one (launched before the profile, GPU-only traces)
@@ -60,7 +96,7 @@ class Launch:
     short_kernel_share: float | None  # ops shorter than their launch call
     streams: list[dict[str, Any]] = field(default_factory=list)
     # A slice's value only (Options.owned): value counts of its ops' figures, for ``merge`` (see the module doc).
-    parts: dict[str, Any] | None = None
+    parts: LaunchParts | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kernels": self.kernels, "unmatched": self.unmatched, "delay_ns_median": self.delay_ns_median,
@@ -69,13 +105,15 @@ class Launch:
                                "queue_depth_median": self.queue_depth_median,
                                "short_kernel_share": self.short_kernel_share, "streams": self.streams}
         if self.parts is not None:
-            out["parts"] = self.parts
+            out["parts"] = self.parts.as_dict()
         return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Launch:
         fields: dict[str, Any] = {k: d.get(k) for k in cls.__dataclass_fields__ if k not in ("streams", "parts")}
-        return cls(**fields, streams=list(d.get("streams") or []), parts=d.get("parts"))
+        parts = d.get("parts")
+        return cls(**fields, streams=list(d.get("streams") or []),
+                   parts=None if parts is None else LaunchParts.from_dict(parts))
 
 
 def launch_calls(host: pa.Table, flows: pa.Table, dev: pa.Table) -> np.ndarray:
@@ -171,18 +209,16 @@ def _slice_stats(host: pa.Table, dev: pa.Table, call: np.ndarray, owned: tuple[i
     c_ts = host["ts_ns"].to_numpy()[call[ok]]
     c_dur = host["dur_ns"].to_numpy()[call[ok]]
     own = mine[ok]
-    delay = (k_ts - c_ts)[own]
     _, at_launch = _depth(c_ts, k_end)
     tracks = np.asarray(dev["track"].cast(pa.string()).to_pylist(), dtype=object)[ok] if ok.any() else np.zeros(0)
-    streams: dict[str, Any] = {}
+    streams: dict[str, StreamParts] = {}
     for track in sorted(set(tracks[own].tolist())):
         m = tracks == track
         _, after = _depth(c_ts[m], k_end[m])
-        streams[str(track)] = {"kernels": int((m & own).sum()), "delay": value_counts.of((k_ts - c_ts)[m & own]),
-                               "queue_depth_max": int(after[own[m]].max())}
-    parts = {"delay": value_counts.of(delay), "call": value_counts.of(c_dur[own]),
-             "depth": value_counts.of(at_launch[own]), "short": int(((k_end - k_ts) < c_dur)[own].sum()),
-             "streams": streams}
+        streams[str(track)] = StreamParts(int((m & own).sum()), value_counts.of((k_ts - c_ts)[m & own]),
+                                          int(after[own[m]].max()))
+    parts = LaunchParts(value_counts.of(c_dur[own]), value_counts.of(at_launch[own]),
+                        int(((k_end - k_ts) < c_dur)[own].sum()), streams)
     return Launch(kernels=int((ok & mine).sum()), unmatched=int((~ok & mine).sum()), delay_ns_median=None,
                   delay_ns_p90=None, delay_ns_max=None, call_ns_median=None,
                   queue_depth_max=int(at_launch[own].max()) if own.any() else 0, queue_depth_median=None,
@@ -195,22 +231,20 @@ def merge(values: list[Launch | None]) -> Launch | None:
     got = [v for v in values if v is not None]
     if not got:
         return None
-    parts = [v.parts or {} for v in got]
-
-    def summed(key: str) -> value_counts.Counts:
-        return value_counts.merge(p.get(key, []) for p in parts)
-
-    delay, call, depth = summed("delay"), summed("call"), summed("depth")
-    n = value_counts.size(delay)
-    streams = []
-    for track in sorted({t for p in parts for t in p.get("streams", {})}):
-        mine = [p["streams"][track] for p in parts if track in p.get("streams", {})]
-        d = value_counts.merge(s["delay"] for s in mine)
-        streams.append({"stream": track, "kernels": sum(s["kernels"] for s in mine),
+    parts = [v.parts for v in got if v.parts is not None]
+    streams, delays = [], []
+    for track in sorted({t for p in parts for t in p.streams}):
+        mine = [p.streams[track] for p in parts if track in p.streams]
+        d = value_counts.merge(s.delay for s in mine)
+        delays.append(d)
+        streams.append({"stream": track, "kernels": sum(s.kernels for s in mine),
                         "delay_ns_median": value_counts.lower(d, 50), "delay_ns_p90": value_counts.lower(d, 90),
                         "delay_ns_max": value_counts.largest(d),
-                        "queue_depth_max": max(s["queue_depth_max"] for s in mine)})
-    short = sum(p.get("short", 0) for p in parts)
+                        "queue_depth_max": max(s.queue_depth_max for s in mine)})
+    delay = value_counts.merge(delays)  # every op is on one stream
+    call, depth = value_counts.merge(p.call for p in parts), value_counts.merge(p.depth for p in parts)
+    n = value_counts.size(delay)
+    short = sum(p.short for p in parts)
     return Launch(
         kernels=sum(v.kernels for v in got), unmatched=sum(v.unmatched for v in got),
         delay_ns_median=value_counts.lower(delay, 50), delay_ns_p90=value_counts.lower(delay, 90),
