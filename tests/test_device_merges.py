@@ -184,7 +184,8 @@ def test_synthetic_neuron_every_section_at_arbitrary_instants(name: str) -> None
 
 def test_engine_waits_cut_inside_waits() -> None:
     """SYNTHETIC sample, every cut in the middle of a wait: the wait is counted once, and the count, the wall
-    time, throttling and each engine's total are exact whatever producer each side finds (module doc)."""
+    time, throttling and each engine's total are exact whatever producer each side finds (module doc); with the
+    halo, everything is."""
     trace, devices = _neuron("synthetic_mlp_parquet")
     w = select(select(trace.device_events, "category", "sync_wait"), "device", devices[0].device)
     mid = (w["ts_ns"].to_numpy() + w["dur_ns"].to_numpy() // 2)[::4]
@@ -195,6 +196,12 @@ def test_engine_waits_cut_inside_waits() -> None:
     assert {e: sum(v.values()) for e, v in merged["waits_by_engine_ns"].items()} == \
         {e: sum(v.values()) for e, v in whole["waits_by_engine_ns"].items()}
     assert sum(merged["waits_ns"].values()) == sum(whole["waits_ns"].values()) > 0
+    # with the slice_reach halo (the longest wait + the tolerance) the split by producer is exact too
+    halo = halo_ns(trace, [(devices[0].device, devices[0].rank)])
+    assert halo > 0
+    ((_, _, whole, merged),) = whole_and_merged(trace, devices[:1], sorted(mid.tolist()), halo,
+                                                keys=("engine_waits",))
+    assert merged == whole
 
 
 def test_merges_of_absent_values() -> None:

@@ -23,7 +23,7 @@ them (the Summary metrics are the run's, the same in every slice: the first). Ea
 waits covering it, so the sums are exact at any cut **provided each wait gets the same producer in every slice
 that holds it**: a wait's producer is looked for among the events ending in ``[wait start, wait end +
 TOLERANCE_NS]``, and a slice holds them all when no cut falls inside the wait or within ``TOLERANCE_NS`` after
-its end (or when the slice's trace reaches that far beyond its instants). At other cuts the split of waiting
+its end, or when the slice's trace reaches that far beyond its instants (analysis/slice_reach.py's halo does). At other cuts the split of waiting
 among the charges may differ; the count, the per-engine totals, the wall time and throttling stay exact.
 """
 

@@ -7,7 +7,9 @@ earlier) and measures the queue's depth at each launch, ``ops`` ties a kernel to
 the op's FLOPs over all its kernels. Their slice values are exact when the slice's trace holds the events
 overlapping ``[start - H, end + H)`` with ``H = halo_ns(...)``: twice the longest time from a launch call's
 start, or an owning op's start, to the end of its device op (the depth at a launch counts ops launched up to
-one reach before it, whose own calls are one reach earlier still).
+one reach before it, whose own calls are one reach earlier still). ``engine_waits`` finds a Neuron wait's
+producer among the events ending up to ``TOLERANCE_NS`` after the wait: the longest wait plus that tolerance
+is its reach (``wait_reach``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pyarrow as pa
 
 from neurontrace.analysis.attribution import device_rows
 from neurontrace.analysis.driving import driving_host_events, host_threads
+from neurontrace.analysis.engine_waits import TOLERANCE_NS
 from neurontrace.analysis.kernel_owner import kernel_owners
 from neurontrace.analysis.launch import LAUNCHED, launch_calls
 from neurontrace.analysis.ops import OpsIndex
@@ -54,6 +57,12 @@ def ops_reach(trace: Trace, device: str, rank: int | None) -> int:
     return int((np.maximum(end, start + index.host["dur_ns"].to_numpy()[label[ok]]) - start).max())
 
 
+def wait_reach(dev: pa.Table) -> int:
+    """The longest engine wait of a device's events plus ``engine_waits.TOLERANCE_NS`` (0 without waits)."""
+    waits = keep(dev, isin(dev["category"], ["sync_wait"]))
+    return int(waits["dur_ns"].to_numpy().max()) + TOLERANCE_NS if waits.num_rows else 0
+
+
 def halo_ns(trace: Trace, devices: Iterable[tuple[str, int | None]] | None = None) -> int:
     """``H`` (the module doc) for the (device, rank) ``devices`` of ``trace`` (every device of its device events
     by default): 0 where nothing is launched."""
@@ -65,7 +74,7 @@ def halo_ns(trace: Trace, devices: Iterable[tuple[str, int | None]] | None = Non
     for device, rank in devices:
         dev = device_rows(trace, device, rank)
         reach = max(reach, launch_reach(driving_host_events(trace, dev), trace.flows, dev),
-                    ops_reach(trace, device, rank))
+                    ops_reach(trace, device, rank), wait_reach(dev))
     return 2 * reach
 
 
