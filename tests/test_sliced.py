@@ -10,7 +10,6 @@ sanitize's ``longer_than_trace``, a whole-rank rule).
 from __future__ import annotations
 
 import itertools
-import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -18,14 +17,20 @@ from typing import Any
 import pytest
 
 import neurontrace
-from neurontrace.analysis import registry
 from neurontrace.analysis import sliced as sliced_module
 from neurontrace.analysis.contract import Options
 from neurontrace.analysis.diagnose import combine, diagnose_rank
-from neurontrace.analysis.sliced import OUT_OF_CORE, diagnose_sliced, host_step_starts, slices_of, step_cuts
+from neurontrace.analysis.sliced import (
+    diagnose_sliced,
+    host_step_starts,
+    host_steps,
+    slices_of,
+    step_cuts,
+)
 from neurontrace.analysis.window import trace_span
 from neurontrace.trace import Trace
 from tests.conftest import corpus_root
+from tests.sliced_support import comparable
 
 QWEN = "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 TRITON = "HolisticTraceAnalysis/tests/data/triton_example/triton_example.json.gz"
@@ -52,36 +57,6 @@ def cpu_run(outofcore_run: Path) -> Trace:
         return neurontrace.load(outofcore_run)
 
 
-def left_out() -> list[str]:
-    """The sections that have no time merge yet (left out of an out-of-core diagnosis, with one warning)."""
-    return ([s.key for s in registry.DEVICE_SECTIONS if s.merge is None]
-            + [s.key for s in registry.SECTIONS if s.merge is None])
-
-
-def comparable(doc: dict[str, Any], sliced: bool) -> dict[str, Any]:
-    """The document without the sections left out (and, while any is, the headline and findings, which read
-    them); the sliced one must say once, in its warnings, which those are."""
-    doc = json.loads(json.dumps(doc))
-    gone = left_out()
-    if sliced:
-        said = [w for w in doc.get("warnings", []) if w["format"] == OUT_OF_CORE]
-        assert len(said) == (1 if gone else 0)
-        if said:
-            assert all(key in said[0]["message"] for key in gone)
-            doc["warnings"].remove(said[0])
-            if not doc["warnings"]:
-                doc.pop("warnings")
-    for key in gone:
-        doc.pop(key, None)
-        for d in doc["devices"]:
-            d.pop(key, None)
-    if gone:
-        doc.pop("headline"), doc.pop("findings")
-    if not doc.get("warnings"):
-        doc.pop("warnings", None)
-    return doc
-
-
 def same_answer(trace: Trace, cuts: list[int], options: Options | None = None,
                 ignore: tuple[str, ...] = ()) -> dict[str, Any]:
     whole = comparable(combine([diagnose_rank(trace, options)], options).as_dict(), sliced=False)
@@ -104,7 +79,7 @@ def test_cuts_at_arbitrary_instants_change_only_the_phase_split(cpu_run: Trace, 
     # Every figure but the forward/backward/optimizer split of a step is exact whatever the cuts; that split
     # finds a step's forward pass from its first op to its first backward op, so it needs the whole step in one
     # slice (docs/scale.md): the planner cuts at step starts only (test_the_planner_cuts_at_step_starts).
-    for trace, n in ((cpu_run, 13), (qwen, 40)):
+    for trace, n in ((cpu_run, 9), (qwen, 16)):
         lo, hi = trace_span(trace)
         doc = same_answer(trace, [lo + (hi - lo) * i // n for i in range(1, n)], ignore=("steps", "total"))
         assert doc["devices"][0]["top_stalls"]
@@ -135,7 +110,7 @@ def test_named_fallback_ops_count_each_call_once(cpu_run: Trace) -> None:
     # under it are summed over the slices, the calls carried into a slice from before counted where they start
     options = Options(fallback_ops=("aten::addmm", "aten::not_in_this_run"))
     lo, hi = trace_span(cpu_run)
-    for cuts in (host_step_starts(cpu_run)[1:], [lo + (hi - lo) * i // 17 for i in range(1, 17)]):
+    for cuts in (host_step_starts(cpu_run)[1:], [lo + (hi - lo) * i // 11 for i in range(1, 11)]):
         doc = same_answer(cpu_run, cuts, options, ignore=("steps", "total"))
         ops = {op["name"]: op for op in doc["fallback_ops"]}
         assert ops["aten::addmm"]["calls"] >= 12 and ops["aten::addmm"]["evidence"] == "confirmed"
@@ -152,15 +127,17 @@ def test_a_whole_rank_rule_of_sanitize_holds_in_every_slice() -> None:
 
 
 def test_the_planner_cuts_at_step_starts(cpu_run: Trace) -> None:
-    starts = sorted(host_step_starts(cpu_run))
-    assert step_cuts(starts) == starts[1:]
-    # time parts of 10 bytes starting every 1 ns from the first step: a budget of 25 bytes groups steps
-    lo = starts[0]
-    sizes = [(t, 10) for t in range(lo, starts[-1] + 1, max(1, (starts[-1] - lo) // 30))]
-    cuts = step_cuts(starts, sizes, 25 * (starts[-1] - lo) // (starts[1] - lo) // 30 or 1)
-    assert cuts and set(cuts) <= set(starts[1:]) and cuts == sorted(cuts)
-    assert step_cuts(starts, sizes, 1 << 40) == []  # everything fits in one slice
-    span = trace_span(cpu_run)
-    slices = slices_of(span, cuts)
-    assert slices[0][0] == span[0] and slices[-1][1] == span[1] + 1
+    steps = host_steps(cpu_run)
+    starts = sorted(s for s, _ in steps)
+    assert step_cuts(steps) == starts[1:]
+    lo, hi = trace_span(cpu_run)
+    # time parts of weight 10, 40 of them over the trace: those inside a step are never cut at
+    sizes = [(lo + (hi - lo) * i // 40, 10) for i in range(40)]
+    cuts = step_cuts(steps, sizes, 50)
+    inside = [t for t in cuts if any(s < t < e for s, e in steps)]
+    assert len(cuts) >= 4 and not inside and cuts == sorted(set(cuts))
+    assert set(cuts) - set(starts) <= {t for t, _ in sizes}  # step starts, else part starts outside the steps
+    assert step_cuts(steps, sizes, 1 << 40) == []  # everything fits in one slice
+    slices = slices_of((lo, hi), cuts)
+    assert slices[0][0] == lo and slices[-1][1] == hi + 1
     assert all(a[1] == b[0] for a, b in itertools.pairwise(slices))

@@ -49,26 +49,42 @@ def slices_of(span: tuple[int, int], cuts: list[int]) -> list[tuple[int, int]]:
     return list(itertools.pairwise(bounds))
 
 
-def step_cuts(step_starts: list[int], sizes: list[tuple[int, int]] | None = None, budget: int = 0) -> list[int]:
-    """Where to cut a rank: at starts of profiled steps (ProfilerStep#N of the host), every one of them without
-    ``sizes``, else grouped so that each slice holds about ``budget`` bytes of the ``sizes`` (start, bytes) of
-    its time parts (a slice holds at least one step, whatever it weighs)."""
-    starts = sorted(set(step_starts))
+def step_cuts(steps: list[tuple[int, int]], sizes: list[tuple[int, int]] | None = None, budget: int = 0) -> list[int]:
+    """Where to cut a rank with profiled ``steps`` (start, end): at the starts of steps, and at the starts of
+    time parts (``sizes``: (first start, weight) of each) outside every step (all of them for a rank without
+    steps); every candidate without ``sizes``, else as few as keep each slice near ``budget`` of weight (a
+    slice holds at least one candidate's stretch, whatever it weighs). A step is never cut: the phase split
+    reads each step whole (docs/scale.md)."""
+    starts = sorted({s for s, _ in steps})
+    spans = sorted(steps)
+    candidates = set(starts[1:])
+    for t, _ in sizes or []:
+        if not any(s < t < e for s, e in spans):
+            candidates.add(t)
+    ordered = sorted(candidates)
     if not sizes:
-        return starts[1:]
+        return ordered
     parts = sorted(sizes)
     part_start = np.array([s for s, _ in parts], np.int64)
     weight = np.r_[0, np.cumsum([b for _, b in parts])]
+
+    def before(t: int) -> int:  # the weight of the parts starting before t
+        return int(weight[np.searchsorted(part_start, t, side="left")])
+
     cuts: list[int] = []
-    last_weight = 0
-    prev: int | None = None
-    for t in starts[1:]:
-        here = int(weight[np.searchsorted(part_start, t, side="left")])
-        if here - last_weight > budget and prev is not None:
+    last = 0
+    for prev, t in zip([None, *ordered], ordered, strict=False):
+        if prev is not None and before(t) - last > budget:
             cuts.append(prev)
-            last_weight = int(weight[np.searchsorted(part_start, prev, side="left")])
-        prev = t
+            last = before(prev)
     return cuts
+
+
+def host_steps(trace: Trace) -> list[tuple[int, int]]:
+    """(start, end) of the profiled steps of a (slice of a) rank."""
+    steps = select(trace.system_events, "category", "step")
+    return [(int(t), int(t + d)) for t, d in zip(steps["ts_ns"].to_pylist(), steps["dur_ns"].to_pylist(),
+                                                 strict=True)]
 
 
 def host_step_starts(trace: Trace) -> list[int]:
