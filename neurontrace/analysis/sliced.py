@@ -29,7 +29,6 @@ from neurontrace.analysis.contract import Options
 from neurontrace.analysis.diagnose import RankResult, diagnose_rank
 from neurontrace.analysis.fallback import merge_slices
 from neurontrace.analysis.slice_plan import Reader, plan_rank
-from neurontrace.analysis.slice_reach import halo_ns
 from neurontrace.analysis.slices import DevicePlan, RankPlan, slice_of
 from neurontrace.analysis.stall_merge import LabelKey, label_keys, merge_stalls
 from neurontrace.analysis.stalls import Stall, describe, frame_sources
@@ -95,24 +94,23 @@ def host_step_starts(trace: Trace) -> list[int]:
 
 def diagnose_sliced(trace: Trace, cuts: list[int], options: Options | None = None) -> RankResult:
     """The in-memory reference of slicing: one rank's ``trace`` cut at ``cuts``, each slice diagnosed alone
-    and the slices merged (equal to ``diagnose_rank(trace)`` for cuts at step starts; docs/scale.md). Each slice
-    reads the events up to ``slice_reach.halo_ns`` beyond its instants (the device sections that link a kernel to
-    its launch call need them; analysis/slice_reach.py)."""
-    return diagnose_slices(lambda owned: slice_of(trace, owned), slices_of(trace_span(trace), cuts), options,
-                           halo=halo_ns(trace))
+    and the slices merged (equal to ``diagnose_rank(trace)`` for cuts at step starts; docs/scale.md)."""
+    return diagnose_slices(lambda owned: slice_of(trace, owned), slices_of(trace_span(trace), cuts), options)
 
 
 def diagnose_slices(read: Reader, slices: list[tuple[int, int]], options: Options | None = None, *,
-                    progress: Progress = no_progress, halo: int = 0) -> RankResult:
+                    progress: Progress = no_progress, halo: int | None = None) -> RankResult:
     """One rank from ``read`` (the events overlapping a slice) over ``slices`` (in time order); each slice's
-    analysis reads its instants widened by ``halo`` ns on both sides (what it owns stays its instants)."""
+    analysis reads its instants widened by ``halo`` ns on both sides (what it owns stays its instants): by default
+    the plan's, which its first pass found (``RankPlan.halo_ns``, analysis/slice_reach.py)."""
     options = options or Options()
     progress("planning the slices", 0, len(slices))
     plan = plan_rank(read, slices, options.window)
     parts: list[RankResult] = []
     for i, owned in enumerate(slices):
         progress("diagnosing slice by slice", i, len(slices))
-        held = (owned[0] - halo, owned[1] + halo)
+        margin = plan.halo_ns if halo is None else halo
+        held = (owned[0] - margin, owned[1] + margin)
         parts.append(diagnose_rank(read(held), replace(options, owned=owned, plan=plan)))
     progress("diagnosing slice by slice", len(slices), len(slices))
     return merge_rank(parts, plan, options, _Describer(read, slices, plan, parts))
