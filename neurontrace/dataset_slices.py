@@ -39,7 +39,7 @@ from neurontrace.errors import InputChangedError
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import _EVENT_TABLES, _TIMED_TABLES, Trace, checked, conform
 
-SLICE_EVENTS = 2_000_000  # host + device events per slice: a slice's diagnosis peaks at a few times its Trace
+SLICE_EVENTS = 250_000  # host + device events per slice: measured, a slice of them peaks near 0.9 GB (docs/scale.md)
 
 
 def streamed(path: str | Path) -> bool:
