@@ -31,6 +31,7 @@ from neurontrace.analysis.executions import device_executions
 from neurontrace.analysis.labels import spans
 from neurontrace.analysis.malformed import last_clipped, sanitize
 from neurontrace.analysis.phases import first_step_end
+from neurontrace.analysis.slice_reach import StreamedReach
 from neurontrace.analysis.slices import DevicePlan, RankPlan, owned_rows
 from neurontrace.analysis.startup import FirstUses, sliced_startup_calls
 from neurontrace.analysis.work import DEVICE_WORK, HOST_WORK, device_categories
@@ -176,10 +177,13 @@ class _PassA:
 def plan_rank(read: Reader, slices: list[tuple[int, int]], window: tuple[int, int] | None = None) -> RankPlan:
     """The plan of one rank cut into ``slices`` (in time order); ``window``: the user's --window."""
     a = _PassA()
+    reach = StreamedReach()
     for owned in slices:
-        a.add(sanitize(read(owned), owned)[0], owned)
+        held = sanitize(read(owned), owned)[0]
+        a.add(held, owned)
+        reach.add(held, owned)
     missing = None if a.device_work else a.missing
-    plan = RankPlan([], cpu=not a.devices, clipped_ends=a.clipped_ends(), missing=missing)
+    plan = RankPlan([], cpu=not a.devices, clipped_ends=a.clipped_ends(), missing=missing, halo_ns=reach.halo_ns)
     clip = plan.clipped_ends
     steps = [(i, p, ts, clip.get(i, end), n) for i, p, ts, end, n in a.steps]
     plan.first_step_end = first_step_end([(n, ts, end - ts) for _, _, ts, end, n in steps])

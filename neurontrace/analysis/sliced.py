@@ -99,15 +99,19 @@ def diagnose_sliced(trace: Trace, cuts: list[int], options: Options | None = Non
 
 
 def diagnose_slices(read: Reader, slices: list[tuple[int, int]], options: Options | None = None, *,
-                    progress: Progress = no_progress) -> RankResult:
-    """One rank from ``read`` (the events overlapping a slice) over ``slices`` (in time order)."""
+                    progress: Progress = no_progress, halo: int | None = None) -> RankResult:
+    """One rank from ``read`` (the events overlapping a slice) over ``slices`` (in time order); each slice's
+    analysis reads its instants widened by ``halo`` ns on both sides (what it owns stays its instants): by default
+    the plan's, which its first pass found (``RankPlan.halo_ns``, analysis/slice_reach.py)."""
     options = options or Options()
     progress("planning the slices", 0, len(slices))
     plan = plan_rank(read, slices, options.window)
     parts: list[RankResult] = []
     for i, owned in enumerate(slices):
         progress("diagnosing slice by slice", i, len(slices))
-        parts.append(diagnose_rank(read(owned), replace(options, owned=owned, plan=plan)))
+        margin = plan.halo_ns if halo is None else halo
+        held = (owned[0] - margin, owned[1] + margin)
+        parts.append(diagnose_rank(read(held), replace(options, owned=owned, plan=plan)))
     progress("diagnosing slice by slice", len(slices), len(slices))
     return merge_rank(parts, plan, options, _Describer(read, slices, plan, parts))
 

@@ -74,6 +74,9 @@ class RankPlan:
     clipped_ends: dict[int, int] = field(default_factory=dict)  # event id -> end: sanitize's longer_than_trace
     first_step_end: int | None = None  # the end of the first step (phases' time to first step)
     missing: Unrecorded | None = None  # device_activity.unrecorded of the whole rank
+    # How far beyond its instants each slice is read (analysis/slice_reach.py): launch, ops, engine_waits link
+    # events across a cut. Found in the first pass (slice_reach.StreamedReach); what a slice owns stays its instants.
+    halo_ns: int = 0
 
     def window_of(self, device: str, rank: int | None) -> Window | None:
         """The whole rank's window of one device (None: not an attributed device)."""
