@@ -21,6 +21,7 @@ import pytest
 
 import neurontrace
 from neurontrace.analysis import cross_rank as xr
+from neurontrace.analysis import cross_rank_slices
 from neurontrace.analysis.diagnose import diagnose
 from neurontrace.analysis.intervals import union
 from tests.conftest import SAMPLES
@@ -167,7 +168,7 @@ def test_covered_time_matches_a_brute_force_count() -> None:
     mask = np.zeros(1300, dtype=bool)
     for a, b in zip(*busy, strict=True):
         mask[a:b] = True
-    assert xr._covered(busy, lo, hi).tolist() == [int(mask[a:b].sum()) for a, b in zip(lo, hi, strict=True)]
+    assert cross_rank_slices.covered(busy, lo, hi).tolist() == [int(mask[a:b].sum()) for a, b in zip(lo, hi, strict=True)]
 
 
 def test_large_collectives_keep_sums_not_per_rank_lists(job: xr.CrossRank, monkeypatch: pytest.MonkeyPatch) -> None:

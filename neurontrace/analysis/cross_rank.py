@@ -47,9 +47,25 @@ from neurontrace.analysis.comm_sizes import args_of as _args
 from neurontrace.analysis.comm_sizes import message_bytes as _message_bytes
 from neurontrace.analysis.comm_sizes import sizes_from_launching_ranges
 from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section
+from neurontrace.analysis.cross_rank_slices import (
+    KINDS,
+    SOURCES,
+    TOP_WORK,
+    KindPart,
+    SliceCarry,
+    Tail,
+    merge_rows,
+    name_totals,
+)
+from neurontrace.analysis.cross_rank_slices import busy as _busy
+from neurontrace.analysis.cross_rank_slices import covered as _covered
+from neurontrace.analysis.cross_rank_slices import first_ts as _first_ts
+from neurontrace.analysis.cross_rank_slices import outermost as _outermost
+from neurontrace.analysis.cross_rank_slices import top_names as _top_names
 from neurontrace.analysis.intervals import union
+from neurontrace.analysis.slices import owned_rows
 from neurontrace.analysis.work import device_categories
-from neurontrace.columns import flat, isin, keep, matches, of_rank, select
+from neurontrace.columns import isin, keep, matches, of_rank, select
 from neurontrace.trace import Trace
 from neurontrace.units import duration, rate
 from neurontrace.units import size as size_text
@@ -64,7 +80,6 @@ BUS_FACTOR: dict[str, Callable[[int], float]] = {
     "reduce": lambda n: 1.0,
     "send_recv": lambda n: 1.0,
 }
-TOP_WORK = 3  # names kept per collective of what the rank did before it
 # A collective's per-rank lists are kept up to this many ranks (8 nodes of 8 GPUs); above it they are null, so
 # that the job's document grows with collectives + ranks, not their product (1,024 ranks x 1,000 collectives
 # would be ~5M list entries); rank_count, first_arrival_ns, host_count and the per_rank sums stay.
@@ -116,14 +131,45 @@ def _one_rank(trace: Trace, rank: int | None, only: bool = False) -> pa.Table:
     # The category each event counts as (names.device_category), as in attribution: symmetric-memory and
     # custom all-reduce kernels are collectives though the parser filed them as compute.
     effective = device_categories(dev)
-    coll = keep(dev, effective == "collective")
-    if coll.num_rows:
+    found = _found(trace, rank, dev, host, effective, None)
+    if found is None:
+        return RECORDS.empty_table()
+    rows, _, device_col, starts, ends = found
+    first_ts = _first_ts(host, dev)
+    # What the rank did since its previous collective ended (collectives may overlap: never < 0).
+    prev_end = np.r_[first_ts, np.maximum.accumulate(ends)[:-1]] if len(ends) else ends
+    before = np.minimum(prev_end, starts)
+    host_work = keep(host, isin(host["category"], HOST_WORK))
+    # A CPU job's compute is its framework ops (as in attribution): "device" busy is op time there.
+    cpu_job = not device_col or all(d == "cpu" for d in device_col)
+    dev_busy = _busy(keep(host_work, isin(host_work["category"], ["framework_op"])) if cpu_job
+                     else keep(dev, effective == "compute"))
+    host_busy = _busy(host_work)
+    rows["start_ns"], rows["end_ns"], rows["before_start_ns"] = list(starts), list(ends), list(before)
+    rows["before_device_ns"] = list(_covered(dev_busy, before, starts))
+    rows["before_host_ns"] = list(_covered(host_busy, before, starts))
+    # Named work: kernels, else outermost host ops (not Python frames: an outer frame spans everything).
+    top_from = keep(dev, effective == "compute") if len(dev_busy[0]) and not cpu_job else \
+        _outermost(keep(host_work, ~isin(host_work["category"], ["python"])))
+    rows["before_top"] = [json.dumps(t) for t in _top_names(top_from, before, starts)]
+    return pa.table({f.name: pa.array(rows[f.name], f.type) for f in RECORDS}, schema=RECORDS)
+
+
+Found = tuple[dict[str, list[Any]], pa.Table, list[str], np.ndarray, np.ndarray]
+
+
+def _found(trace: Trace, rank: int | None, dev: pa.Table, host: pa.Table, effective: np.ndarray,
+           kind: str | None) -> Found | None:
+    """A rank's collectives in start order, described (the rows without their look-back), or None without any:
+    ``kind`` "device" or "host" takes that kind (a slice: the merge chooses), None the rank's own choice."""
+    coll = keep(dev, effective == "collective") if kind != "host" else dev.slice(0, 0)
+    if coll.num_rows or kind == "device":
         device_col = [str(d) for d in coll["device"].to_pylist()]
     else:  # a CPU job: the host collectives are the collectives
         coll = keep(host, isin(host["category"], ["collective"]) | matches(host["name"], names.HOST_COLLECTIVE))
         device_col = ["cpu"] * coll.num_rows
     if not coll.num_rows:
-        return RECORDS.empty_table()
+        return None
     info = _distributed_info(trace, rank)
     order = np.argsort(coll["ts_ns"].to_numpy(), kind="stable")
     coll = coll.take(pa.array(order))
@@ -165,24 +211,7 @@ def _one_rank(trace: Trace, rank: int | None, only: bool = False) -> pa.Table:
                 key = (rows["group"][i], rows["op"][i], rows["bytes"][i])
                 rows["ordinal"][i] = counts[key]
                 counts[key] += 1
-    first_ts = _first_ts(host, dev)
-    # What the rank did since its previous collective ended (collectives may overlap: never < 0).
-    prev_end = np.r_[first_ts, np.maximum.accumulate(ends)[:-1]] if len(ends) else ends
-    before = np.minimum(prev_end, starts)
-    host_work = keep(host, isin(host["category"], HOST_WORK))
-    # A CPU job's compute is its framework ops (as in attribution): "device" busy is op time there.
-    cpu_job = not device_col or all(d == "cpu" for d in device_col)
-    dev_busy = _busy(keep(host_work, isin(host_work["category"], ["framework_op"])) if cpu_job
-                     else keep(dev, effective == "compute"))
-    host_busy = _busy(host_work)
-    rows["start_ns"], rows["end_ns"], rows["before_start_ns"] = list(starts), list(ends), list(before)
-    rows["before_device_ns"] = list(_covered(dev_busy, before, starts))
-    rows["before_host_ns"] = list(_covered(host_busy, before, starts))
-    # Named work: kernels, else outermost host ops (not Python frames: an outer frame spans everything).
-    top_from = keep(dev, effective == "compute") if len(dev_busy[0]) and not cpu_job else \
-        _outermost(keep(host_work, ~isin(host_work["category"], ["python"])))
-    rows["before_top"] = [json.dumps(t) for t in _top_names(top_from, before, starts)]
-    return pa.table({f.name: pa.array(rows[f.name], f.type) for f in RECORDS}, schema=RECORDS)
+    return rows, coll, device_col, starts, ends
 
 
 @dataclass
@@ -206,72 +235,6 @@ def _distributed_info(trace: Trace, rank: int | None) -> _Info:
                 out.group_sizes["0"] = info.world_size
     # Keyed as the device column is (rocm:0 on ROCm, where this once said cuda:0 and found no name).
     out.device_names = {d: dev.name for d, dev in trace_facts.devices(trace, rank).items() if dev.name}
-    return out
-
-
-def _first_ts(*tables: pa.Table) -> int:
-    firsts = [int(pc.min(t["ts_ns"]).as_py()) for t in tables if t.num_rows]
-    return min(firsts) if firsts else 0
-
-
-def _busy(t: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    s = t["ts_ns"].to_numpy().astype(np.int64)
-    return union(s, s + t["dur_ns"].to_numpy().astype(np.int64))
-
-
-def _covered(busy: tuple[np.ndarray, np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Nanoseconds of the disjoint sorted ``busy`` intervals inside each [lo[i], hi[i]) (any windows)."""
-    s, e = busy
-    if len(s) == 0:
-        return np.zeros(len(lo), dtype=np.int64)
-    cum = np.r_[0, np.cumsum(e - s)]
-
-    def upto(t: np.ndarray) -> np.ndarray:  # busy time before t
-        i = np.searchsorted(s, t, side="right")
-        part = np.where(i > 0, np.minimum(t, e[np.maximum(i - 1, 0)]) - s[np.maximum(i - 1, 0)], 0)
-        return np.asarray(cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(part, 0))
-
-    covered: np.ndarray = np.maximum(upto(hi) - upto(lo), 0).astype(np.int64)
-    return covered
-
-
-def _outermost(t: pa.Table) -> pa.Table:
-    """Host ops not nested in another op of the same thread (so nested time is not counted twice)."""
-    if not t.num_rows:
-        return t
-    tid = flat(t["tid"]).cast(pa.string()).fill_null("")
-    codes = pc.dictionary_encode(tid).indices.to_numpy().astype(np.int64)
-    s = t["ts_ns"].to_numpy().astype(np.int64)
-    e = s + t["dur_ns"].to_numpy().astype(np.int64)
-    order = np.lexsort((-e, s, codes))
-    c, eo = codes[order], e[order]
-    nested = np.zeros(len(order), dtype=bool)
-    starts_of_thread = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
-    for a, b in zip(starts_of_thread, np.r_[starts_of_thread[1:], len(order)], strict=True):
-        reach = np.maximum.accumulate(eo[a:b])
-        nested[a + 1:b] = reach[:-1] >= eo[a + 1:b]
-    return t.take(pa.array(np.sort(order[~nested])))
-
-
-def _top_names(t: pa.Table, lo: np.ndarray, hi: np.ndarray) -> list[list[list[Any]]]:
-    """Per window, the TOP_WORK names of ``t`` with the most time inside it."""
-    if not t.num_rows or not len(lo):
-        return [[] for _ in lo]
-    s = t["ts_ns"].to_numpy().astype(np.int64)
-    order = np.argsort(s, kind="stable")
-    s = s[order]
-    e = s + t["dur_ns"].to_numpy().astype(np.int64)[order]
-    nm = np.asarray(t["name"].cast(pa.string()).to_pylist(), dtype=object)[order]
-    longest = int((e - s).max())
-    out = []
-    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
-        i, j = np.searchsorted(s, a - longest), np.searchsorted(s, b)
-        part = np.minimum(e[i:j], b) - np.maximum(s[i:j], a)
-        hit = part > 0
-        totals: dict[str, int] = defaultdict(int)
-        for n, ns in zip(nm[i:j][hit], part[hit].tolist(), strict=True):
-            totals[str(n)] += int(ns)
-        out.append([[n, ns] for n, ns in sorted(totals.items(), key=lambda kv: -kv[1])[:TOP_WORK]])
     return out
 
 
@@ -604,19 +567,80 @@ def _text(cr: CrossRank) -> list[str]:
 
 @dataclass
 class RankPart:
-    """What one rank contributes to the section (the map's output): its collectives and its steps."""
+    """What one rank contributes to the section (the map's output): its collectives and its steps; a time
+    slice's (``Options.owned``) also keeps, per rank, what the merge needs (analysis/cross_rank_slices.py)."""
 
     records: pa.Table
     steps: list[tuple[int, str, int, int]]
+    carries: list[tuple[int | None, SliceCarry]] | None = None
 
 
 def _compute(ctx: Context) -> RankPart:
     host = ctx.trace.system_events
-    s = select(host, "category", "step")
+    s = keep(select(host, "category", "step"), owned_rows(select(host, "category", "step"), ctx.options.owned))
     steps = [(r, str(n), int(t), int(d)) for r, n, t, d in zip(
         s["rank"].to_pylist(), s["name"].cast(pa.string()).to_pylist(), s["ts_ns"].to_pylist(),
         s["dur_ns"].to_pylist(), strict=True) if r is not None]
-    return RankPart(rank_collectives(ctx.trace), steps)
+    owned = ctx.options.owned
+    if owned is None:
+        return RankPart(rank_collectives(ctx.trace), steps)
+    ranks = _ranks(ctx.trace)  # the slice's records stay its trace's (critical_path matches its events on them)
+    return RankPart(rank_collectives(ctx.trace), steps,
+                    [(r, _slice_carry(ctx.trace, r, len(ranks) == 1, owned)) for r in ranks])
+
+
+def _slice_carry(trace: Trace, rank: int | None, only: bool, owned: tuple[int, int]) -> SliceCarry:
+    """The rows of the collectives starting in the slice ``owned``, their look-back cut at its start, and the
+    slice's tail, for both kinds of collective (analysis/cross_rank_slices.py)."""
+    dev = trace.device_events if only else of_rank(trace.device_events, rank)
+    host = trace.system_events if only else of_rank(trace.system_events, rank)
+    effective = device_categories(dev)
+    host_work = keep(host, isin(host["category"], HOST_WORK))
+    kernels = keep(dev, effective == "compute")
+    named = {"kernels": kernels, "host": _outermost(keep(host_work, ~isin(host_work["category"], ["python"])))}
+    first = _first_ts(host, dev)
+    host_busy = _busy(host_work)
+    compute_busy = _busy(kernels)
+    carry = SliceCarry(owned, first, bool(len(compute_busy[0])))
+    for kind in KINDS:
+        found = _found(trace, rank, dev, host, effective, kind)
+        rows, _, _, starts, ends = found or (defaultdict(list), None, [], np.zeros(0, np.int64),
+                                             np.zeros(0, np.int64))
+        mine = (starts >= owned[0]) & (starts < owned[1])
+        prev_end = np.r_[first, np.maximum.accumulate(ends)[:-1]] if len(ends) else ends
+        lo = np.maximum(np.minimum(prev_end, starts), owned[0])[mine]
+        hi = starts[mine]
+        reach = int(ends[starts < owned[1]].max()) if bool((starts < owned[1]).any()) else owned[0]
+        tail_lo = min(max(reach, owned[0]), owned[1])
+        lo, hi = np.r_[lo, tail_lo], np.r_[hi, owned[1]]
+        dev_busy = _busy(keep(host_work, isin(host_work["category"], ["framework_op"]))) if kind == "host" \
+            else compute_busy
+        dev_ns, host_ns = _covered(dev_busy, lo, hi), _covered(host_busy, lo, hi)
+        totals: dict[str, list[dict[str, int]]] = {src: name_totals(t, lo, hi) if kind == "device" or src == "host" else [{} for _ in lo]
+                  for src, t in named.items()}
+        idx = np.flatnonzero(mine)
+        table = {f.name: [rows[f.name][i] for i in idx] for f in RECORDS if f.name not in _LOOK_BACK}
+        table.update(start_ns=hi[:-1].tolist(), end_ns=ends[mine].tolist(), before_start_ns=lo[:-1].tolist(),
+                     before_device_ns=dev_ns[:-1].tolist(), before_host_ns=host_ns[:-1].tolist(),
+                     before_top=[json.dumps({src: totals[src][i] for src in SOURCES}) for i in range(len(idx))])
+        carry.kinds[kind] = KindPart(
+            pa.table({f.name: pa.array(table[f.name], f.type) for f in RECORDS}, schema=RECORDS),
+            Tail(tail_lo, int(dev_ns[-1]), int(host_ns[-1]), {src: totals[src][-1] for src in SOURCES}))
+    return carry
+
+
+_LOOK_BACK = ("start_ns", "end_ns", "before_start_ns", "before_device_ns", "before_host_ns", "before_top")
+
+
+def _merge(parts: list[RankPart]) -> RankPart:
+    """One rank's part from its time slices' (in time order): equal to ``compute`` on the whole rank."""
+    by_rank: dict[int | None, list[SliceCarry]] = defaultdict(list)
+    for p in parts:
+        for rank, carry in p.carries or []:
+            by_rank[rank].append(carry)
+    tables = [merge_rows(by_rank[r], RECORDS) for r in sorted(by_rank, key=lambda r: (r is None, r or 0))]
+    tables = [t for t in tables if t.num_rows]
+    return RankPart(pa.concat_tables(tables) if tables else RECORDS.empty_table(), [s for p in parts for s in p.steps])
 
 
 def _combine(parts: list[RankPart]) -> CrossRank:
@@ -624,5 +648,5 @@ def _combine(parts: list[RankPart]) -> CrossRank:
 
 
 SECTION = Section("cross_rank", "cross-rank", _compute, to_json=lambda v: v.as_dict(), from_json=CrossRank.from_dict,
-                  text=_text, combine=_combine)
+                  text=_text, combine=_combine, merge=_merge)
 FINDINGS = FindingFamily("cross-rank collectives", findings)
