@@ -41,7 +41,7 @@ from neurontrace.parsers._arrow import codes
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import conform
 
-MARKERS_PER_BUCKET = 1 << 20  # markers paired at once (~150 MB at the peak)
+MARKERS_PER_BUCKET = 1 << 18  # markers paired at once (about 60 MB over the parts' own peak)
 _SAMPLE = 1 << 16  # file indices sampled per bucket, for the range cuts
 # The parts' Parquet: zstd at level 1 writes the tables 30% faster than its default level, as small
 # (measured on a streamed 310 MB tiled ResNet-50 trace: 0.74 s against 1.07 s, 11.6 MB either way).

@@ -75,8 +75,8 @@ class Spill:
 
 
 class SpillWriter:
-    def __init__(self, folder: Path, file_bytes: int = FILE_BYTES) -> None:
-        self.folder, self.file_bytes = folder, file_bytes
+    def __init__(self, folder: Path, file_bytes: int | None = None) -> None:
+        self.folder, self.file_bytes = folder, FILE_BYTES if file_bytes is None else file_bytes
         self.schema: pa.Schema | None = None
         self.paths: list[Path] = []
         self._sink: pa.OSFile | None = None

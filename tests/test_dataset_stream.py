@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -200,3 +201,80 @@ def test_a_marker_with_a_damaged_span_is_a_named_error(streamed: dict[str, tuple
     (ds / dataset.MARKER).write_text(json.dumps(marker))
     with pytest.raises(errors.MalformedTraceError, match="span_ns"):
         dataset.open_dataset(ds)
+
+
+# -- bounded memory (issue #28 item 3): the flows paired a bucket at a time, the spill read by time ---------
+
+def _same_tables(src: Path, ds: Path) -> None:
+    whole, parts = _whole(src), dataset.open_dataset(ds).load()
+    stacks_w, stacks_p = _stacks(whole), _stacks(parts)
+    for table in ("system_events", "device_events", "memory_events", "flows", "counters"):
+        w, p = whole.tables[table], parts.tables[table]
+        assert w.num_rows == p.num_rows, table
+        for col in w.column_names:
+            if col == "frame_id":
+                assert [stacks_w.get(f) for f in _plain(w[col])] == [stacks_p.get(f) for f in _plain(p[col])], table
+            else:
+                assert _plain(w[col]) == _plain(p[col]), (table, col)
+    acct = [a for a in parts.accounting[0].warnings if "were read whole" not in a]
+    assert {**parts.accounting[0].as_dict(), "warnings": acct} == whole.accounting[0].as_dict()
+
+
+def test_flows_paired_a_bucket_at_a_time_equal_the_whole_file_parse(qwen: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from neurontrace import dataset_stream_flows
+
+    seen: list[int] = []
+    bucket = dataset_stream_flows._bucket
+
+    def spy(files: list[Path], buckets: int, spill: Path, progress: Any) -> tuple[list[Path], Any]:
+        out = bucket(files, buckets, spill, progress)
+        seen.append(len(out[0]))
+        return out
+
+    monkeypatch.setattr(dataset_stream_flows, "MARKERS_PER_BUCKET", 400)  # the real trace's 4,862 markers: 13
+    monkeypatch.setattr(dataset_stream_flows, "_bucket", spy)
+    convert_trace(qwen, tmp_path / "ds", part_bytes=300_000, chunk_bytes=1 << 16)
+    assert seen and seen[0] >= 10  # paired in ten buckets or more, each alone
+    _same_tables(qwen, tmp_path / "ds")
+    assert not (tmp_path / "ds" / ".spill").exists()
+
+
+def test_a_file_far_from_time_order_is_routed_first_and_spill_files_roll(torch_run: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from neurontrace import dataset_stream, dataset_stream_spill
+
+    routed: list[int] = []
+    route = dataset_stream._Writer._routed
+
+    def spy(self: Any, spill: Any) -> Any:
+        routed.append(len(spill.paths))
+        return route(self, spill)
+
+    monkeypatch.setattr(dataset_stream._Writer, "_routed", spy)
+    monkeypatch.setattr(dataset_stream_spill, "FILE_BYTES", 50_000)  # many spill files, deleted as parts pass
+    ds = tmp_path / "pruned"
+    convert_trace(torch_run, ds, part_bytes=30_000, chunk_bytes=1 << 12)  # chunks smaller than a part
+    assert routed == []  # a profiler's file is near enough to time order: each part reads its batches
+    _same_tables(torch_run, ds)
+    monkeypatch.setattr(dataset_stream, "_REREADS", -10**9)  # as if every batch reached into every part
+    convert_trace(torch_run, tmp_path / "routed", part_bytes=30_000, chunk_bytes=1 << 16)
+    assert len(routed) == 1 and routed[0] > 1
+    _same_tables(torch_run, tmp_path / "routed")
+
+
+def test_the_start_time_sample_is_bounded_and_the_same_whatever_the_chunks() -> None:
+    from neurontrace.dataset_stream import _Sample
+
+    index = np.arange(100_000, dtype=np.int64)
+    ts = (index * 7919) % 1_000_003  # any times: the sample is by file index
+    samples = []
+    for cuts in ([100_000], [1, 999, 50_000, 100_000], [*range(997, 100_000, 997), 100_000]):
+        s, lo = _Sample(1000), 0
+        for hi in cuts:
+            s.add(index[lo:hi], ts[lo:hi])
+            lo = hi
+        assert s.count <= 1000
+        samples.append(s.values().tolist())
+    assert samples[0] == samples[1] == samples[2]
+    assert len(samples[0]) == 100_000 // 128 + 1  # stride 128: the least power of two keeping <= 1000
