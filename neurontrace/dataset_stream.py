@@ -2,14 +2,16 @@
 
 Two passes over the trace, each holding one piece at a time:
 
-1. the file is read in chunks (``parsers.kineto.iter_chunks``): each chunk's raw event columns are spilled to a
-   Parquet file beside the output, and its start times sampled; the process/thread names (``M`` events,
-   few) are kept, and so are the top-level keys torch.profiler writes after ``traceEvents``
+1. the file is read in chunks (``parsers.kineto.iter_chunks``): each chunk's raw event columns are spilled as
+   the scanner routed them (``dataset_stream_spill``: lz4 Arrow IPC, each batch's first and last start time
+   kept) and its start times sampled (a uniform sample of at most ``_SAMPLES``); the process/thread names
+   (``M`` events, few) are kept, and so are the top-level keys torch.profiler writes after ``traceEvents``
    (``baseTimeNanoseconds``, ...), known only at the end;
-2. the sampled quantiles cut the time line into parts of about ``part_bytes`` of raw columns; the spilled
-   rows are routed to one spill file per part, and each part is normalized alone by the parser's own
-   ``normalize`` (the whole trace's names, backend and time origin given), sorted by start time and
-   written as ``part-<k>`` of every table.
+2. the sampled quantiles cut the time line into parts of about ``part_bytes`` of raw columns; each part
+   reads the spilled batches whose times reach into it (a file far from time order is routed to one spill
+   file per part first), is normalized alone by the parser's own ``normalize`` (the whole trace's names,
+   backend and time origin given; the routed tables handed over as the whole-file parse hands its own),
+   sorted by start time and written as ``part-<k>`` of every table.
 
 So the parts of the rank are time-ordered (every event of part k starts no later than any event of part
 k+1) and the marker records each part's ``span_ns`` (its events' first start and last end). What crosses
@@ -19,15 +21,16 @@ part as context (the innermost enclosing frame, the op a memory event falls in),
 once for the whole trace (one id per calling context); a kernel launched in the previous part takes the
 frame of its op through the carried External ids; flow markers bind in their part (a marker binds to an
 event at its own time, so both are in one part) and are paired for the whole trace at the end, from the
-markers alone (a few numbers each); launch flows that fall back to correlation ids read only the
-``event_id`` and ``correlation`` columns of the parts. Flows, frames and the metadata (the parse
-accounting, equal to the whole-file parse's) are in part 0; counters and memory events are in the part
-of their time.
+markers alone, a bucket at a time (``dataset_stream_flows``); launch flows that fall back to correlation
+ids read only the ``event_id`` and ``correlation`` columns of the parts. Flows, frames and the metadata
+(the parse accounting, equal to the whole-file parse's) are in part 0; counters and memory events are in
+the part of their time.
 
 A cut-off trace streams the complete events before the cut (with iter_chunks' warning), as the whole-file
 parse salvages them. Limits: input the compiled scanner declines is read whole by the reference decoder
-(iter_chunks: not bounded then); memory grows with the number of flow markers (about 150 bytes each at
-the pairing's peak: bench/out_of_core.py) and of distinct frames, not with the events.
+(iter_chunks: not bounded then); memory is bounded by the part size and fixed caps (markers per bucket,
+samples, carried External ids), but for the distinct frames and the launch flows found only by their
+correlation id (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ import pyarrow.parquet as pq
 
 from neurontrace import dataset, schema
 from neurontrace import dataset_stream_flows as stream_flows
-from neurontrace.dataset_stream_spill import IPC, MIN, Spill, SpillWriter, read_ipc, write_ipc
+from neurontrace.dataset_stream_spill import IPC, MIN, Sample, Spill, SpillWriter, read_ipc, write_ipc
 from neurontrace.errors import TruncatedTraceWarning
 from neurontrace.parsers import _kineto_chunks, _kineto_json, kineto
 from neurontrace.parsers._normalized_meta import derive
@@ -102,35 +105,11 @@ class _Read:
     device_rows: int
 
 
-class _Sample:
-    """Start times of the events whose file index is a multiple of a stride, the stride doubled while more
-    than ``cap`` are kept: a uniform sample of bounded size, the same whatever the chunks."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap, self.stride, self.count = cap, 1, 0
-        self.index: list[np.ndarray] = []
-        self.ts: list[np.ndarray] = []
-
-    def add(self, index: np.ndarray, ts: np.ndarray) -> None:
-        keep = index % self.stride == 0
-        self.index.append(index[keep])
-        self.ts.append(ts[keep])
-        self.count += int(keep.sum())
-        while self.count > self.cap:
-            self.stride *= 2
-            index_, ts_ = np.concatenate(self.index), np.concatenate(self.ts)
-            keep = index_ % self.stride == 0
-            self.index, self.ts, self.count = [index_[keep]], [ts_[keep]], int(keep.sum())
-
-    def values(self) -> np.ndarray:
-        return np.concatenate(self.ts) if self.ts else np.zeros(0, np.int64)
-
-
 def _read(src: Path, spill: Path, chunk_bytes: int, progress: Progress) -> _Read:
     writer = SpillWriter(spill)
     meta: list[pa.Table] = []
     cats: set[str] = set()
-    sample = _Sample(_SAMPLES)
+    sample = Sample(_SAMPLES)
     nbytes = device_rows = 0
     final = None
     device_cats = pa.array(sorted(kineto.DEVICE_CATEGORIES))
@@ -225,8 +204,8 @@ class _Writer:
         self.rank_value = kineto._rank(self.top, self.source, rank, ParseAccounting(self.source, kineto.FORMAT))[0]
 
     def _normalize(self, rows: list[pa.Table]) -> tuple[Trace, list[str]]:
-        """kineto.normalize of the trace's metadata events and a part's rows: tables each in file order
-        (the routes of the spill, the context), as the whole-file parse hands its routed parts over."""
+        """The parser's normalize of the trace's metadata events and a part's rows: tables each in file
+        order (the routes of the spill, the context), as the whole-file parse hands its routed parts over."""
         parts = [t for t in (self.read.meta, *rows) if t.num_columns and t.num_rows]
         decoded = _kineto_json.Decoded(dict(self.top), parts or [_kineto_json._empty_events()],
                                        decoder=self.read.final.decoder)

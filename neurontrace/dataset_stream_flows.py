@@ -98,8 +98,8 @@ def _events(event_id: pa.Array, correlation: pa.Array) -> pa.Table:
 
 def _flows(markers: pa.Table, extra: tuple[pa.Table, pa.Table], rank: int | None
            ) -> tuple[pa.Table | None, np.ndarray]:
-    """kineto._flows of markers in file order, each bound to its event already; and each flow's first
-    marker's file index. The events handed to it are the bound ones alone, plus the fallbacks."""
+    """The parser's pairing (kineto._flows) of markers in file order, each bound to its event already; and
+    each flow's first marker's file index. The events handed to it are the bound ones alone, plus the fallbacks."""
     bound = markers["bound"]
     markers = markers.drop_columns(["bound"])
     has = pc.greater_equal(bound, 0)

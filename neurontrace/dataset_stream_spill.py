@@ -132,3 +132,27 @@ class SpillWriter:
         return Spill(self.paths, np.array(c["file"], np.int64), np.array(c["pos"], np.int64),
                      np.array(c["lo"], np.int64), np.array(c["hi"], np.int64), np.array(c["untimed"], bool),
                      route, int(route.max()) + 1)
+
+
+class Sample:
+    """Start times of the events whose file index is a multiple of a stride, the stride doubled while more
+    than ``cap`` are kept: a uniform sample of bounded size, the same whatever the chunks."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.stride, self.count = cap, 1, 0
+        self.index: list[np.ndarray] = []
+        self.ts: list[np.ndarray] = []
+
+    def add(self, index: np.ndarray, ts: np.ndarray) -> None:
+        keep = index % self.stride == 0
+        self.index.append(index[keep])
+        self.ts.append(ts[keep])
+        self.count += int(keep.sum())
+        while self.count > self.cap:
+            self.stride *= 2
+            index_, ts_ = np.concatenate(self.index), np.concatenate(self.ts)
+            keep = index_ % self.stride == 0
+            self.index, self.ts, self.count = [index_[keep]], [ts_[keep]], int(keep.sum())
+
+    def values(self) -> np.ndarray:
+        return np.concatenate(self.ts) if self.ts else np.zeros(0, np.int64)

@@ -264,13 +264,13 @@ def test_a_file_far_from_time_order_is_routed_first_and_spill_files_roll(torch_r
 
 
 def test_the_start_time_sample_is_bounded_and_the_same_whatever_the_chunks() -> None:
-    from neurontrace.dataset_stream import _Sample
+    from neurontrace.dataset_stream_spill import Sample
 
     index = np.arange(100_000, dtype=np.int64)
     ts = (index * 7919) % 1_000_003  # any times: the sample is by file index
     samples = []
     for cuts in ([100_000], [1, 999, 50_000, 100_000], [*range(997, 100_000, 997), 100_000]):
-        s, lo = _Sample(1000), 0
+        s, lo = Sample(1000), 0
         for hi in cuts:
             s.add(index[lo:hi], ts[lo:hi])
             lo = hi
