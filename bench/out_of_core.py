@@ -214,7 +214,8 @@ def main() -> None:
         return
     source = args.source or _corpus()
     args.dir.mkdir(parents=True, exist_ok=True)
-    print(f"source: {source.name} (real); tiled traces of {', '.join(f'{g:g}' for g in args.gb)} GB")
+    sizes = f"; tiled traces of {', '.join(f'{g:g}' for g in args.gb)} GB" if args.gb else ""
+    print(f"source: {source.name} (real){sizes}")
     if args.compare_mb:
         _compare(args, source, py)
     if args.gb:

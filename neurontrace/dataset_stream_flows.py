@@ -170,7 +170,7 @@ def _pair_buckets(bucket_files: list[Path], cuts: np.ndarray, extra: tuple[pa.Ta
             f.unlink()
             if flows is None:
                 continue
-            flows = conform(flows, schema.FLOWS).append_column("first_index", pa.array(first, pa.int64()))
+            flows = _plain(conform(flows, schema.FLOWS)).append_column("first_index", pa.array(first, pa.int64()))
             where = np.searchsorted(cuts, first, side="right")
             for r in np.unique(where):
                 if r not in writers:
@@ -183,6 +183,14 @@ def _pair_buckets(bucket_files: list[Path], cuts: np.ndarray, extra: tuple[pa.Ta
             w.close()
             sink.close()
     return [p for r, p in enumerate(paths) if r in writers]
+
+
+def _plain(t: pa.Table) -> pa.Table:
+    """Dictionary columns decoded: an IPC file holds one dictionary per column, and buckets differ."""
+    for i, f in enumerate(t.schema):
+        if pa.types.is_dictionary(f.type):
+            t = t.set_column(i, f.name, t.column(i).cast(f.type.value_type))
+    return t
 
 
 def _append_ranges(range_files: list[Path], out: Path, progress: Progress) -> int:

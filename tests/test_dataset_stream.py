@@ -27,13 +27,14 @@ import pyarrow.parquet as pq
 import pytest
 
 import neurontrace
-from neurontrace import dataset, distributed, errors
+from neurontrace import dataset, distributed, errors, schema
 from neurontrace.cli import main
 from neurontrace.dataset_stream import convert_trace
-from neurontrace.trace import ACCOUNTING_KEY, Trace
+from neurontrace.trace import ACCOUNTING_KEY, Trace, conform
 from tests.conftest import ROOT, corpus_root
 
 QWEN = "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+NCCL = "HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz"
 
 
 @pytest.fixture(scope="session")
@@ -220,10 +221,14 @@ def _same_tables(src: Path, ds: Path) -> None:
     assert {**parts.accounting[0].as_dict(), "warnings": acct} == whole.accounting[0].as_dict()
 
 
-def test_flows_paired_a_bucket_at_a_time_equal_the_whole_file_parse(qwen: Path, tmp_path: Path,
+def test_flows_paired_a_bucket_at_a_time_equal_the_whole_file_parse(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from neurontrace import dataset_stream_flows
 
+    root = corpus_root()
+    src = None if root is None else root / NCCL
+    if src is None or not src.is_file():
+        pytest.skip("the real-trace corpus is not beside this checkout")
     seen: list[int] = []
     bucket = dataset_stream_flows._bucket
 
@@ -232,12 +237,39 @@ def test_flows_paired_a_bucket_at_a_time_equal_the_whole_file_parse(qwen: Path, 
         seen.append(len(out[0]))
         return out
 
-    monkeypatch.setattr(dataset_stream_flows, "MARKERS_PER_BUCKET", 400)  # the real trace's 4,862 markers: 13
+    # a real 8-rank job's rank: 9,283 flows of two categories (ac2g launches, fwdbwd), 18,566 markers
+    monkeypatch.setattr(dataset_stream_flows, "MARKERS_PER_BUCKET", 1000)
     monkeypatch.setattr(dataset_stream_flows, "_bucket", spy)
-    convert_trace(qwen, tmp_path / "ds", part_bytes=300_000, chunk_bytes=1 << 16)
+    convert_trace(src, tmp_path / "ds", part_bytes=1_000_000, chunk_bytes=1 << 16)
     assert seen and seen[0] >= 10  # paired in ten buckets or more, each alone
-    _same_tables(qwen, tmp_path / "ds")
+    _same_tables(src, tmp_path / "ds")
     assert not (tmp_path / "ds" / ".spill").exists()
+
+
+def test_range_files_take_buckets_whose_category_dictionaries_differ(tmp_path: Path) -> None:
+    """Synthetic flows (two rows): an Arrow IPC file holds one dictionary per column ("Dictionary
+    replacement detected when writing IPC file format"), and two buckets' categories can differ."""
+    from neurontrace import dataset_stream_flows
+    from neurontrace.dataset_stream_spill import IPC
+
+    def flows(cat: list[str]) -> pa.Table:
+        n = len(cat)
+        ids = pa.array(list(range(n)), pa.int64())
+        return conform(pa.table({"flow_id": pa.array([str(i) for i in range(n)]), "kind": ["other"] * n,
+                                 "raw_category": cat, "src_event_id": ids, "dst_event_id": ids,
+                                 "src_ts_ns": ids, "dst_ts_ns": ids}), schema.FLOWS)
+
+    a, b = flows(["fwdbwd"]), flows(["ac2g", "fwdbwd"])
+    with pa.OSFile(str(tmp_path / "raw"), "wb") as sink, pa.ipc.new_file(sink, a.schema, options=IPC) as w:
+        w.write_table(a)
+        with pytest.raises(pa.ArrowInvalid, match="Dictionary replacement"):
+            w.write_table(b)  # what the range files met before their dictionaries were decoded
+    plain = [dataset_stream_flows._plain(t) for t in (a, b)]
+    with pa.OSFile(str(tmp_path / "plain"), "wb") as sink, pa.ipc.new_file(sink, plain[0].schema, options=IPC) as w:
+        for t in plain:
+            w.write_table(t)
+    back = conform(pa.ipc.open_file(pa.memory_map(str(tmp_path / "plain"))).read_all(), schema.FLOWS)
+    assert _plain(back["raw_category"]) == ["fwdbwd", "ac2g", "fwdbwd"]
 
 
 def test_a_file_far_from_time_order_is_routed_first_and_spill_files_roll(torch_run: Path, tmp_path: Path,
