@@ -10,8 +10,9 @@ each as a child process so its peak RSS is its own (``os.wait4``): the streaming
 time-ordered parts and, unless ``--convert-only``, ``diagnose DATASET --json``. It prints MB/s of raw JSON
 and peak RSS beside the targets: peak RSS <= 2 GB whatever the size, and flat in the size (the largest
 size's peak within 5% of the smallest's, with two sizes or more). ``--compare-mb`` runs, on one tiled trace
-of that size, side by side in turn: the in-memory ``convert`` (the tables), ``neurontrace.load`` and the
-streaming convert, and prints the streaming convert's speed as a ratio of theirs.
+of that size, side by side in turn: the in-memory ``convert`` (the tables), ``neurontrace.load``, the
+streaming convert (and with ``--baseline CHECKOUT`` that checkout's streaming convert), and prints the
+streaming convert's speed as a ratio of theirs, in wall and in CPU time.
 
 ``--out DATASET`` keeps the dataset of the (last) size there, with ``DATASET.bench.json`` beside it (the
 JSON's size and the convert's figures); ``--diagnose DATASET`` later runs only ``diagnose DATASET`` on it
@@ -52,11 +53,12 @@ def _corpus() -> Path:
     return root / SOURCE
 
 
-def _child(cmd: list[str]) -> tuple[float, float, float, int]:
-    """Wall seconds, CPU seconds (user + system), peak RSS in MB and exit status of one child process."""
+def _child(cmd: list[str], root: Path = ROOT) -> tuple[float, float, float, int]:
+    """Wall seconds, CPU seconds (user + system), peak RSS in MB and exit status of one child process
+    (running ``root``'s neurontrace)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=root,
+                            env={**os.environ, "PYTHONPATH": str(root)})
     assert proc.stderr is not None
     err = proc.stderr.read().decode(errors="replace")  # drained while it runs: a full pipe would block it
     _, status, usage = os.wait4(proc.pid, 0)
@@ -161,22 +163,27 @@ def _compare(args: argparse.Namespace, source: Path, py: str) -> None:
     out = args.dir / "compare.out"
     try:
         mb = _tile(source, small, args.compare_mb)
-        print(f"side by side on one {mb:.0f} MB tiled trace (each in turn, {args.repeat} rounds; best of each):")
-        cmds = {"convert TRACE (tables)": [py, "-m", "neurontrace", "convert", str(small), "-o", str(out), "--force"],
+        print(f"side by side on one {mb:.0f} MB tiled trace (each in turn, {args.repeat} rounds; the least CPU "
+              "time of each: on a shared machine wall time is mostly other jobs'):")
+        cmds: dict[str, list[str]] = {"convert TRACE (tables)": [py, "-m", "neurontrace", "convert", str(small), "-o", str(out), "--force"],
                 "neurontrace.load": [py, "-c", f"import neurontrace; neurontrace.load({str(small)!r})"],
                 "convert TRACE --dataset": [py, "-m", "neurontrace", "convert", str(small), "-o", str(out), "--force",
                                             "--dataset", "--part-mb", str(args.part_mb)]}
+        roots = dict.fromkeys(cmds, ROOT)
+        if args.baseline is not None:
+            cmds["baseline convert --dataset"] = cmds["convert TRACE --dataset"]
+            roots["baseline convert --dataset"] = args.baseline.resolve()
         best: dict[str, tuple[float, float, float]] = {}
         for _ in range(args.repeat):
             for what, cmd in cmds.items():
-                wall, cpu, rss, rc = _child(cmd)
-                if rc == 0 and (what not in best or wall < best[what][0]):
+                wall, cpu, rss, rc = _child(cmd, roots[what])
+                if rc == 0 and (what not in best or cpu < best[what][1]):
                     best[what] = (wall, cpu, rss)
         for what, (wall, cpu, rss) in best.items():
             _row(what, mb, wall, cpu, rss)
         if "convert TRACE --dataset" in best:
             s = best["convert TRACE --dataset"]
-            for what in ("convert TRACE (tables)", "neurontrace.load"):
+            for what in ("convert TRACE (tables)", "neurontrace.load", "baseline convert --dataset"):
                 if what in best:
                     b = best[what]
                     print(f"  streaming convert vs {what}: {b[0] / s[0]:.2f}x the speed (wall), "
@@ -193,6 +200,8 @@ def main() -> None:
     ap.add_argument("--compare-mb", type=float, default=0.0,
                     help="size of the side-by-side comparison with the in-memory paths (0: none)")
     ap.add_argument("--repeat", type=int, default=2, help="rounds of the side-by-side comparison")
+    ap.add_argument("--baseline", type=Path, metavar="CHECKOUT",
+                    help="with --compare-mb: also the streaming convert of another checkout (e.g. main)")
     ap.add_argument("--part-mb", type=int, default=128)
     ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "neurontrace-out-of-core")
     ap.add_argument("--keep", action="store_true", help="keep the datasets")
