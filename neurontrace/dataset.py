@@ -122,6 +122,11 @@ def _write_ranks(traces: list[Trace], tmp: Path, directory: str | Path, force: b
             r = rank_of(one)
             ranks.append(write_rank(one, tmp, seen.get(r, 0)))
             seen[r] = seen.get(r, 0) + 1
+            last = one
+    if len(ranks) == 1:  # one Trace, as the viewer shows it: its index stored beside (neurontrace/app/index_store.py)
+        from neurontrace.app import index_store
+
+        index_store.store_for(last, tmp, ranks[0]["partition"])
     return finish(tmp, directory, ranks, force=force)
 
 

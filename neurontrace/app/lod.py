@@ -40,6 +40,7 @@ MIN_WIDTH_NS = 100  # the narrowest window the timeline zooms to
 COARSE_BINS = 16384  # resolution of the precomputed whole-trace coverage of big lanes
 COARSE_MIN_EVENTS = 5_000  # lanes (and groups) with fewer events are binned from their events
 COARSE_RATIO = 8  # a view uses the precomputed coverage when its pixel spans this many coarse bins
+CHUNK = 1 << 17  # events binned at a time (:func:`busy`): 1 MiB per int64 temporary
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,26 @@ def busy(start: np.ndarray, end: np.ndarray, cat: np.ndarray, w: Window, n_cat: 
     """(busy fraction per category and bin, shape (n_cat, n_bins); bool per bin: touched by an event).
 
     Busy fractions of one category add up over overlapping events (a lane's events do not overlap,
-    so per lane they stay <= 1).
+    so per lane they stay <= 1). Many events are binned ``CHUNK`` at a time and the chunks' matrices
+    summed: the dozen temporaries per event then stay small enough for the allocator to reuse, where a
+    pass over millions of events at once maps (and faults in) fresh memory for each of them, several
+    times the arithmetic on a machine slow to fault pages in (a 1 M-event lane: 175 to 928 ms at once,
+    67 to 109 ms chunked). A bin that two chunks share gets its weights summed in another order:
+    equal to within float rounding (1e-16 of a pixel).
     """
+    if len(start) <= CHUNK:
+        return _busy(start, end, cat, w, n_cat)
+    matrix = np.zeros((n_cat, w.n_bins), dtype=np.float64)
+    touched = np.zeros(w.n_bins, dtype=bool)
+    for i in range(0, len(start), CHUNK):
+        m, t = _busy(start[i:i + CHUNK], end[i:i + CHUNK], cat[i:i + CHUNK], w, n_cat)
+        matrix += m
+        touched |= t
+    return matrix, touched
+
+
+def _busy(start: np.ndarray, end: np.ndarray, cat: np.ndarray, w: Window, n_cat: int
+          ) -> tuple[np.ndarray, np.ndarray]:
     n = w.n_bins
     bw = w.bin_ns
     x0 = (np.maximum(start, w.t0) - w.t0) / bw
@@ -189,12 +208,17 @@ def group_busy(ix: TrackIndex, group: int, w: Window, *, markers: Iterable[str] 
         return pre.query(w)
     lanes = [lane for t in ix.groups[group].tracks
              for lane in range(ix.tracks[t].first_lane, ix.tracks[t].first_lane + ix.tracks[t].depth)]
-    parts = [np.arange(*ix.lane_slice(lane, w.t0, w.t1), dtype=np.int64) for lane in lanes]
-    idx = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     drop = [ix.categories.index(c) for c in markers if c in ix.categories]
-    if drop:
-        idx = idx[~np.isin(ix.cat[idx], drop)]
-    matrix, _touched = busy(ix.start[idx], ix.end[idx], ix.cat[idx], w, n_cat)
+    matrix = np.zeros((n_cat, w.n_bins), dtype=np.float64)
+    for lane in lanes:  # each lane's slice of the window, CHUNK events at a time (see busy): no gather of them all
+        lo, hi = ix.lane_slice(lane, w.t0, w.t1)
+        for a in range(lo, hi, CHUNK):
+            b = min(a + CHUNK, hi)
+            start, end, cat = ix.start[a:b], ix.end[a:b], ix.cat[a:b]
+            if drop:
+                keep = ~np.isin(cat, drop)
+                start, end, cat = start[keep], end[keep], cat[keep]
+            matrix += _busy(start, end, cat, w, n_cat)[0]
     return matrix, matrix.sum(axis=0) > 0
 
 

@@ -99,14 +99,17 @@ class ViewModel:
     # -- construction ---------------------------------------------------------------------------
 
     @classmethod
-    def build(cls, trace: Trace, *, title: str = "trace", fallback_ops: Sequence[str] = ()) -> ViewModel:
+    def build(cls, trace: Trace, *, title: str = "trace", fallback_ops: Sequence[str] = (),
+              index: TrackIndex | None = None) -> ViewModel:
+        """The model of ``trace``; ``index``: its track index already built (and its level of detail prepared),
+        e.g. the one stored beside a dataset's parts (``app/index_store.py``), else it is built here."""
         t0 = time.perf_counter()
-        index = build(trace)
-        lod.prepare(index, markers=MARKER_CATEGORIES)
+        if index is None:
+            index = build(trace)
+            lod.prepare(index, markers=MARKER_CATEGORIES)
         model = cls(trace=trace, title=title, index=index, steps=_steps(trace, index),
                     synthetic=bool(trace.meta("synthetic", False)), fallback_ops=tuple(fallback_ops))
         model._frames = _frames(trace.frames)
-        model._links = _link_columns(trace)
         model.counters = counters.series(trace, index.origin_ns)
         model.memory_peaks = memory_marker.peaks(trace, index.origin_ns)
         model.build_seconds = time.perf_counter() - t0
@@ -219,6 +222,8 @@ class ViewModel:
 
     def links(self, event_id: int) -> list[Link]:
         """Flows touching the event, then correlation / external-id partners in the other table."""
+        if not self._links:  # the columns of every event: gathered on the first click, not when the page opens
+            self._links = _link_columns(self.trace)
         cols = self._links
         out: list[Link] = []
         seen: set[int] = set()

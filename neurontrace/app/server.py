@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import sys
 import threading
 import time
@@ -25,8 +26,8 @@ import pandas as pd  # noqa: F401  (see below)
 from dash import dcc, html
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from neurontrace import load
-from neurontrace.app import callbacks, compile_panel, critical_path, figures, layout, roofline
+from neurontrace import dataset, load
+from neurontrace.app import callbacks, compile_panel, critical_path, figures, index_store, layout, roofline
 from neurontrace.app.model import ViewModel
 from neurontrace.app.source import SourceReader
 from neurontrace.errors import NeurontraceError, PortInUseError
@@ -91,16 +92,30 @@ class ViewerState:
             self.analyse()
 
     def use(self, trace: Trace) -> ViewModel:
-        """Serve ``trace`` (already loaded); the analysis is still to run (:meth:`analyse`)."""
-        model = ViewModel.build(trace, title=self.path, fallback_ops=self.fallback_ops)
+        """Serve ``trace`` (already loaded); the analysis is still to run (:meth:`analyse`). A dataset of one
+        partition opens on the index stored beside its parts (``app/index_store.py``) when it indexes these
+        tables; without one (a dataset written before, or streamed) the index built here is stored for next time."""
+        stored = _stored_index(self.path)
+        index = None if stored is None else index_store.load(stored, index_store.key(trace))
+        model = ViewModel.build(trace, title=self.path, fallback_ops=self.fallback_ops, index=index)
+        if stored is not None and index is None:
+            threading.Thread(target=self._store, args=(model, stored), daemon=True).start()
         model.compiles, model.compile_warnings = _compile_logs_beside(self.path)
         with self._lock:
             self.model = model
             self.status = READY
             self._page_cache = None
+        how = "its stored index opened" if index is not None else "indexed"
         self._log(f"ready: {model.index.n_events:,} events on {len(model.index.tracks)} tracks "
-                  f"(indexed in {model.build_seconds:.2f} s)")
+                  f"({how} in {model.build_seconds:.2f} s)")
         return model
+
+    def _store(self, model: ViewModel, where: Path) -> None:
+        try:
+            index_store.save(model.index, where, index_store.key(model.trace))
+            self._log(f"stored the index in {where} (the next view of this dataset opens without building it)")
+        except OSError as exc:  # a read-only dataset: the next view builds the index again
+            self._log(f"index not stored in {where} ({exc.strerror or exc})")
 
     def analyse(self) -> None:
         model = self.model
@@ -231,6 +246,17 @@ class Server:
         self.httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+
+def _stored_index(path: str) -> Path | None:
+    """Where the index of the dataset at ``path`` is stored, when it is a dataset of one partition."""
+    p = Path(path)
+    try:
+        doc = json.loads((p / dataset.MARKER).read_text()) if (p / dataset.MARKER).is_file() else None
+    except (OSError, ValueError):
+        return None
+    partition = index_store.single_partition(doc.get("ranks")) if isinstance(doc, dict) else None
+    return None if partition is None else index_store.location(p, partition)
 
 
 def _compile_logs_beside(path: str) -> tuple[Any, tuple[str, ...]]:
