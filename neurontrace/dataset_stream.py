@@ -118,7 +118,9 @@ def _read(src: Path, spill: Path, chunk_bytes: int, progress: Progress) -> _Read
             if isinstance(chunk, TraceEnd):
                 final = chunk
                 continue
-            for r, routed in enumerate(chunk.parts):  # spilled as routed: the normalizer keeps such parts whole
+            # spilled as the scanner routed them, by kind (host, device, allocator, the rest): the normalizer
+            # keeps such parts whole (a chunk without host events has no host part: kinds says which is which)
+            for r, routed in zip(chunk.kinds or range(len(chunk.parts)), chunk.parts, strict=True):
                 if not routed.num_rows:
                     continue
                 part = writer.cast(routed)
