@@ -16,9 +16,8 @@ streaming convert's speed as a ratio of theirs, in wall and in CPU time.
 
 ``--out DATASET`` keeps the dataset of the (last) size there, with ``DATASET.bench.json`` beside it (the
 JSON's size and the convert's figures); ``--diagnose DATASET`` later runs only ``diagnose DATASET`` on it
-(MB/s of the JSON it was converted from, read from that file, or ``--json-mb``). Where a rank read
-whole would not fit in half the memory available, diagnose is not run unless ``--force-diagnose`` (for
-the out-of-core diagnose). Needs free disk for the
+(MB/s of the JSON it was converted from, read from that file, or ``--json-mb``); ``diagnose DATASET``
+reads a streamed rank slice by slice (docs/scale.md). Needs free disk for the
 JSON plus the dataset (about 1.2x the JSON at the peak): it skips with a message when there is not enough.
 Tiled JSON files are deleted after their convert (and the datasets unless ``--keep``/``--out``).
 """
@@ -39,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = "kineto-tb_plugin/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 TARGET_RSS_MB = 2048
 FLAT = 0.05  # the largest size's peak RSS at most this much over the smallest's
-WHOLE_RANK_FACTOR = 2.5  # diagnose of a dataset read whole: peak RSS per MB of JSON (2.3x measured at 0.5 GB)
 DISK_FACTOR = 1.25  # the JSON, plus the spill (lz4) and the dataset's parts while they are written
 
 
@@ -69,14 +67,6 @@ def _child(cmd: list[str], root: Path = ROOT) -> tuple[float, float, float, int]
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
 
 
-def _available_mb() -> float:
-    info = Path("/proc/meminfo")
-    for line in info.read_text().splitlines() if info.is_file() else []:
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) / 1024
-    return float("inf")
-
-
 def _tile(source: Path, out: Path, mb: float) -> float:
     subprocess.run([sys.executable, str(ROOT / "bench" / "tile_trace.py"), str(source), str(out),
                     "--target-mb", str(mb), "--fast"], check=True, stdout=subprocess.DEVNULL)
@@ -97,13 +87,7 @@ def _convert(py: str, json_path: Path, ds: Path, part_mb: int) -> tuple[float, f
                    "--part-mb", str(part_mb)])
 
 
-def _diagnose(py: str, ds: Path, mb: float, force: bool) -> None:
-    avail = _available_mb()
-    if not force and mb * WHOLE_RANK_FACTOR > avail / 2:
-        print(f"  diagnose DATASET             NOT RUN: if it reads the rank whole (before the out-of-core "
-              f"diagnose) it needs about {mb * WHOLE_RANK_FACTOR / 1e3:.0f} GB, over half the {avail / 1e3:.0f} GB "
-              "available; --force-diagnose runs it anyway")
-        return
+def _diagnose(py: str, ds: Path, mb: float) -> None:
     wall, cpu, rss, rc = _child([py, "-m", "neurontrace", "diagnose", str(ds), "--json"])
     if rc in (0, 10):
         _row("diagnose DATASET", mb, wall, cpu, rss, _rss_target(rss))
@@ -146,7 +130,7 @@ def _sizes(args: argparse.Namespace, source: Path, py: str) -> None:
             if args.out is not None and ds == args.out:
                 Path(f"{ds}.bench.json").write_text(json.dumps(figures, indent=1) + "\n")
             if not args.convert_only:
-                _diagnose(py, ds, mb, args.force_diagnose)
+                _diagnose(py, ds, mb)
         finally:
             big.unlink(missing_ok=True)
             if not args.keep and ds != args.out:
@@ -209,8 +193,6 @@ def main() -> None:
     ap.add_argument("--out", type=Path, help="keep the last size's dataset here (and DATASET.bench.json)")
     ap.add_argument("--diagnose", type=Path, metavar="DATASET", help="only diagnose this existing dataset")
     ap.add_argument("--json-mb", type=float, help="with --diagnose: the size of the JSON it was converted from")
-    ap.add_argument("--force-diagnose", action="store_true",
-                    help="run diagnose DATASET even where reading the rank whole would not fit (out of core)")
     args = ap.parse_args()
     py = sys.executable
     if args.diagnose is not None:
@@ -219,7 +201,7 @@ def main() -> None:
         if mb is None:
             raise SystemExit(f"pass --json-mb: {info} is not there")
         print(f"diagnose of {args.diagnose} ({mb:.0f} MB of JSON):")
-        _diagnose(py, args.diagnose, mb, args.force_diagnose)
+        _diagnose(py, args.diagnose, mb)
         return
     source = args.source or _corpus()
     args.dir.mkdir(parents=True, exist_ok=True)
