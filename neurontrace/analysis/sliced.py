@@ -49,17 +49,15 @@ def slices_of(span: tuple[int, int], cuts: list[int]) -> list[tuple[int, int]]:
 
 
 def step_cuts(steps: list[tuple[int, int]], sizes: list[tuple[int, int]] | None = None, budget: int = 0) -> list[int]:
-    """Where to cut a rank with profiled ``steps`` (start, end): at the starts of steps, and at the starts of
-    time parts (``sizes``: (first start, weight) of each) outside every step (all of them for a rank without
-    steps); every candidate without ``sizes``, else as few as keep each slice near ``budget`` of weight (a
+    """Where to cut a rank with profiled ``steps`` (start, end): at the starts of steps only (a rank without
+    steps: at the starts of its time parts, ``sizes``: (first start, weight) of each); every candidate without ``sizes``, else as few as keep each slice near ``budget`` of weight (a
     slice holds at least one candidate's stretch, whatever it weighs). A step is never cut: the phase split
     reads each step whole (docs/scale.md)."""
     starts = sorted({s for s, _ in steps})
     spans = sorted(steps)
     candidates = set(starts[1:])
-    for t, _ in sizes or []:
-        if not any(s < t < e for s, e in spans):
-            candidates.add(t)
+    if not spans:  # between steps a cut can move the critical path's window path (docs/critical_path.md)
+        candidates.update(t for t, _ in sizes or [])
     ordered = sorted(candidates)
     if not sizes:
         return ordered
