@@ -78,11 +78,10 @@ def test_convert_of_a_directory_of_one_rank_stores_its_index(tmp_path: Path,
 
 
 def test_a_rank_above_the_bound_is_left_to_the_first_view_with_a_note(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(index_store, "MAX_EVENTS", 45_000)  # the real trace has 45,422 events
-    ds = tmp_path / "ds"
-    assert main(["convert", str(_real(REAL)), "-o", str(ds), "--dataset", "--part-mb", "4"]) == 0
+    ds = tmp_path / "ds"  # the real trace has 45,422 events
+    assert main(["convert", str(_real(REAL)), "-o", str(ds), "--dataset", "--part-mb", "4",
+                 "--viewer-index-max-events", "45000"]) == 0
     err = capsys.readouterr().err
     notes = [line for line in err.splitlines() if "viewer index not stored" in line]
     assert len(notes) == 1, err

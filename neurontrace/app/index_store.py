@@ -153,11 +153,13 @@ def store_for(trace: Trace, dataset_dir: str | Path, partition: str) -> Path:
 
 # The event columns tracks.build and key() read (the rest, args above all, are never loaded for the index).
 COLUMNS = ("event_id", "ts_ns", "dur_ns", "name", "category", "host", "rank", "pid", "tid", "track", "device")
-# Peak RSS of reading a rank back (COLUMNS only) and building its index, per event: measured with
-# bench/viewer_index_rss.py (docs/viewer.md). MAX_EVENTS keeps that peak within the 2 GB that the streamed
-# convert holds itself to; a rank above it is left to the first ``view``, which builds (and stores) the index.
-PEAK_BYTES_PER_EVENT = 200
-MAX_BYTES = 2 << 30
+# Peak RSS of reading a rank back (COLUMNS only) and building its index, per event: 383 bytes at 2 M events
+# (243 MB above the imports at 0.5 M, 766 MB at 2 M: about 350 more per event), measured with
+# bench/convert_viewer_index.py on a tiled real trace (docs/viewer.md), rounded up. MAX_EVENTS (5 M) keeps
+# that peak within the 2 GB the streamed convert holds itself to; the first ``view`` of a bigger rank builds
+# (and stores) the index instead, or ``convert --viewer-index-max-events N`` raises the bound.
+PEAK_BYTES_PER_EVENT = 400
+MAX_BYTES = 2_000_000_000
 MAX_EVENTS = MAX_BYTES // PEAK_BYTES_PER_EVENT
 
 

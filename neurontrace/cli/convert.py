@@ -36,6 +36,9 @@ class ConvertCommand(common.Command):
         parser.add_argument("--no-viewer-index", action="store_true",
                             help="do not store the viewer's index beside a dataset's parts (the first "
                                  "`neurontrace view DATASET` then builds it)")
+        parser.add_argument("--viewer-index-max-events", type=common.positive_int, metavar="N",
+                            help="store the viewer's index of a rank of at most N events (default: what builds "
+                                 "within 2 GB, docs/viewer.md); the first view builds a bigger rank's")
         parser.add_argument("--scheduler", metavar="ADDRESS",
                             help="convert a directory of ranks on an existing Dask cluster (paths readable by "
                                  "its workers)")
@@ -96,7 +99,8 @@ def _viewer_index(path: Path, args: argparse.Namespace) -> None:
     common.note(f"storing the viewer's index of {path} (--no-viewer-index skips it) ...")
     t0 = time.perf_counter()
     with common.progress_bar() as progress:
-        where, line = index_store.store_dataset(path, progress=progress)
+        where, line = index_store.store_dataset(path, max_events=args.viewer_index_max_events,
+                                                   progress=progress)
     if where is None:
         common.note(f"neurontrace convert: note: viewer index not stored: {line}")
     else:
