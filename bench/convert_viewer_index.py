@@ -4,10 +4,10 @@ Usage: python bench/convert_viewer_index.py TRACE [TRACE ...] [--part-mb 128]
 
 For each trace (make large ones with bench/tile_trace.py; label them tiled), side by side, each in a fresh
 process: the baseline ``convert TRACE -o DATASET --dataset --no-viewer-index``, then the index stored from
-that dataset (``app/index_store.store_dataset``: its event columns read back, the index built and saved) as
+that dataset (``app/index_convert.store_dataset``: its event columns read back, the index built and saved) as
 ``convert`` does it after the parts are written. Prints the convert's wall time and peak RSS, the index's
 added wall time (and its ratio to the convert) and its peak RSS, in total and per million events above the
-process's RSS once imported: the figure behind ``index_store.PEAK_BYTES_PER_EVENT`` (docs/viewer.md).
+process's RSS once imported: the figure behind ``index_convert.PEAK_BYTES_PER_EVENT`` (docs/viewer.md).
 """
 
 from __future__ import annotations
@@ -30,11 +30,12 @@ sys.exit(rc)
 
 _INDEX = """
 import json, resource, sys, time
-from neurontrace.app import index_store
+
+from neurontrace.app import index_convert
 import neurontrace.app.model, neurontrace.dataset  # imported before the baseline RSS is read
 base = int(open("/proc/self/statm").read().split()[1]) * 4096
 t0 = time.perf_counter()
-where, line = index_store.store_dataset(sys.argv[1], max_events=1 << 62)
+where, line = index_convert.store_dataset(sys.argv[1], max_events=1 << 62)
 seconds = time.perf_counter() - t0
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"seconds": seconds, "peak": peak, "base": base, "stored": where is not None, "line": line}))

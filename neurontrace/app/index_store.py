@@ -31,12 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from neurontrace.app import lod
 from neurontrace.app.tracks import Group, Track, TrackIndex, build
-from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import Trace
 
 VERSION = 1
@@ -148,60 +145,3 @@ def store_for(trace: Trace, dataset_dir: str | Path, partition: str) -> Path:
     lod.prepare(index, markers=MARKER_CATEGORIES)
     return save(index, location(dataset_dir, partition), key(trace))
 
-
-# -- stored by ``neurontrace convert``, reading the dataset back ---------------------------------------------
-
-# The event columns tracks.build and key() read (the rest, args above all, are never loaded for the index).
-COLUMNS = ("event_id", "ts_ns", "dur_ns", "name", "category", "host", "rank", "pid", "tid", "track", "device")
-# Peak RSS of reading a rank back (COLUMNS only) and building its index, per event: 383 bytes at 2 M events
-# (243 MB above the imports at 0.5 M, 766 MB at 2 M: about 350 more per event), measured with
-# bench/convert_viewer_index.py on a tiled real trace (docs/viewer.md), rounded up. MAX_EVENTS (5 M) keeps
-# that peak within the 2 GB the streamed convert holds itself to; the first ``view`` of a bigger rank builds
-# (and stores) the index instead, or ``convert --viewer-index-max-events N`` raises the bound.
-PEAK_BYTES_PER_EVENT = 400
-MAX_BYTES = 2_000_000_000
-MAX_EVENTS = MAX_BYTES // PEAK_BYTES_PER_EVENT
-
-
-def store_dataset(dataset_dir: str | Path, *, max_events: int | None = None,
-                  progress: Progress = no_progress) -> tuple[Path | None, str]:
-    """Store the viewer's index of the dataset at ``dataset_dir`` (already written) beside its parts: the
-    event columns the index needs are read back from its part files, in the order ``neurontrace.load``
-    gives them. Returns (where it is stored, a line saying so) or (None, why not): a dataset of several
-    partitions (the viewer shows them as one Trace, so a partition's own index would never be used), or a
-    rank of more than ``max_events`` events (default :data:`MAX_EVENTS`: the build holds every event)."""
-    from neurontrace.app.model import MARKER_CATEGORIES
-    from neurontrace.dataset import open_dataset, time_parts
-
-    limit = MAX_EVENTS if max_events is None else max_events
-    ds = open_dataset(dataset_dir)
-    partition = single_partition(ds.ranks)
-    if partition is None:
-        return None, (f"{len({e['partition'] for e in ds.ranks})} partitions: the viewer shows every rank as one "
-                      "trace, so no index is stored; the first view builds it (and stores none)")
-    events = sum(int(e["rows"]["system_events"]) + int(e["rows"]["device_events"]) for e in ds.ranks)
-    if events > limit:
-        return None, (f"{partition} has {events:,} events, above the {limit:,} whose index is built within "
-                      f"{limit * PEAK_BYTES_PER_EVENT / 1e9:.1f} GB; the first view builds and stores it instead")
-    progress("viewer index", 0, events)
-    if len(ds.ranks) > 1 and not all(time_parts(e) for e in ds.ranks):
-        trace = ds.load_partition(partition)  # separate traces of one rank: concatenated (ids renumbered) as load does
-    else:
-        trace = _index_columns(ds.path, partition, ds.ranks, sort=time_parts(ds.ranks[0]))
-    index = build(trace)
-    lod.prepare(index, markers=MARKER_CATEGORIES)
-    where = save(index, location(ds.path, partition), key(trace))
-    progress("viewer index", events, events)
-    return where, f"stored the viewer's index of {partition} ({events:,} events) in {where}"
-
-
-def _index_columns(root: Path, partition: str, entries: list[dict[str, Any]], *, sort: bool) -> Trace:
-    """The event tables of one partition, only :data:`COLUMNS`, with its metadata (the Kineto names), in the
-    row order of ``Dataset.load`` (a streamed trace's time parts: put back in event_id order, dataset.file_order)."""
-    tables: dict[str, pa.Table] = {}
-    for name in ("system_events", "device_events", "metadata"):
-        cols = None if name == "metadata" else list(COLUMNS)
-        parts = [pq.read_table(root / name / partition / f"part-{e['part']}.parquet", columns=cols) for e in entries]
-        table = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
-        tables[name] = table.sort_by("event_id") if sort and name != "metadata" else table
-    return Trace(**tables)

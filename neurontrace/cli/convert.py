@@ -89,17 +89,17 @@ def _stream(args: argparse.Namespace, out: Path) -> int:
 
 
 def _viewer_index(path: Path, args: argparse.Namespace) -> None:
-    """Store the viewer's index of the dataset just written (app/index_store.py), or say why not."""
+    """Store the viewer's index of the dataset just written (app/index_convert.py), or say why not."""
     if args.no_viewer_index:
         return
     import time
 
-    from neurontrace.app import index_store
+    from neurontrace.app import index_convert
 
     common.note(f"storing the viewer's index of {path} (--no-viewer-index skips it) ...")
     t0 = time.perf_counter()
     with common.progress_bar() as progress:
-        where, line = index_store.store_dataset(path, max_events=args.viewer_index_max_events,
+        where, line = index_convert.store_dataset(path, max_events=args.viewer_index_max_events,
                                                    progress=progress)
     if where is None:
         common.note(f"neurontrace convert: note: viewer index not stored: {line}")
