@@ -1,7 +1,7 @@
 """Parse speed and peak memory of ``neurontrace.load`` on Kineto traces, side by side with HTA.
 
 Usage: bench/parse_speed.py TRACE... [--repeat 3] [--no-hta] [--hta-python PY] [--decoders] [--reference]
-                            [--profile N]
+                            [--profile N] [--versus DIR]
 
 Method:
 - Every measurement runs in a fresh child interpreter (``python -c``) that prints its own time and
@@ -18,12 +18,17 @@ Method:
   ``python (why)``. ``--reference`` adds a row with the pure-Python decoder forced.
 - ``--decoders``: reference rows for ``json.loads``, ``orjson.loads`` (when installed) and untyped
   ``msgspec.json.decode`` of the same bytes (file read not timed).
-- ``--profile N``: one more neurontrace child under cProfile; top N by own and cumulative time.
+- ``--profile N``: one more neurontrace child under cProfile (a warm load: the child loads the trace once
+  first); top N by own and cumulative time.
 - The file is read once before measuring so every child finds it in the page cache.
 - user/sys are the CPU seconds of the timed call in the fastest repeat: sys is mostly page faults,
   and wall time well above user+sys means other processes shared the CPUs (see load average).
 - neurontrace's source is copied to a temporary folder and the children import that copy, so
   edits made while this runs do not mix versions; the copy's hash is printed.
+- ``--versus DIR``: a second neurontrace (DIR holds its ``neurontrace`` package, e.g. a checkout of main with its
+  built scanner), snapshotted the same way; each neurontrace row is then measured for both, their children
+  interleaved (this tree, DIR, this tree, ...), and its rows and the CPU-time ratio (user + sys, fastest
+  repeat: what a loaded machine changes least) are printed beside ours.
 - ``neurontrace.load, CLI allocator``: the same call after ``_allocator.use_system_allocator()``, as the
   ``neurontrace`` command runs it (Arrow on malloc: one heap for the scanner's columns and Arrow's).
 Targets (PASS/FAIL, issue #28): >= 300 MB/s, >= 20x HTA's speed, peak RSS growth (net of the baseline)
@@ -101,6 +106,7 @@ report()
 """
 _PROFILE = """
 import cProfile, pstats, sys, neurontrace, neurontrace.parsers.kineto
+neurontrace.load(sys.argv[1])  # warm: the profile is of the second load (first-call costs aside)
 prof = cProfile.Profile()
 prof.runcall(neurontrace.load, sys.argv[1])
 stats = pstats.Stats(prof).strip_dirs()
@@ -133,6 +139,24 @@ def measure(python: str, code: str, args: list[str], repeat: int, env: Env = Non
         runs.append(r)
     best = min(runs, key=lambda r: r["seconds"])
     return {**best, "rss_mb": max(r["rss_mb"] for r in runs)}
+
+
+def measure_pair(python: str, code: str, args: list[str], repeat: int, env: Env,
+                 other: Env) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`measure` of ``code`` under two environments, their children interleaved (one each per repeat)."""
+    mine: list[dict[str, Any]] = []
+    theirs: list[dict[str, Any]] = []
+    for _ in range(repeat):
+        for runs, e in ((mine, env), (theirs, other)):
+            r = run_child(python, code, args, e)
+            if "error" in r:
+                return r, r
+            runs.append(r)
+    def best(runs: list[dict[str, Any]]) -> dict[str, Any]:
+        fastest = min(runs, key=lambda r: r["seconds"])
+        return {**fastest, "rss_mb": max(r["rss_mb"] for r in runs),
+                "cpu": min(r["user"] + r["sys"] for r in runs)}
+    return best(mine), best(theirs)
 
 
 def raw_copy(path: Path, tmp: Path) -> Path:
@@ -180,16 +204,26 @@ def bench_one(path: Path, args: argparse.Namespace, tmp: Path) -> None:
     me = sys.executable
     load0 = os.getloadavg()[0]
     base = measure(me, _BASELINE, [], args.repeat, args.env)
-    nt = measure(me, _NEURONTRACE, [str(raw)], args.repeat, args.env)
+    versus: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+
+    def ours(label: str, code: str, env: Env) -> dict[str, Any]:
+        if args.versus_env is None:
+            return measure(me, code, [str(raw)], args.repeat, env)
+        other = {**args.versus_env, **{k: v for k, v in (env or {}).items() if k.startswith("NEURONTRACE_")}}
+        mine, theirs = measure_pair(me, code, [str(raw)], args.repeat, env, other)
+        versus.append((label, mine, theirs))
+        return mine
+
+    nt = ours("neurontrace.load", _NEURONTRACE, args.env)
     if not str(nt.get("src", args.src)).startswith(str(args.src)):
         print(f"WARNING: the child imported {nt['src']}, not the source snapshot")
     print(f"neurontrace decoder: {nt.get('decoder')}")
-    cli = measure(me, _NEURONTRACE_CLI, [str(raw)], args.repeat, args.env)
+    cli = ours("CLI allocator", _NEURONTRACE_CLI, args.env)
     rows: list[tuple[str, dict[str, Any]]] = [("neurontrace.load", nt), ("  CLI allocator", cli)]
     ref: dict[str, Any] | None = None
     if args.reference:
         ref_env = {**(args.env or os.environ), "NEURONTRACE_KINETO_DECODER": "python"}
-        ref = measure(me, _NEURONTRACE, [str(raw)], args.repeat, ref_env)
+        ref = ours("reference decoder", _NEURONTRACE, ref_env)
         rows.append(("  reference decoder", ref))
     hta: dict[str, Any] | None = None
     hta_ok = args.hta and "error" not in run_child(args.hta_python, _HTA_IMPORT, [], None)
@@ -220,6 +254,13 @@ def bench_one(path: Path, args: argparse.Namespace, tmp: Path) -> None:
         net = f"{(r['rss_mb'] - base_mb) * 1e6 / size:>10.2f}" if r is not hta else " " * 10
         print(f"{label:<20}{r['seconds']:>8.2f}{mb / r['seconds']:>8.1f}{r['user']:>8.2f}{r['sys']:>7.2f}"
               f"{r['rss_mb']:>13.0f}{r['rss_mb'] * 1e6 / size:>10.2f}{net}{r.get('rows', ''):>10}")
+    for label, mine, theirs in versus:
+        if "error" in mine or "error" in theirs:
+            print(f"versus {args.versus}: {label}: ERROR {mine.get('error') or theirs.get('error')}")
+            continue
+        print(f"versus {args.versus} ({label}): {theirs['seconds']:.2f} s, {mb / theirs['seconds']:.1f} MB/s, "
+              f"peak RSS {theirs['rss_mb']:.0f} MB (growth {(theirs['rss_mb'] - base_mb) * 1e6 / size:.2f}x); CPU "
+              f"{mine['cpu']:.3f} s here against {theirs['cpu']:.3f} s there: {mine['cpu'] / theirs['cpu']:.2f}x")
     for label, r in (("neurontrace.load", nt), ("CLI allocator", cli)):
         if "error" in r:
             print(f"FAIL  {label} did not finish")
@@ -242,7 +283,7 @@ def bench_one(path: Path, args: argparse.Namespace, tmp: Path) -> None:
     if args.profile:
         cmd = [me, "-c", _PROFILE, str(raw), str(args.profile)]
         out = subprocess.run(cmd, capture_output=True, text=True, env=args.env, check=False)
-        print(f"cProfile of neurontrace.load (one run):\n{out.stdout.strip()}{out.stderr[-2000:]}")
+        print(f"cProfile of neurontrace.load (one warm run):\n{out.stdout.strip()}{out.stderr[-2000:]}")
 
 
 def main() -> None:
@@ -255,12 +296,20 @@ def main() -> None:
     ap.add_argument("--reference", action="store_true",
                     help="add a neurontrace row forced onto the pure-Python decoder (NEURONTRACE_KINETO_DECODER=python)")
     ap.add_argument("--profile", type=int, default=0, metavar="N", help="print cProfile's top N functions")
+    ap.add_argument("--versus", type=Path, default=None, metavar="DIR",
+                    help="a folder holding another neurontrace package, measured beside this one, interleaved")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="parse_speed."))
     try:
         args.src, args.code = snapshot_source(tmp)
         paths = [str(args.src), os.environ.get("PYTHONPATH", "")]
         args.env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+        args.versus_env = None
+        if args.versus is not None:
+            other = tmp / "versus"
+            shutil.copytree(args.versus.resolve() / "neurontrace", other / "neurontrace",
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            args.versus_env = {**os.environ, "PYTHONPATH": str(other)}
         traces = [t.resolve() for t in args.traces]
         os.chdir(tmp)  # `python -c` puts the working folder first on sys.path: not the live checkout
         for path in traces:

@@ -46,3 +46,25 @@ def test_memory_args_keep_what_no_column_holds_and_lose_nothing(path: Path) -> N
         assert allocated[i] == a.get("Total Allocated"), (i, a)
     kept = sum(len(x) for x in args if x is not None)
     assert kept < sum(len(json.dumps(e["args"])) for e in raw) / 3  # the copies are gone: a third at most is left
+
+
+@pytest.mark.parametrize("path", _inputs(), ids=lambda p: p.name)
+def test_one_match_finds_exactly_the_args_the_cutting_empties(path: Path) -> None:
+    """``_unexplained`` nulls the args made only of column-held pairs with one match and cuts only the others:
+    the same texts as cutting every row, on each real instant's args and on variants of them (spaces, an extra
+    key, a nested value, a key the columns do not hold)."""
+    import pyarrow as pa
+
+    from neurontrace.parsers import _kineto_memory as km
+
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    texts = [json.dumps(e["args"], separators=(",", ":") if i % 2 else (", ", ": "))
+             for i, e in enumerate(doc["traceEvents"]) if e.get("name") == "[memory]" and "args" in e]
+    assert texts
+    variants: list[str | None] = [t.replace(",", " ,  ") for t in texts[:50]]
+    variants += [t[:-1] + ', "Ev Idx": 3}' for t in texts[:50]] + [t[:-1] + ', "x": {"Bytes": 1}}' for t in texts[:50]]
+    variants += ['{"Bytes": 1}', '{ "Addr": 7 ,"Device Id": 0 }', '{"Bytes": 1.5}', "{}", None]
+    col = pa.chunked_array([pa.array([*texts, *variants], pa.string())])
+    fast = km._unexplained(col).to_pylist()
+    assert fast == km._cut(col.combine_chunks()).to_pylist()
+    assert fast[-5:] == [None, None, '{"Bytes": 1.5}', None, None]  # both ways through: matched, and cut

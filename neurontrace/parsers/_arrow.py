@@ -30,8 +30,8 @@ def pair_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> 
     Cheaper than joining the two into one string column and hashing that: each column is
     hashed once and the pairs are numbered in numpy.
     """
-    ca, da = dictionary(pc.fill_null(a, ""))
-    cb, db = dictionary(pc.fill_null(b, ""))
+    ca, da = _filled(a)
+    cb, db = _filled(b)
     nb = max(len(db), 1)
     pair = ca * nb + cb
     size = len(da) * nb
@@ -48,6 +48,19 @@ def pair_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> 
     return code.reshape(-1), [(va[u // nb], vb[u % nb]) for u in uniq.tolist()]
 
 
+def _filled(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """:func:`dictionary` with nulls read as "": on a dictionary column, Arrow's fill_null costs more than the
+    rest of the column's handling (12 ms on 107 K rows, pyarrow 26), so the codes are filled instead."""
+    idx, distinct = dictionary(values)
+    missing = idx < 0
+    if missing.any():
+        at = pc.index(distinct, "").as_py()
+        if at < 0:
+            distinct, at = pa.concat_arrays([distinct, pa.array([""], distinct.type)]), len(distinct)
+        idx[missing] = at
+    return idx, distinct
+
+
 def constant(value: Any, n: int, typ: pa.DataType) -> pa.Array:
     """``value`` on ``n`` rows, without a list of ``n`` Python objects: a text as a one-entry dictionary (4 bytes a
     row, where a plain string column costs its length again on every row), None as nulls."""
@@ -58,9 +71,11 @@ def constant(value: Any, n: int, typ: pa.DataType) -> pa.Array:
     return pa.array(np.full(n, value), typ)
 
 
-def map_unique(values: pa.Array | pa.ChunkedArray, fn: Callable[[Any], Any], typ: pa.DataType) -> pa.Array:
-    """Apply ``fn`` to each distinct value (few) and spread the results over all rows."""
-    idx, distinct = dictionary(values)
+def map_unique(values: pa.Array | pa.ChunkedArray, fn: Callable[[Any], Any], typ: pa.DataType, *,
+               null_as_empty: bool = False) -> pa.Array:
+    """Apply ``fn`` to each distinct value (few) and spread the results over all rows; ``null_as_empty``: null
+    rows read as "" (``map_unique(pc.fill_null(values, ""), ...)`` without filling the column)."""
+    idx, distinct = _filled(values) if null_as_empty else dictionary(values)
     return pc.take(pa.array([fn(v) for v in distinct.to_pylist()], typ), pa.array(idx))
 
 

@@ -51,6 +51,7 @@ class EventChunk:
     first_index: int  # index of the chunk's first event
     rows: int
     content_bytes: int  # content (decompressed) bytes read so far
+    kinds: list[int] | None = None  # each part's kind (0 host ... 3 the rest), when the scanner routed them
 
     @property
     def events(self) -> pa.Table:
@@ -138,7 +139,9 @@ def decode_file(path: Path, *, progress: Progress = no_progress, device_categori
                 parts = [pa.concat_tables(p) for p in pieces if p]
                 return _kineto_json.Decoded(dict(item.top), parts, decoder=item.decoder,
                                             notes=item.notes)
-            for k, part in enumerate(item.parts):
+            # Each kind's parts go together (a chunk without host events must not put its device part among
+            # the host parts): a destination found in one part is kept whole, not sorted back (a copy of its args).
+            for k, part in zip(item.kinds or range(len(item.parts)), item.parts, strict=True):
                 if part.num_rows:
                     pieces[k].append(part)
     except _DeclinedError as exc:
@@ -208,8 +211,9 @@ def _scan(reader: ContentReader, chunk: int, progress: Progress, cats: list[str]
             if closed or not progressed or pos >= filled:
                 break
         if rows > start_rows:
-            yield EventChunk([pa.concat_tables(p) for p in pieces if p], start_rows, rows - start_rows,
-                             reader.delivered)
+            kinds = [k for k, p in enumerate(pieces) if p]
+            yield EventChunk([pa.concat_tables(pieces[k]) for k in kinds], start_rows, rows - start_rows,
+                             reader.delivered, kinds)
         del pieces
         if closed:
             break

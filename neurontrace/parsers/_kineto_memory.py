@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.columns import encoded
+from neurontrace.columns import encoded, isin
 from neurontrace.schema import DICT_STRING
 from neurontrace.trace import ParseAccounting
 
@@ -134,17 +134,18 @@ def _enclosing(t: pa.Table, system: pa.Table, category: str) -> np.ndarray:
     """Row in ``system`` of the outermost (``framework_op``) or innermost (other categories) event of
     ``category`` on the same thread enclosing each instant (-1: none)."""
     out = np.full(t.num_rows, -1, dtype=np.int64)
-    is_op = pc.fill_null(pc.equal(system["category"].cast(pa.string()), category), False)
-    op_rows = np.flatnonzero(is_op.to_numpy(zero_copy_only=False))
+    op_rows = np.flatnonzero(isin(system["category"], (category,)))
     if not t.num_rows or not len(op_rows):
         return out
-    ops = system.select(["pid", "tid", "ts_ns", "dur_ns"]).take(pa.array(op_rows))  # not the args: a copy of each
-    both = pa.table({"pid": pa.concat_arrays([_plain(ops["pid"]), _plain(t["pid"])]),
-                     "tid": pa.concat_arrays([_plain(ops["tid"]), _plain(t["tid"])])})
-    thread, _ = pair_codes(both["pid"], both["tid"])
-    op_thread, ev_thread = thread[:len(op_rows)], thread[len(op_rows):]
-    start = ops["ts_ns"].to_numpy()
-    end = start + ops["dur_ns"].to_numpy()
+    # Threads as numbers: the pairs of each table numbered on their own (the system table's from its
+    # dictionaries), then the instants' pairs mapped onto the events' (few distinct): no string copied per row.
+    sys_thread, sys_pairs = pair_codes(system["pid"], system["tid"])
+    ev_code, ev_pairs = pair_codes(t["pid"], t["tid"])
+    number = {pair: i for i, pair in enumerate(sys_pairs)}
+    ev_number = np.asarray([number.setdefault(pair, len(number)) for pair in ev_pairs], dtype=np.int64)
+    op_thread, ev_thread = sys_thread[op_rows], ev_number[ev_code]
+    start = system["ts_ns"].to_numpy()[op_rows]
+    end = start + system["dur_ns"].to_numpy()[op_rows]
     ts = t["ts_ns"].to_numpy()
     for code in np.unique(ev_thread):
         mine = np.flatnonzero(op_thread == code)
@@ -189,13 +190,6 @@ def _parents(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return parent, root
 
 
-def _plain(col: pa.ChunkedArray | pa.Array) -> pa.Array:
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.cast(arr.type.value_type)
-    return arr.cast(pa.string())
-
-
 def memory_counters(t: pa.Table, device: pa.Array, host: str | None, rank: int | None) -> pa.Table:
     """Up to three rows per memory instant (Bytes, Total Allocated, Total Reserved): the repeated texts as
     dictionaries from the start, so no plain copy of them exists per row (the memory-heavy trace's peak)."""
@@ -228,8 +222,12 @@ def memory_counters(t: pa.Table, device: pa.Array, host: str | None, rank: int |
 
 # The args of a memory instant that columns hold: the counters' values and memory_events' addr and device, each a
 # whole number those columns keep exactly (below 2^53; an address in 18 digits, as memory_events reads it).
-_MEMORY_ARG = (r'\s*(?:"(?:Total Reserved|Total Allocated|Bytes|Device Id|Device Type)":\s*-?\d{1,15}'
-               r'|"Addr":\s*\d{1,18})\s*(?:,|(\}))')  # a pair and its comma (a closing brace is kept)
+_PAIR = (r'(?:"(?:Total Reserved|Total Allocated|Bytes|Device Id|Device Type)":\s*-?\d{1,15}'
+         r'|"Addr":\s*\d{1,18})')
+_MEMORY_ARG = r'\s*' + _PAIR + r'\s*(?:,|(\}))'  # a pair and its comma (a closing brace is kept)
+# The rule: args made only of such pairs, which leave nothing (null). One match finds them, and only the rows
+# it does not match go through the cutting (the same pairs, removed by _MEMORY_ARG, left to right).
+_ONLY_PAIRS = r'^\{(?:\s*' + _PAIR + r'\s*,)*\s*' + _PAIR + r'\s*\}$'
 
 
 def _unexplained(args: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -240,10 +238,19 @@ def _unexplained(args: pa.ChunkedArray) -> pa.ChunkedArray:
     for chunk in args.chunks if isinstance(args, pa.ChunkedArray) else [args]:
         for at in range(0, len(chunk), _SLICE_ROWS):  # a slice at a time: each step's copies stay small
             text = chunk.slice(at, _SLICE_ROWS)
-            simple = pc.fill_null(pc.match_substring_regex(text, r'^\{[^{}\[\]\\]*\}$'), False)
-            rest = pc.replace_substring_regex(text, _MEMORY_ARG, r"\1")
-            rest = pc.replace_substring_regex(rest, r"^\{[\s,]*", "{")
-            rest = pc.replace_substring_regex(rest, r"[\s,]*\}$", "}")
-            cut = pc.if_else(pc.equal(rest, "{}"), pa.scalar(None, pa.string()), rest)
-            out.append(pc.if_else(simple, cut, text))
+            explained = pc.fill_null(pc.match_substring_regex(text, _ONLY_PAIRS), False)
+            if pc.all(explained).as_py():
+                out.append(pa.nulls(len(text), pa.string()))
+                continue
+            out.append(pc.if_else(explained, pa.scalar(None, pa.string()), _cut(text)))
     return pa.chunked_array(out, pa.string())
+
+
+def _cut(text: pa.Array) -> pa.Array:
+    """The args without the pairs a column holds, for a flat object without escapes; others as they are."""
+    simple = pc.fill_null(pc.match_substring_regex(text, r'^\{[^{}\[\]\\]*\}$'), False)
+    rest = pc.replace_substring_regex(text, _MEMORY_ARG, r"\1")
+    rest = pc.replace_substring_regex(rest, r"^\{[\s,]*", "{")
+    rest = pc.replace_substring_regex(rest, r"[\s,]*\}$", "}")
+    cut = pc.if_else(pc.equal(rest, "{}"), pa.scalar(None, pa.string()), rest)
+    return pc.if_else(simple, cut, text)

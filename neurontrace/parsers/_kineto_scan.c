@@ -207,6 +207,20 @@ static inline unsigned match16(__m128i v, char a, char b) {
 #endif
 
 static inline Ptr skip_ws(Ptr p, Ptr end) {
+    /* most tokens follow the last directly or after one space */
+    if (p < end && *p > ' ') return p;
+    if (end - p >= 2 && *p == ' ' && p[1] > ' ') return p + 1;
+#ifdef SIMD16
+    /* pretty-printed traces indent every line ("\n" and spaces): a run of any whitespace 16 bytes at a time */
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)p);
+        __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\n'))),
+                                  _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\t'))));
+        unsigned other = ~(unsigned)_mm_movemask_epi8(ws) & 0xFFFFu;
+        if (other) return p + __builtin_ctz(other);
+        p += 16;
+    }
+#else
     /* pretty-printed traces indent every line: skip runs of spaces 8 bytes at a time */
     while (end - p >= 8) {
         uint64_t w;
@@ -214,6 +228,7 @@ static inline Ptr skip_ws(Ptr p, Ptr end) {
         if (w != 0x2020202020202020ULL) break;
         p += 8;
     }
+#endif
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
     return p;
 }
@@ -612,37 +627,57 @@ static const Key ARG_KEYS[] = {
 /* Key lookup by (length, first byte): no two keys of a table share both, so one probe and one
  * memcmp tell whether a key is wanted. Filled once at import (key_index_build). */
 #define KEY_MAX_LEN 32
+#define KEY_MAX_KEYS 32
 typedef struct {
     const Key *keys;
     signed char slot[KEY_MAX_LEN][256];
+    uint64_t word[KEY_MAX_KEYS][2]; /* each key's first 16 bytes, zero padded, as two words */
 } KeyIndex;
 
-static KeyIndex EVENT_INDEX = {EVENT_KEYS, {{0}}}, ARG_INDEX = {ARG_KEYS, {{0}}};
+static KeyIndex EVENT_INDEX = {EVENT_KEYS, {{0}}, {{0}}}, ARG_INDEX = {ARG_KEYS, {{0}}, {{0}}};
 
 static int key_index_build(KeyIndex *ix) {
     memset(ix->slot, -1, sizeof ix->slot);
+    memset(ix->word, 0, sizeof ix->word);
     for (int i = 0; ix->keys[i].text; i++) {
         const Key *k = &ix->keys[i];
-        if (k->len == 0 || k->len >= KEY_MAX_LEN) return -1;
+        if (k->len == 0 || k->len >= KEY_MAX_LEN || i >= KEY_MAX_KEYS) return -1;
         signed char *slot = &ix->slot[k->len][(unsigned char)k->text[0]];
         if (*slot >= 0) return -1;
         *slot = (signed char)i;
+        memcpy(ix->word[i], k->text, k->len < 16 ? k->len : 16);
     }
     return 0;
 }
 
-/* Which key of the index the string body [p, stop) names; -1 for any other. */
-static int match_key(const KeyIndex *ix, Ptr p, Ptr stop, int escaped, Buf *scratch) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define KEY_WORDS 1 /* the first n bytes of a loaded word are its low n bytes */
+#endif
+
+/* Which key of the index the string body [p, stop) names; -1 for any other. `limit`: the end of the
+ * buffer, how far the key's bytes may be loaded a word at a time. */
+static int match_key(const KeyIndex *ix, Ptr p, Ptr stop, Ptr limit, int escaped, Buf *scratch) {
     if (escaped) { /* rare: compare the unescaped text */
         scratch->len = 0;
         if (unescape_into(scratch, p, stop) < 0) return -2;
         p = (Ptr)scratch->p;
         stop = p + scratch->len;
+        limit = stop;
     }
     size_t n = (size_t)(stop - p);
     if (n == 0 || n >= KEY_MAX_LEN) return -1;
     int i = ix->slot[n][p[0]];
     if (i < 0) return -1;
+#ifdef KEY_WORDS
+    if (n <= 16 && limit - p >= 16) { /* two loads and masks instead of a loop over the bytes */
+        uint64_t a, b;
+        memcpy(&a, p, 8);
+        memcpy(&b, p + 8, 8);
+        uint64_t m0 = n >= 8 ? ~0ULL : (1ULL << (8 * n)) - 1;
+        uint64_t m1 = n >= 16 ? ~0ULL : n <= 8 ? 0 : (1ULL << (8 * (n - 8))) - 1;
+        return (a & m0) == ix->word[i][0] && (b & m1) == ix->word[i][1] ? ix->keys[i].id : -1;
+    }
+#endif
     const char *k = ix->keys[i].text; /* short keys: a loop beats a call to memcmp */
     for (size_t j = 1; j < n; j++)
         if ((unsigned char)k[j] != p[j]) return -1;
@@ -671,7 +706,7 @@ static Ptr read_object(Ptr p, Ptr end, const KeyIndex *keys, Val *vals, Buf *scr
         int esc = 0;
         Ptr kstop = skip_string(p, end, &esc);
         if (!kstop) return NULL;
-        int id = match_key(keys, p + 1, kstop - 1, esc, scratch);
+        int id = match_key(keys, p + 1, kstop - 1, end, esc, scratch);
         if (id == -2) return NULL;
         p = skip_ws(kstop, end);
         if (p >= end || *p != ':') return NULL;
@@ -956,7 +991,7 @@ static int scan_events(Out *parts, const Spans *device_cats, Ptr base, Ptr p, Pt
                 int esc = 0;
                 Ptr kstop = skip_string(p, end, &esc);
                 if (!kstop) return CUT_OR("cut-off key");
-                int id = match_key(&EVENT_INDEX, p + 1, kstop - 1, esc, &o->scratch);
+                int id = match_key(&EVENT_INDEX, p + 1, kstop - 1, end, esc, &o->scratch);
                 if (id == -2) return -1;
                 p = skip_ws(kstop, end);
                 if (p >= end || *p != ':') return CUT_OR("malformed event object");

@@ -435,8 +435,8 @@ def _common(t: pa.Table, host: str | None, rank: int | None) -> dict[str, Any]:
 
 def _system_table(t: pa.Table, names: dict[str, Any], host: str | None, rank: int | None, backend: str) -> pa.Table:
     cols = _common(t, host, rank)
-    cat = map_unique(pc.fill_null(t["cat"], ""), lambda c: HOST_CATEGORIES.get(c, "other"), pa.string())
-    is_step = map_unique(pc.fill_null(t["name"], ""), lambda n: bool(_STEP.match(n)), pa.bool_())
+    cat = map_unique(t["cat"], lambda c: HOST_CATEGORIES.get(c, "other"), pa.string(), null_as_empty=True)
+    is_step = map_unique(t["name"], lambda n: bool(_STEP.match(n)), pa.bool_(), null_as_empty=True)
     cat = pc.if_else(pc.and_(is_step, pc.is_in(cat, pa.array(["annotation", "framework_op"]))), "step", cat)
     # Instants other than memory events mark moments (Record Window End, Iteration Start).
     instant = pc.is_in(t["ph"], pa.array(["i", "I"]))
@@ -450,7 +450,7 @@ def _system_table(t: pa.Table, names: dict[str, Any], host: str | None, rank: in
 def _device_table(t: pa.Table, names: dict[str, Any], host: str | None, rank: int | None, backend: str) -> pa.Table:
     cols = _common(t, host, rank)
     cat = map_unique(t["cat"], lambda c: DEVICE_CATEGORIES.get(c, "other"), pa.string())
-    collective = map_unique(pc.fill_null(t["name"], ""), lambda n: bool(_COLLECTIVE.search(n)), pa.bool_())
+    collective = map_unique(t["name"], lambda n: bool(_COLLECTIVE.search(n)), pa.bool_(), null_as_empty=True)
     cat = pc.if_else(pc.and_(collective, pc.is_in(cat, pa.array(["compute", "other"]))), "collective", cat)
     cols["category"] = cat
     index = pc.coalesce(t["device"], t["pid"].cast(pa.string()))
@@ -458,7 +458,7 @@ def _device_table(t: pa.Table, names: dict[str, Any], host: str | None, rank: in
     cols["track"] = _tracks(t, names, "stream")
     is_copy = pc.is_in(cat, pa.array(["memcpy", "memset"]))
     cols["bytes"] = pc.if_else(is_copy, t["nbytes"], pa.scalar(None, pa.int64()))
-    direction = map_unique(pc.fill_null(t["name"], ""), _direction, pa.string())
+    direction = map_unique(t["name"], _direction, pa.string(), null_as_empty=True)
     rocm_kind = map_unique(pc.fill_null(t["kind"], ""), _direction, pa.string())
     cols["direction"] = pc.if_else(pc.equal(cat, "memcpy"), pc.coalesce(direction, rocm_kind), None)
     return pa.table(cols)
