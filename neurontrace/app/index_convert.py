@@ -19,12 +19,13 @@ from neurontrace.trace import Trace
 
 # The event columns tracks.build and key() read (the rest, args above all, are never loaded for the index).
 COLUMNS = ("event_id", "ts_ns", "dur_ns", "name", "category", "host", "rank", "pid", "tid", "track", "device")
-# Peak RSS of reading a rank back (COLUMNS only) and building its index, per event: 383 bytes at 2 M events
-# (243 MB above the imports at 0.5 M, 766 MB at 2 M: about 350 more per event), measured with
-# bench/convert_viewer_index.py on a tiled real trace (docs/viewer.md), rounded up. MAX_EVENTS (5 M) keeps
-# that peak within the 2 GB the streamed convert holds itself to; the first ``view`` of a bigger rank builds
-# (and stores) the index instead, or ``convert --viewer-index-max-events N`` raises the bound.
-PEAK_BYTES_PER_EVENT = 400
+# Peak RSS of reading a rank back (COLUMNS only) and building its index, per event: 383 bytes at 2 M events in a
+# process of its own (243 MB above the imports at 0.5 M, 766 MB at 2 M), 424 at 10.1 M inside `convert --dataset`
+# (its peak 4,419 MB, the streaming's leftovers included), measured with bench/convert_viewer_index.py and
+# bench/viewer_speed.py --dataset-trace on tiled real traces (docs/viewer.md), rounded up to 500. MAX_EVENTS
+# (4 M) keeps that peak within the 2 GB the streamed convert holds itself to; the first ``view`` of a bigger rank
+# builds (and stores) the index instead, or ``convert --viewer-index-max-events N`` raises the bound.
+PEAK_BYTES_PER_EVENT = 500
 MAX_BYTES = 2_000_000_000
 MAX_EVENTS = MAX_BYTES // PEAK_BYTES_PER_EVENT
 
