@@ -264,11 +264,11 @@ class Dataset:
         return with_normalized(checked(Trace(**tables), str(self.path / partition)))
 
 
-# Said in every report of a streamed trace read back whole (diagnose DATASET, load(DATASET)): what is not
-# bounded yet is said, not hidden (docs/scale.md).
-WHOLE_RANK = ("{where}: its {parts} time-ordered parts ({events} events) were read whole: diagnose's sections "
-              "(steps, memory peaks, compile, critical path, ops) each need the whole rank and are not yet "
-              "computed part by part, so memory grows with the trace")
+# Said in every report of a streamed trace read back whole (load(DATASET), and what is made of it): what is not
+# bounded is said, not hidden (docs/scale.md).
+WHOLE_RANK = ("{where}: its {parts} time-ordered parts ({events} events) were read whole, so memory grows with "
+              "the trace; `neurontrace diagnose` reads such a dataset slice by slice in bounded memory "
+              "(docs/scale.md, 'diagnose DATASET')")
 
 
 def _warned(metadata: pa.Table, message: str) -> pa.Table:

@@ -2,14 +2,16 @@
 
 Two passes over the trace, each holding one piece at a time:
 
-1. the file is read in chunks (``parsers.kineto.iter_chunks``): each chunk's raw event columns are spilled to a
-   Parquet file beside the output, and its start times sampled; the process/thread names (``M`` events,
-   few) are kept, and so are the top-level keys torch.profiler writes after ``traceEvents``
+1. the file is read in chunks (``parsers.kineto.iter_chunks``): each chunk's raw event columns are spilled as
+   the scanner routed them (``dataset_stream_spill``: lz4 Arrow IPC, each batch's first and last start time
+   kept) and its start times sampled (a uniform sample of at most ``_SAMPLES``); the process/thread names
+   (``M`` events, few) are kept, and so are the top-level keys torch.profiler writes after ``traceEvents``
    (``baseTimeNanoseconds``, ...), known only at the end;
-2. the sampled quantiles cut the time line into parts of about ``part_bytes`` of raw columns; the spilled
-   rows are routed to one spill file per part, and each part is normalized alone by the parser's own
-   ``normalize`` (the whole trace's names, backend and time origin given), sorted by start time and
-   written as ``part-<k>`` of every table.
+2. the sampled quantiles cut the time line into parts of about ``part_bytes`` of raw columns; each part
+   reads the spilled batches whose times reach into it (a file far from time order is routed to one spill
+   file per part first), is normalized alone by the parser's own ``normalize`` (the whole trace's names,
+   backend and time origin given; the routed tables handed over as the whole-file parse hands its own),
+   sorted by start time and written as ``part-<k>`` of every table.
 
 So the parts of the rank are time-ordered (every event of part k starts no later than any event of part
 k+1) and the marker records each part's ``span_ns`` (its events' first start and last end). What crosses
@@ -19,15 +21,16 @@ part as context (the innermost enclosing frame, the op a memory event falls in),
 once for the whole trace (one id per calling context); a kernel launched in the previous part takes the
 frame of its op through the carried External ids; flow markers bind in their part (a marker binds to an
 event at its own time, so both are in one part) and are paired for the whole trace at the end, from the
-markers alone (a few numbers each); launch flows that fall back to correlation ids read only the
-``event_id`` and ``correlation`` columns of the parts. Flows, frames and the metadata (the parse
-accounting, equal to the whole-file parse's) are in part 0; counters and memory events are in the part
-of their time.
+markers alone, a bucket at a time (``dataset_stream_flows``); launch flows that fall back to correlation
+ids read only the ``event_id`` and ``correlation`` columns of the parts. Flows, frames and the metadata
+(the parse accounting, equal to the whole-file parse's) are in part 0; counters and memory events are in
+the part of their time.
 
 A cut-off trace streams the complete events before the cut (with iter_chunks' warning), as the whole-file
 parse salvages them. Limits: input the compiled scanner declines is read whole by the reference decoder
-(iter_chunks: not bounded then); memory grows with the number of flow markers (about 150 bytes each at
-the pairing's peak: bench/out_of_core.py) and of distinct frames, not with the events.
+(iter_chunks: not bounded then); memory is bounded by the part size and fixed caps (markers per bucket,
+samples, carried External ids), but for the distinct frames and the launch flows found only by their
+correlation id (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import math
 import re
 import shutil
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +51,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from neurontrace import dataset, schema
+from neurontrace import dataset_stream_flows as stream_flows
+from neurontrace.dataset_stream_spill import IPC, MIN, Sample, Spill, SpillWriter, read_ipc, write_ipc
 from neurontrace.errors import TruncatedTraceWarning
 from neurontrace.parsers import _kineto_chunks, _kineto_json, kineto
 from neurontrace.parsers._normalized_meta import derive
@@ -56,7 +62,8 @@ from neurontrace.run_record import read_run_record
 from neurontrace.trace import _ID_COLUMNS, ACCOUNTING_KEY, ParseAccounting, Trace, conform, metadata_table
 
 DEFAULT_PART_BYTES = 128 << 20  # raw event columns per part: a part's normalize peaks at a few times this
-_SAMPLES_PER_CHUNK = 4096
+_SAMPLES = 1 << 20  # start times kept for the part cuts, whatever the size (a uniform sample: 16 MB at most)
+_REREADS = 3  # spilled batches read per part, on average, at most; more (a file far from time order): route first
 _CONTEXT_CATS = pa.array(["python_function", *sorted(c for c, v in kineto.HOST_CATEGORIES.items()
                                                      if v == "framework_op")])
 _OP_CATS = pa.array(["cpu_op", "Operator"])  # the ops whose frame a kernel inherits (parsers/_kineto_frames.py)
@@ -90,7 +97,7 @@ def convert_trace(path: str | Path, out: str | Path, *, part_bytes: int = DEFAUL
 @dataclass
 class _Read:
     final: TraceEnd
-    spill: Path
+    spill: Spill | None
     meta: pa.Table
     cats: set[str]
     samples: np.ndarray
@@ -99,39 +106,41 @@ class _Read:
 
 
 def _read(src: Path, spill: Path, chunk_bytes: int, progress: Progress) -> _Read:
-    out = spill / "events.parquet"
-    writer: pq.ParquetWriter | None = None
+    writer = SpillWriter(spill)
     meta: list[pa.Table] = []
     cats: set[str] = set()
-    samples: list[np.ndarray] = []
+    sample = Sample(_SAMPLES)
     nbytes = device_rows = 0
     final = None
     device_cats = pa.array(sorted(kineto.DEVICE_CATEGORIES))
-    for chunk in kineto.iter_chunks(src, chunk_bytes=chunk_bytes, progress=progress):
-        if isinstance(chunk, TraceEnd):
-            final = chunk
-            continue
-        item = chunk.events
-        cats |= {c for c in pc.unique(item["cat"]).to_pylist() if c is not None}
-        is_meta = pc.fill_null(pc.equal(item["ph"], "M"), False)
-        meta.append(item.filter(is_meta))
-        rest = item.filter(pc.invert(is_meta))
-        if writer is None:
-            writer = pq.ParquetWriter(out, rest.schema, compression="lz4")
-        writer.write_table(rest.cast(writer.schema))
-        nbytes += rest.nbytes
-        ts = pc.drop_null(rest["ts_ns"]).to_numpy()
-        if len(ts):
-            samples.append(np.sort(ts)[:: max(1, len(ts) // _SAMPLES_PER_CHUNK)])
-        dev = pc.and_(pc.and_(pc.equal(rest["ph"], "X"), pc.is_in(rest["cat"], device_cats)),
-                      pc.is_valid(rest["ts_ns"]))
-        device_rows += kineto._count(dev)
-    if writer is not None:
-        writer.close()
+    try:
+        for chunk in kineto.iter_chunks(src, chunk_bytes=chunk_bytes, progress=progress):
+            if isinstance(chunk, TraceEnd):
+                final = chunk
+                continue
+            # spilled as the scanner routed them, by kind (host, device, allocator, the rest): the normalizer
+            # keeps such parts whole (a chunk without host events has no host part: kinds says which is which)
+            for r, routed in zip(chunk.kinds or range(len(chunk.parts)), chunk.parts, strict=True):
+                if not routed.num_rows:
+                    continue
+                part = writer.cast(routed)
+                cats |= {c for c in pc.unique(part["cat"]).to_pylist() if c is not None}
+                is_meta = pc.fill_null(pc.equal(part["ph"], "M"), False)
+                if pc.any(is_meta).as_py():
+                    meta.append(part.filter(is_meta))
+                    part = part.filter(pc.invert(is_meta))
+                writer.write(part, r)
+                nbytes += part.nbytes
+                timed = pc.is_valid(part["ts_ns"])
+                sample.add(pc.filter(part["index"], timed).to_numpy(), pc.filter(part["ts_ns"], timed).to_numpy())
+                dev = pc.and_(pc.and_(pc.equal(part["ph"], "X"), pc.is_in(part["cat"], device_cats)), timed)
+                device_rows += kineto._count(dev)
+    finally:
+        spilled = writer.close()
     assert final is not None  # iter_chunks ends with its TraceEnd or raises
     schema_ = meta[0].schema if meta else pa.schema([])
-    return _Read(final, out, pa.concat_tables(meta).cast(schema_) if meta else pa.table({}),
-                 cats, np.concatenate(samples) if samples else np.zeros(0, np.int64), nbytes, device_rows)
+    return _Read(final, spilled, pa.concat_tables(meta).sort_by("index").cast(schema_) if meta else pa.table({}),
+                 cats, sample.values(), nbytes, device_rows)
 
 
 # -- pass 2: route to time parts, normalize each ---------------------------------------------------
@@ -191,15 +200,17 @@ class _Writer:
         self.counted = 0  # counters kept (the accounting's count: one per input event)
         self.devices: set[str] = set()  # the device ids the device events name (the normalized metadata's)
         self.activity: dict[str, Any] | None = None  # schema.DEVICE_ACTIVITY, summed over the parts
-        self.empty = self._normalize(None)
+        self.markers = 0  # flow markers spilled (the accounting's count of flows)
+        self.entries: list[dict[str, Any]] = []  # the parts written (their marker entries)
+        self.empty = self._normalize([])
         self.rank_value = kineto._rank(self.top, self.source, rank, ParseAccounting(self.source, kineto.FORMAT))[0]
 
-    def _normalize(self, rows: pa.Table | None) -> tuple[Trace, list[str]]:
-        meta = self.read.meta
-        parts = [t for t in (meta, rows) if t is not None and t.num_columns]
-        events = pa.concat_tables(parts, promote_options="permissive").sort_by("index") if len(parts) > 1 \
-            else parts[0] if parts else _kineto_json._empty_events()
-        decoded = _kineto_json.Decoded(dict(self.top), [events], decoder=self.read.final.decoder)
+    def _normalize(self, rows: list[pa.Table]) -> tuple[Trace, list[str]]:
+        """The parser's normalize of the trace's metadata events and a part's rows: tables each in file
+        order (the routes of the spill, the context), as the whole-file parse hands its routed parts over."""
+        parts = [t for t in (self.read.meta, *rows) if t.num_columns and t.num_rows]
+        decoded = _kineto_json.Decoded(dict(self.top), parts or [_kineto_json._empty_events()],
+                                       decoder=self.read.final.decoder)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             tr = kineto.normalize(decoded, source=self.source, rank=self.rank, known_backend=self.backend,
@@ -207,14 +218,13 @@ class _Writer:
         return tr, list(tr.accounting[0].warnings)
 
     def run(self) -> tuple[list[dict[str, Any]], ParseAccounting]:
-        buckets = self._route()
         ctx: pa.Table | None = None
         ext_prev: tuple[np.ndarray, np.ndarray] | None = None  # External id -> frame of earlier parts' ops
         entries, notes, marker_files = [], [], []
         base_notes = self.empty[1]
         lows: list[int] = []
-        for k, bucket in enumerate(buckets):
-            raw = pq.read_table(bucket) if bucket is not None else None
+        n = len(self.bounds) + 1
+        for k, raw in enumerate(self._raw_parts()):
             entry, ctx, ext_prev, part_notes, markers, low = self._part(k, raw, ctx, ext_prev)
             entries.append(entry)
             notes.append(_without(part_notes, base_notes))
@@ -222,49 +232,89 @@ class _Writer:
                 marker_files.append(markers)
             if low is not None:
                 lows.append(low)
-            self.progress("write parts", k + 1, len(buckets))
+            self.progress("write parts", k + 1, n)
+        if self.read.spill is not None:
+            self.read.spill.close()
+        self.entries = entries
         acct = self._last(entries, marker_files, base_notes + _merged(notes), lows)
         return entries, acct
 
-    def _route(self) -> list[Path | None]:
-        """Each spilled row to the spill file of its time part (rows without a time go to part 0)."""
-        spill = self.read.spill
+    def _raw_parts(self) -> Iterator[list[pa.Table]]:
+        """Each time part's spilled rows in file order (rows without a time in part 0): read from the spill
+        batches whose times reach into the part; in a file far from time order (batches read for more than
+        _REREADS parts on average), routed to one spill file per part first."""
         n = len(self.bounds) + 1
-        paths: list[Path | None] = [None] * n
-        if not spill.is_file():
-            return paths
-        writers: dict[int, pq.ParquetWriter] = {}
-        f = pq.ParquetFile(spill)
-        for g in range(f.num_row_groups):
-            t = f.read_row_group(g)
-            ts = pc.fill_null(t["ts_ns"], np.iinfo(np.int64).min).to_numpy()  # no time: part 0
-            b = np.searchsorted(self.bounds, ts, side="right")
-            for k in np.unique(b):
-                if k not in writers:
-                    paths[k] = spill.parent / f"part-{k}.parquet"
-                    writers[k] = pq.ParquetWriter(paths[k], t.schema, compression="lz4")
-                writers[k].write_table(t.filter(pa.array(b == k)))
-            self.progress("route events", g + 1, f.num_row_groups)
-        for w in writers.values():
-            w.close()
-        f.close()
-        spill.unlink()
-        return paths
+        spill = self.read.spill
+        if spill is None:
+            yield from ([] for _ in range(n))
+            return
+        first = np.where(spill.untimed, 0, np.searchsorted(self.bounds, spill.lo, side="right"))
+        last = np.maximum(first, np.searchsorted(self.bounds, spill.hi, side="right"))
+        if int((last - first + 1).sum()) > _REREADS * len(first) + n:
+            yield from self._routed(spill)
+            return
+        for k in range(n):
+            pieces: list[list[pa.RecordBatch]] = [[] for _ in range(spill.routes)]
+            for i in np.flatnonzero((first <= k) & (last >= k)):
+                batch = spill.batch(int(i))
+                rows = self._part_of(batch["ts_ns"]) == k
+                if rows.all():
+                    pieces[spill.route[i]].append(batch)
+                elif rows.any():
+                    pieces[spill.route[i]].append(batch.filter(pa.array(rows)))
+            spill.release(last > k)  # the files no later part reads are deleted
+            yield [pa.Table.from_batches(p) for p in pieces if p]
 
-    def _part(self, k: int, raw: pa.Table | None, ctx: pa.Table | None, ext_prev: tuple[np.ndarray, np.ndarray] | None
+    def _part_of(self, ts: pa.Array) -> np.ndarray:
+        out: np.ndarray = np.searchsorted(self.bounds, pc.fill_null(ts, MIN).to_numpy(), side="right")
+        return out
+
+    def _routed(self, spill: Spill) -> Iterator[list[pa.Table]]:
+        n = len(self.bounds) + 1
+        paths = [spill.paths[0].parent / f"part-{k}.arrow" for k in range(n)]
+        routes: list[list[int]] = [[] for _ in range(n)]  # the route of each batch of each part's file
+        writers: dict[int, tuple[pa.OSFile, pa.ipc.RecordBatchFileWriter]] = {}
+        try:
+            for i in range(len(spill.file)):
+                batch = spill.batch(i)
+                part = self._part_of(batch["ts_ns"])
+                for k in np.unique(part):
+                    if k not in writers:
+                        sink = pa.OSFile(str(paths[k]), "wb")
+                        writers[k] = (sink, pa.ipc.new_file(sink, batch.schema, options=IPC))
+                    writers[k][1].write_batch(batch.filter(pa.array(part == k)))
+                    routes[k].append(int(spill.route[i]))
+                self.progress("route events", i + 1, len(spill.file))
+        finally:
+            for sink, w in writers.values():
+                w.close()
+                sink.close()
+        spill.close()
+        for k in range(n):
+            if k not in writers:
+                yield []
+                continue
+            batches = read_ipc(paths[k]).to_batches()
+            paths[k].unlink()
+            yield [pa.Table.from_batches([b for b, r in zip(batches, routes[k], strict=True) if r == route])
+                   for route in sorted(set(routes[k]))]
+
+    def _part(self, k: int, raw: list[pa.Table], ctx: pa.Table | None,
+              ext_prev: tuple[np.ndarray, np.ndarray] | None
               ) -> tuple[dict[str, Any], pa.Table | None, tuple[np.ndarray, np.ndarray] | None,
                                           list[str], Path | None, int | None]:
-        markers = None
-        events = raw
-        if raw is not None:
-            is_marker = pc.fill_null(pc.and_(pc.is_in(raw["ph"], pa.array(["s", "f", "t"])),
-                                             pc.is_valid(raw["ts_ns"])), False)
+        found, events = [], []
+        for t in raw:  # the flow markers are paired for the whole trace (dataset_stream_flows)
+            is_marker = pc.fill_null(pc.and_(pc.is_in(t["ph"], pa.array(["s", "f", "t"])),
+                                             pc.is_valid(t["ts_ns"])), False)
             if pc.any(is_marker).as_py():
-                markers = raw.select(_MARKER_COLUMNS).filter(is_marker)
-                events = raw.filter(pc.invert(is_marker))
+                found.append(t.select(_MARKER_COLUMNS).filter(is_marker))
+                events.append(t.filter(pc.invert(is_marker)))
+            else:
+                events.append(t)
+        markers = pa.concat_tables(found).sort_by("index") if found else None
         ctx_ids = ctx["index"] if ctx is not None and ctx.num_rows else None
-        rows = events if ctx_ids is None else (ctx if events is None else pa.concat_tables([ctx, events]))
-        tr, part_notes = self._normalize(rows)
+        tr, part_notes = self._normalize(events if ctx is None else [ctx, *events])
         tables = dict(tr.tables)
         if ctx_ids is not None:
             keep = pc.invert(pc.is_in(tables["system_events"]["event_id"], ctx_ids))
@@ -300,18 +350,21 @@ class _Writer:
             self.activity["transfers"] += fact["transfers"]
             self.activity["shapes"] = self.activity["shapes"] or fact["shapes"]
 
-    def _carry(self, ctx: pa.Table | None, events: pa.Table | None, upper: int | None) -> pa.Table | None:
-        """The frames and ops still open where the next part starts: that part's context."""
+    def _carry(self, ctx: pa.Table | None, events: list[pa.Table], upper: int | None) -> pa.Table | None:
+        """The frames and ops still open where the next part starts: that part's context (in file order)."""
         if upper is None:
             return None
-        pieces = [t for t in (ctx, events) if t is not None and t.num_rows]
-        if not pieces:
-            return None
-        t = pa.concat_tables(pieces, promote_options="permissive")
-        end = pc.add(t["ts_ns"], pc.fill_null(pc.max_element_wise(t["dur_ns"], 0), 0))
-        is_ctx = pc.and_(pc.and_(pc.equal(t["ph"], "X"), pc.is_in(t["cat"], _CONTEXT_CATS)), pc.greater(end, upper))
-        out = t.filter(pc.fill_null(is_ctx, False))
-        return out if out.num_rows else None
+        pieces = []
+        for t in (ctx, *events):
+            if t is None or not t.num_rows:
+                continue
+            end = pc.add(t["ts_ns"], pc.fill_null(pc.max_element_wise(t["dur_ns"], 0), 0))
+            is_ctx = pc.and_(pc.and_(pc.equal(t["ph"], "X"), pc.is_in(t["cat"], _CONTEXT_CATS)),
+                             pc.greater(end, upper))
+            open_ = t.filter(pc.fill_null(is_ctx, False))
+            if open_.num_rows:
+                pieces.append(open_)
+        return pa.concat_tables(pieces, promote_options="permissive").sort_by("index") if pieces else None
 
     def _bind(self, k: int, markers: pa.Table | None, tables: dict[str, pa.Table]) -> Path | None:
         """Each flow marker's event in this part (kineto._bind: same thread and time, written before it)."""
@@ -323,8 +376,9 @@ class _Writer:
         events = pa.concat_tables([tables["system_events"].select(["event_id", "pid", "tid", "ts_ns"]),
                                    tables["device_events"].select(["event_id", "pid", "tid", "ts_ns"])])
         bound = kineto._bind(markers, markers["index"].to_numpy(), events)
-        out = self.tmp / ".spill" / f"markers-{k}.parquet"
-        pq.write_table(markers.append_column("bound", pa.array(bound, pa.int64())), out)
+        out = self.tmp / ".spill" / f"markers-{k}.arrow"
+        write_ipc(markers.append_column("bound", pa.array(bound, pa.int64())), out)
+        self.markers += markers.num_rows
         return out
 
     def _write(self, k: int, tables: dict[str, pa.Table]) -> dict[str, Any]:
@@ -334,7 +388,7 @@ class _Writer:
             d = self.tmp / name / where
             d.mkdir(parents=True, exist_ok=True)
             f = d / f"part-{k}.parquet"
-            pq.write_table(conform(table, schema.TABLES[name]), f, compression="zstd")
+            pq.write_table(conform(table, schema.TABLES[name]), f, **stream_flows.PARQUET)
             rows[name], sizes[name] = table.num_rows, f.stat().st_size
         return {"rank": self.rank_value, "partition": where, "part": k, "sources": [self.source], "rows": rows,
                 "bytes": sizes, "span_ns": _span(tables)}
@@ -342,9 +396,12 @@ class _Writer:
     def _last(self, entries: list[dict[str, Any]], marker_files: list[Path], notes: list[str],
               lows: list[int]) -> ParseAccounting:
         """The whole-trace tables (flows, frames, metadata) into part 0, and the accounting."""
-        markers = pa.concat_tables([pq.read_table(f) for f in marker_files]).sort_by("index") if marker_files \
-            else None
-        flows = None if markers is None else self._flows(markers, entries)
+        first = entries[0]
+        rows = stream_flows.pair(marker_files, self.markers, self._first_of, self.rank_value,
+                                 self.tmp / "flows" / first["partition"] / "part-0.parquet", self.tmp / ".spill",
+                                 self.progress)
+        f = self.tmp / "flows" / first["partition"] / "part-0.parquet"
+        first["rows"]["flows"], first["bytes"]["flows"] = rows, f.stat().st_size
         end = self.read.final
         acct = ParseAccounting(self.source, kineto.FORMAT, events_read=end.events + end.partial_events)
         acct.skip("cut in half by truncation", end.partial_events)
@@ -353,7 +410,7 @@ class _Writer:
             acct.keep("system_events", e["rows"]["system_events"])
             acct.keep("device_events", e["rows"]["device_events"])
         acct.keep("counters", self.counted)
-        acct.keep("flows", 0 if markers is None else markers.num_rows)
+        acct.keep("flows", self.markers)
         acct.keep("metadata", self.read.meta.num_rows)
         acct.skip("no timestamp", end.events + end.partial_events - acct.kept_total - acct.skipped_total)
         if end.truncated_at is not None:  # worded as kineto.normalize words it
@@ -376,56 +433,27 @@ class _Writer:
         raw = {k: json.dumps(v, sort_keys=True, default=str) for k, v in facts.items()}
         meta = pa.concat_tables([meta, metadata_table(derive(raw, (), sorted(self.devices)), source=self.source,
                                                       rank=self.rank_value)])
-        tables = {"flows": flows, "frames": self.frames.table() if self.frames.rows else None, "metadata": meta}
-        first = entries[0]
+        tables = {"frames": self.frames.table() if self.frames.rows else None, "metadata": meta}
         for name, table in tables.items():
             f = self.tmp / name / first["partition"] / "part-0.parquet"
             t = conform(table, schema.TABLES[name])
-            pq.write_table(t, f, compression="zstd")
+            pq.write_table(t, f, **stream_flows.PARQUET)
             first["rows"][name], first["bytes"][name] = t.num_rows, f.stat().st_size
         return acct
 
-    def _flows(self, markers: pa.Table, entries: list[dict[str, Any]]) -> pa.Table | None:
-        """Pair the markers for the whole trace (kineto._flows) from each marker's event found in its part:
-        the events handed to it are those events alone, plus the first event of each correlation id a
-        launch flow left unbound falls back to."""
-        bound = markers["bound"]
-        markers = markers.drop_columns(["bound"])
-        has = pc.greater_equal(bound, 0)
-        found = pa.table({"event_id": pc.filter(bound, has), "pid": pc.filter(markers["pid"], has),
-                          "tid": pc.filter(markers["tid"], has), "ts_ns": pc.filter(markers["ts_ns"], has),
-                          "correlation": pa.nulls(kineto._count(has), pa.int64())})
-        launch = pc.and_(pc.is_in(pc.fill_null(markers["cat"], ""), pa.array(sorted(kineto.LAUNCH_FLOWS))),
-                         pc.invert(has))
-        sys_extra = dev_extra = found.slice(0, 0)
-        if kineto._count(launch):
-            ids = pc.filter(markers["flow_id"], launch)
-            corr = pc.drop_null(pc.cast(pc.if_else(pc.match_substring_regex(pc.fill_null(ids, ""), r"^-?\d{1,18}$"),
-                                                   ids, None), pa.int64()))
-            wanted = pc.unique(corr)
-            sys_extra = self._first_of(entries, "system_events", wanted)
-            dev_extra = self._first_of(entries, "device_events", wanted)
-        system = pa.concat_tables([found, sys_extra])
-        return kineto._flows(markers, system, dev_extra, self.rank_value)
-
-    def _first_of(self, entries: list[dict[str, Any]], table: str, wanted: pa.Array) -> pa.Table:
+    def _first_of(self, table: str, wanted: pa.Array) -> pa.Table:
         """The smallest event id of each wanted correlation id, reading two columns of each part."""
         pieces = []
-        for e in entries:
+        for e in self.entries:
             f = self.tmp / table / e["partition"] / f"part-{e['part']}.parquet"
             t = pq.read_table(f, columns=["event_id", "correlation"])
             t = t.filter(pc.fill_null(pc.is_in(t["correlation"], wanted), False))
             if t.num_rows:
                 pieces.append(t)
         if not pieces:
-            t = pa.table({"event_id": pa.array([], pa.int64()), "correlation": pa.array([], pa.int64())})
-        else:
-            t = pa.concat_tables(pieces).group_by("correlation").aggregate([("event_id", "min")])
-            t = pa.table({"event_id": t["event_id_min"], "correlation": t["correlation"]})
-        n = t.num_rows
-        nowhere = pa.array(["\x00"] * n, pa.string())  # no marker is on this thread: found by correlation only
-        return pa.table({"event_id": t["event_id"], "pid": nowhere, "tid": nowhere,
-                         "ts_ns": pa.array([0] * n, pa.int64()), "correlation": t["correlation"]})
+            return pa.table({"event_id": pa.array([], pa.int64()), "correlation": pa.array([], pa.int64())})
+        t = pa.concat_tables(pieces).group_by("correlation").aggregate([("event_id", "min")])
+        return pa.table({"event_id": t["event_id_min"], "correlation": t["correlation"]})
 
 
 def _quiet_run_record(src: Path) -> Any:

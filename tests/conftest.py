@@ -39,6 +39,17 @@ def corpus() -> Path:
 
 
 @pytest.fixture(scope="session")
+def outofcore_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real CPU run of tests/outofcore_workload.py (6 recorded steps, frames, memory events), once per
+    session in a process of its own: what the out-of-core tests stream and slice."""
+    pytest.importorskip("torch")
+    out = tmp_path_factory.mktemp("outofcore_run")
+    subprocess.run([sys.executable, str(ROOT / "tests" / "outofcore_workload.py"), str(out)], cwd=ROOT, check=True,
+                   timeout=300, capture_output=True)
+    return out / "train.pt.trace.json"
+
+
+@pytest.fixture(scope="session")
 def verdict_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real CPU runs of tests/verdict_runs.py (one per session, in a process of its own): a training loop
     with a sleeping data loader, a 2-rank DDP job with a sleeping rank, and what each measured itself."""

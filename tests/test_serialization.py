@@ -27,7 +27,12 @@ from tests.diff_pairs import write_pair
 _REDUCE_INPUT = "a rank's reduce input, handed to the job's combine in memory (on Dask as a Python object), never written"
 NOT_SERIALIZED = {("FallbackOp", "event_ids"): "row ids of one loaded trace; meaningless once it is closed",
                   ("CriticalPath", "segments"): _REDUCE_INPUT, ("CriticalPath", "collectives"): _REDUCE_INPUT,
-                  ("CriticalPath", "rank"): _REDUCE_INPUT}
+                  ("CriticalPath", "rank"): _REDUCE_INPUT,
+                  ("DeviceAttribution", "slice_stalls"): "a time slice's edge runs, merged away (analysis/stall_merge.py)",
+                  ("FallbackOp", "sources"): "calls per source line, for merging time slices; ``source`` is kept",
+                  ("Phases", "pieces"): "a time slice's spans and step rows, merged away (analysis/phases.merge)",
+                  **dict.fromkeys([("CriticalPath", f) for f in ("owned", "window", "pieces", "crossing")],
+                                  "a time slice's value, for the merge of one rank's slices only (not in the document)")}
 EMPTY: tuple[Any, ...] = (None, "", 0, (), [], {}, False)
 
 
@@ -143,6 +148,21 @@ def _compile_job(run: Path) -> Diagnosis:
     return Diagnosis([], [], [], [], {compile_section.SECTION.key: job})
 
 
+def _time_slice(trace: neurontrace.Trace) -> Diagnosis:
+    """The device values of one time slice of a real trace (Options.owned: diagnose DATASET out of core), which
+    carry what their merge needs (Launch.parts, OpEfficiency.parts, Overlap.spans)."""
+    from neurontrace.analysis import registry
+    from neurontrace.analysis.attribution import attribute
+    from neurontrace.analysis.contract import Context, Options
+
+    devices = attribute(trace)
+    lo, hi = devices[0].window
+    ctx = Context(trace, devices, [], {}, Options(owned=(lo, (lo + hi) // 2)))
+    for d in devices:
+        d.sections = {s.key: v for s in registry.DEVICE_SECTIONS if (v := s.compute(ctx, d)) is not None}
+    return Diagnosis([], devices, [], [])
+
+
 def test_every_registered_section_comes_back_whole(diagnoses: list[Diagnosis], compile_run: Path,
                                                    tmp_path: Path) -> None:
     """Every section's value is a dataclass that survives its JSON (``from_json(to_json(v))``), field by field;
@@ -167,6 +187,7 @@ def test_every_registered_section_comes_back_whole(diagnoses: list[Diagnosis], c
         "TraceLens/tests/traces/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
         "HolisticTraceAnalysis/tests/data/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz",
         "HolisticTraceAnalysis/tests/data/triton_example/triton_example.json.gz"))]
+    diagnoses.append(_time_slice(_load(root / QWEN)))
     seen: dict[str, int] = {}
     value_types: set[type] = set()
     filled: set[tuple[str, str]] = set()

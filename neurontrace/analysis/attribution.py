@@ -29,8 +29,10 @@ from neurontrace.analysis.default_window import Window, choose_window
 from neurontrace.analysis.device_activity import unrecorded
 from neurontrace.analysis.driving import driving_host_events
 from neurontrace.analysis.host_gaps import unrecorded_host_gaps
-from neurontrace.analysis.intervals import NONE, layered, sweep
+from neurontrace.analysis.intervals import NONE, clip, layered, sweep, union
 from neurontrace.analysis.labels import Label, labels_of, spans
+from neurontrace.analysis.slices import DevicePlan, RankPlan, owned_window
+from neurontrace.analysis.stall_merge import SliceStalls, edge_runs
 from neurontrace.analysis.stalls import TOP_STALLS, Stall, frame_sources, top_stalls
 from neurontrace.analysis.startup import startup_calls
 from neurontrace.analysis.work import DEVICE_WORK, HOST_WORK, communication_context, device_category_codes
@@ -57,6 +59,8 @@ class DeviceAttribution:
     window_steps: int = 0  # profiled steps the window covers (0: not a step rule)
     device_lag_ns: tuple[int, int] | None = None  # launched_in_steps: device start/end minus the steps'
     sections: dict[str, Any] = field(default_factory=dict)  # device sections (analysis/contract.py), by key
+    # Run on one time slice (Options.owned): its edge runs, for merging the stalls (analysis/stall_merge.py)
+    slice_stalls: SliceStalls | None = field(default=None, repr=False, compare=False)
 
     @property
     def window_ns(self) -> int:
@@ -83,6 +87,8 @@ def attribute(
     fallback_event_ids: np.ndarray | None = None,
     top: int = TOP_STALLS,
     frames: dict[int, str] | None = None,
+    plan: RankPlan | None = None,
+    owned: tuple[int, int] | None = None,
 ) -> list[DeviceAttribution]:
     """Attribution for every device of ``trace`` (or the host CPU when it has no device activity).
 
@@ -91,8 +97,15 @@ def attribute(
     work that was not recorded (analysis/device_activity.py): its host ops are not the device's compute.
     ``frames``: the trace's :func:`~neurontrace.analysis.stalls.frame_sources` where the caller has them (found
     once otherwise).
+
+    With ``plan`` and ``owned`` (one time slice of a rank, analysis/slices.py): the whole rank's devices, each
+    over the part of its whole-rank window inside the slice, driven by the whole rank's processes; each
+    reports ``top + 2`` stalls (two may be cut by the slice's edges) and its edge runs (analysis/stall_merge.py).
     """
     fallback = fallback_event_ids if fallback_event_ids is not None else np.zeros(0, dtype=np.int64)
+    if plan is not None:
+        frames = frame_sources(trace) if frames is None else frames
+        return [_planned(trace, dp, plan, owned, window, fallback, top, frames) for dp in plan.devices]
     out = []
     attributed = _attributed(trace)
     if attributed and frames is None:
@@ -105,6 +118,31 @@ def attribute(
                   + unrecorded_host_gaps(host, trace.flows, work))
         out.append(_finish(trace, device, rank, win, labels, top, frames or {}))
     return out
+
+
+def _planned(trace: Trace, dp: DevicePlan, plan: RankPlan, owned: tuple[int, int] | None,
+             window: tuple[int, int] | None, fallback: np.ndarray, top: int,
+             frames: dict[int, str]) -> DeviceAttribution:
+    whole = Window(window, "option", "--window") if window else dp.window
+    part = Window(owned_window(whole.span, owned), whole.rule, whole.source, whole.lag_ns, whole.steps)
+    labels = planned_labels(trace, dp, plan, fallback)
+    out = _finish(trace, dp.device, dp.rank, part, labels, top + 2, frames, ordered=True,
+                  cutoff=(dp.python_cutoff_ns,))
+    out.slice_stalls = edge_runs(part.span, labels, [union(*clip(lb.starts, lb.ends, *part.span)) for lb in labels])
+    return out
+
+
+def planned_labels(trace: Trace, dp: DevicePlan, plan: RankPlan, fallback: np.ndarray) -> list[Label]:
+    """The labels of one planned device on a slice of its rank, as :func:`attribute` makes them on the rank, in
+    priority order."""
+    if plan.cpu:
+        host = of_rank(trace.system_events, dp.rank)
+        return _ordered(_cpu_labels(host, cpu_work(host), fallback, dp.startup_ids))
+    work = device_rows(trace, dp.device, dp.rank)
+    host = of_rank(trace.system_events.drop_columns(["args"]), dp.rank)
+    host = keep(host, isin(host["pid"], list(dp.pids))) if dp.pids else host
+    return _ordered(_device_labels(work) + _host_labels(host, fallback, trace.flows, work, dp.startup_ids)
+                    + unrecorded_host_gaps(host, trace.flows, work))
 
 
 def default_windows(trace: Trace) -> list[tuple[str, int | None, Window]]:
@@ -163,20 +201,21 @@ def device_rows(trace: Trace, device: str, rank: int | None) -> pa.Table:
     return of_rank(select(trace.device_events, "device", device), rank)
 
 
-def _cpu_labels(host: pa.Table, ops: pa.Table, fallback: np.ndarray) -> list[Label]:
+def _cpu_labels(host: pa.Table, ops: pa.Table, fallback: np.ndarray, startup: np.ndarray | None = None) -> list[Label]:
     s, e = spans(ops)
     labels = [Label("compute", "cpu_ops", s, e, ops, np.arange(ops.num_rows))]
     # CPU collectives (gloo:all_reduce ...) are the CPU device's communication, on whichever thread.
     coll = keep(host, matches(host["name"], names.HOST_COLLECTIVE))
     labels += labels_of(coll, [coll["name"]], lambda n: ("collectives", names.collective_op(n or "")),
                       np.ones(coll.num_rows, dtype=bool))
-    return labels + _host_labels(host, fallback)
+    return labels + _host_labels(host, fallback, startup=startup)
 
 
 def _finish(trace: Trace, device: str, rank: int | None, window: Window, labels: list[Label],
-            top: int, frames: dict[int, str]) -> DeviceAttribution:
+            top: int, frames: dict[int, str], ordered: bool = False,
+            cutoff: tuple[int | None] | None = None) -> DeviceAttribution:
     win = window.span
-    labels = _ordered(labels)
+    labels = labels if ordered else _ordered(labels)
     owned, unexplained, unions = layered(win, [(lb.starts, lb.ends) for lb in labels])
     causes = dict.fromkeys(CAUSES, 0)
     detail: dict[str, int] = {}
@@ -190,17 +229,20 @@ def _finish(trace: Trace, device: str, rank: int | None, window: Window, labels:
         detail["idle.unexplained"] = unexplained
     out = DeviceAttribution(device, rank, win, window.source, causes, detail, window_rule=window.rule,
                             window_steps=window.steps, device_lag_ns=window.lag_ns)
-    out.top_stalls = top_stalls(trace, win, labels, unions, top, frames)
+    out.top_stalls = top_stalls(trace, win, labels, unions, top, frames, cutoff)
     out.check()
     return out
 
 
 def _ordered(labels: list[Label]) -> list[Label]:
     """Priority order: cause first (CAUSES), then the detail order of that cause."""
-    def key(lb: Label) -> tuple[int, int, str]:
-        order = {"host_overhead": HOST_DETAIL_ORDER, "data_movement": DATA_DETAIL_ORDER}.get(lb.cause, ())
-        return CAUSES.index(lb.cause), order.index(lb.detail) if lb.detail in order else len(order), lb.detail
-    return sorted((lb for lb in labels if len(lb.starts)), key=key)
+    return sorted((lb for lb in labels if len(lb.starts)), key=lambda lb: detail_priority(lb.cause, lb.detail))
+
+
+def detail_priority(cause: str, detail: str) -> tuple[int, int, str]:
+    """Where ``cause.detail`` comes in the priority order (and in ``detail_ns``)."""
+    order = {"host_overhead": HOST_DETAIL_ORDER, "data_movement": DATA_DETAIL_ORDER}.get(cause, ())
+    return CAUSES.index(cause), order.index(detail) if detail in order else len(order), detail
 
 
 @dataclass
@@ -323,7 +365,7 @@ def _directions(dev: pa.Table, rows_mask: np.ndarray) -> pa.Array:
 
 
 def _host_labels(host: pa.Table, fallback: np.ndarray, flows: pa.Table | None = None,
-                 dev: pa.Table | None = None) -> list[Label]:
+                 dev: pa.Table | None = None, startup: np.ndarray | None = None) -> list[Label]:
     cat = host["category"]
     name = host["name"]
     ids = host["event_id"].to_numpy()
@@ -333,7 +375,8 @@ def _host_labels(host: pa.Table, fallback: np.ndarray, flows: pa.Table | None = 
     pipeline_np = isin(cat, ["annotation"]) & matches(name, names.INPUT_PIPELINE)
     start, end = spans(host)
     # Calls that pay for first use (analysis/startup.py) are start-up, not launch overhead.
-    long_call = startup_calls(host, flows if flows is not None else Trace().flows, dev)
+    long_call = startup_calls(host, flows if flows is not None else Trace().flows, dev) if startup is None else \
+        np.isin(ids, startup)  # a slice of a rank: the rank's start-up calls (analysis/slice_plan.py)
     long_col = pa.DictionaryArray.from_arrays(pa.array(np.zeros(len(long_call), np.int32), mask=~long_call),
                                               pa.array(["long"]))
     labels = [Label("host_fallback", "ops", start[is_fallback], end[is_fallback], host,

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from neurontrace import units
-from neurontrace.analysis import compile_runtime, phases
+from neurontrace.analysis import compile_runtime, compile_slices, phases
 from neurontrace.analysis.compile_spans import compile_mask
 from neurontrace.analysis.contract import Context, Section
 from neurontrace.columns import isin
@@ -99,7 +99,11 @@ class CompileReport:
 def kineto_rows(trace: Trace) -> list[dict[str, Any]]:
     """One compile row per outermost compile range of the trace (trace clock, with its ``event_id``), with the
     compile id the ``dynamo_data`` annotation inside it names (torch 2.5+; none before)."""
-    host = trace.system_events
+    return host_rows(trace.system_events)
+
+
+def host_rows(host: pa.Table) -> list[dict[str, Any]]:
+    """:func:`kineto_rows` of the host events ``host`` (in recorded order)."""
     if host.num_rows == 0:
         return []
     mask = compile_mask(host) & isin(host["name"], _OUTER)
@@ -444,21 +448,35 @@ def runtime_text(r: CompileReport) -> list[str]:
     return lines
 
 
-def _compute(ctx: Context) -> CompileReport:
-    """Always a value (a trace that compiles nothing reports zeros), so ``--json`` always has ``compile``."""
-    logs = ctx.options.compiles
+def _compute(ctx: Context) -> CompileReport | compile_slices.CompileSlice:
+    """Always a value (a trace that compiles nothing reports zeros), so ``--json`` always has ``compile``. With
+    ``Options.owned``: the time slice's part, for ``merge`` (analysis/compile_slices.py)."""
+    if ctx.options.owned is not None:
+        return compile_slices.slice_value(ctx)
+    ph = ctx.sections.get(phases.SECTION.key)
+    return rank_report(ctx.trace.system_events, ctx.options.compiles, ctx.options.compile_warnings,
+                       ph.steps if ph else None)
+
+
+def rank_report(host: pa.Table, logs: pa.Table | None, warnings: tuple[str, ...],
+                steps: list[dict[str, Any]] | None) -> CompileReport:
+    """One rank's report from its host events, its compile-log rows and warnings, and its steps."""
     rows = [] if logs is None else [dict(r) for r in logs.to_pylist()]
-    rep = report(rows, kineto_rows(ctx.trace), list(ctx.options.compile_warnings)) or CompileReport()
+    rep = report(rows, host_rows(host), list(warnings)) or CompileReport()
     breaks: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for f in rep.frames:
         for b in f.graph_breaks:
             breaks[compile_runtime.compile_key(b.get("compile_id"))].append(b)
-    ph = ctx.sections.get(phases.SECTION.key)
-    rep.regions, rep.runtime = compile_runtime.runtime(ctx.trace.system_events, ph.steps if ph else None, breaks)
+    rep.regions, rep.runtime = compile_runtime.runtime(host, steps, breaks)
     return rep
 
 
+def merge(parts: list[compile_slices.CompileSlice | None]) -> CompileReport:
+    """One rank's report from its time slices' parts, in time order (analysis/compile_slices.py)."""
+    return compile_slices.merge_slices(parts, rank_report, CompileReport)
+
+
 SECTION = Section("compile", "compile", _compute, to_json=lambda v: v.as_dict(), from_json=CompileReport.from_dict,
-                  text=text, combine=combine)
+                  text=text, combine=combine, merge=merge)
 
 __all__ = ["SECTION", "CompileReport", "Frame", "check_same_run", "combine", "kineto_rows", "report"]

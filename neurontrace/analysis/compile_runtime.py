@@ -33,6 +33,8 @@ from neurontrace.analysis import names
 from neurontrace.analysis.compile_spans import compile_spans, inside
 from neurontrace.analysis.intervals import union
 from neurontrace.analysis.labels import per_distinct
+from neurontrace.columns import codes as column_codes
+from neurontrace.columns import row_codes
 
 _NONE, _REGION, _GUARD, _GRAPH, _FORWARD, _BACKWARD, _ENTRY, _USER = range(8)
 
@@ -77,6 +79,48 @@ def compile_key(compile_id: str | None) -> str:
 def empty() -> dict[str, Any]:
     return {"guard_checks": {"calls": 0, "ns": 0, "without_region": 0}, "graphs": [],
             "backward": {"calls": 0, "run_ns": 0}, "versus_eager": [], "breaks_per_step": []}
+
+
+def runtime_mask(host: pa.Table, owned: tuple[int, int] | None = None) -> np.ndarray:
+    """Per host event: is it one of the ranges :func:`runtime` reads (a region, guard check, graph call,
+    compiled forward/backward, Dynamo entry frame or user Python frame).
+
+    ``owned`` (a time slice holding every event overlapping it): of the user Python frames, only those
+    :func:`runtime` can tell from the others: the first user frame of each thread, the first at or after each
+    region's start, and every frame outside the Dynamo entries, regions, guard checks and compile ranges (an
+    eager call). The rest (Python frames inside compiled code or compiling: the bulk of a with-stack trace
+    that compiles) change nothing in its figures."""
+    if host.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    codes, keys = per_distinct([host["category"], host["name"]], _kind)
+    kinds = np.asarray(keys, dtype=np.int8)[codes] if len(keys) else np.full(host.num_rows, _NONE, np.int8)
+    keep = kinds != _NONE
+    if owned is None:
+        return np.asarray(keep, dtype=bool)
+    user = np.flatnonzero(kinds == _USER)
+    if not len(user):
+        return np.asarray(keep, dtype=bool)
+    ts = host["ts_ns"].to_numpy()
+    end = ts + host["dur_ns"].to_numpy()
+    thread = row_codes(column_codes(host["pid"])[0], column_codes(host["tid"])[0])
+    inside_slice = (ts >= owned[0]) & (ts < owned[1])
+    keep[user] = False
+    spans_of = np.flatnonzero(np.isin(kinds, [_REGION, _ENTRY, _GUARD]))
+    compiling = compile_spans(host)
+    regions = np.flatnonzero(kinds == _REGION)
+    for th in np.unique(thread[user]).tolist():
+        mine = user[thread[user] == th]
+        mine = mine[np.lexsort((mine, ts[mine]))]  # by start, as runtime() orders them
+        owned_mine = mine[inside_slice[mine]]
+        if len(owned_mine):
+            keep[owned_mine[0]] = True  # the thread's first user frame in the slice
+        regs = regions[(thread[regions] == th) & inside_slice[regions]]
+        j = np.searchsorted(ts[mine], ts[regs], side="left")
+        keep[mine[j[j < len(mine)]]] = True  # the first user frame at or after each region's start
+        sp = spans_of[thread[spans_of] == th]
+        blocked = union(np.concatenate([ts[sp], compiling[0]]), np.concatenate([end[sp], compiling[1]]))
+        keep[mine[~inside(ts[mine], blocked)]] = True  # an eager call
+    return np.asarray(keep, dtype=bool)
 
 
 def runtime(host: pa.Table, steps: list[dict[str, Any]] | None = None,

@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.fallback import FallbackOp
+from neurontrace.analysis.slices import RankPlan
 from neurontrace.trace import Trace
 
 SEVERITIES = ("info", "warning", "error")
@@ -77,6 +78,9 @@ class Options:
     # trace holds every event overlapping the slice; a section counts an event only when it starts in the
     # slice and sums time only inside it, so ``merge`` of the slices' values equals the whole rank's value.
     owned: tuple[int, int] | None = None
+    # With ``owned``: the whole rank's facts a slice cannot see alone (analysis/slices.RankPlan): each device's
+    # window (``plan.window_of(device, rank)``; ``DeviceAttribution.window`` is its part inside the slice).
+    plan: RankPlan | None = None
 
 
 @dataclass

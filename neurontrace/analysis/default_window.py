@@ -47,7 +47,7 @@ def choose_window(trace: Trace, host: pa.Table, dev: pa.Table) -> Window:
         steps = keep(steps, np.asarray(steps["dur_ns"].to_numpy(zero_copy_only=False)) > 0)
     if steps.num_rows:
         s, e = spans(steps)
-        lo, hi, n = _step_cluster(s, e)
+        lo, hi, n = step_cluster(s, e)
         more = "" if n == steps.num_rows else f" of {steps.num_rows}, the largest contiguous run"
         rows = launched_rows(trace, host, dev, lo, hi) if dev.num_rows else np.zeros(0, dtype=np.int64)
         if len(rows):
@@ -77,7 +77,7 @@ def default_window(host: pa.Table, dev: pa.Table) -> tuple[tuple[int, int], str]
     return w.span, w.source
 
 
-def _step_cluster(starts: np.ndarray, ends: np.ndarray) -> tuple[int, int, int]:
+def step_cluster(starts: np.ndarray, ends: np.ndarray) -> tuple[int, int, int]:
     """The longest run of back-to-back steps (ties: the later, steady-state one).
 
     A schedule may record separate windows (a warm-up step, later the steady state); the time

@@ -134,13 +134,15 @@ class DepGraph:
             return str(self.dev["device"][i - self.n_host].as_py())
         return None
 
-    def solve(self) -> None:
-        """Drop edges that go back in time (clock disagreements), then pick every node's binding in-edge."""
+    def solve(self, owned: tuple[int, int] | None = None) -> None:
+        """Drop edges that go back in time (clock disagreements), then pick every node's binding in-edge.
+        ``owned`` (a time slice, analysis/slices.py): count only the dropped edges whose destination lies in it."""
         self.flush()
         t = self.node_t()
         back = (t[self.src] > t[self.dst]) & (self.etype != E["chain"])
-        for ty in np.unique(self.etype[back]).tolist():
-            self.dropped[EDGE_TYPES[ty]] = int((self.etype[back] == ty).sum())
+        counted = back if owned is None else back & (t[self.dst] >= owned[0]) & (t[self.dst] < owned[1])
+        for ty in np.unique(self.etype[counted]).tolist():
+            self.dropped[EDGE_TYPES[ty]] = int((self.etype[counted] == ty).sum())
         keep = ~back
         for name in ("src", "dst", "etype", "event", "kind"):
             setattr(self, name, getattr(self, name)[keep])
@@ -155,8 +157,12 @@ class DepGraph:
         self.binding[self.dst[order][first]] = order[first]
 
 
-def build(trace: Trace) -> DepGraph:
+def build(trace: Trace, owned: tuple[int, int] | None = None) -> DepGraph:
     """The dependency graph of ``trace`` (one rank or several; across ranks see :func:`add_collectives`).
+
+    ``owned``: ``trace`` is the time slice ``[start, end)`` of a rank (analysis/slices.py), holding only the
+    events overlapping it; a thread idle since before the slice has its first point's idle gap begin at the
+    slice's start (:func:`_wakes`).
 
     Every row of both event tables is an event of the graph (no copy of the tables); rows that are not work or
     marks (zero durations, allocator records, throttle windows, Kineto's cuda_sync wait records, threads holding
@@ -185,7 +191,7 @@ def build(trace: Trace) -> DepGraph:
     _launches(trace, g)
     _syncs(g)
     _stream_waits(trace, g)
-    _wakes(g, codes(host["pid"])[0] if nh else np.zeros(0, np.int64))
+    _wakes(g, codes(host["pid"])[0] if nh else np.zeros(0, np.int64), owned)
     _enqueues(g, codes(host["pid"])[0] if nh else np.zeros(0, np.int64))
     _flows(trace, g)
     g.flush()
@@ -373,8 +379,13 @@ def _stream_waits(trace: Trace, g: DepGraph) -> None:
     g.add(np.asarray(src, np.int64), np.asarray(dst, np.int64), "sync", -1, K["sync"])
 
 
-def _wakes(g: DepGraph, pid: np.ndarray) -> None:
-    """Idle host gaps ended just after work on another thread of the process ended."""
+def _wakes(g: DepGraph, pid: np.ndarray, owned: tuple[int, int] | None = None) -> None:
+    """Idle host gaps ended just after work on another thread of the process ended. In a time slice
+    (``owned``), a thread's first point after the slice's start ends a gap that began before it, at an instant
+    the slice does not hold: it is taken to begin at the slice's start (a shorter gap than the real one, so a
+    wake found there is one the whole rank finds too). Not in the rank's first slice (no event begins before
+    it: its threads had no point before), nor in a slice that no event crosses into (its threads' gaps are
+    then left without a wake: a difference from the whole rank, where one was found)."""
     nh = g.n_host
     if not nh:
         return
@@ -383,11 +394,17 @@ def _wakes(g: DepGraph, pid: np.ndarray) -> None:
     gi = np.flatnonzero(gap)
     t = g.node_t()
     a, b = t[g.src[gi]], t[g.dst[gi]]
+    dst, gap_chain = g.dst[gi], g.ev_chain[g.src[gi] // 2]
+    if owned is not None and len(g.ev_ts) and int(g.ev_ts.min()) < owned[0]:  # not the rank's first slice
+        first = _first_points(g, owned[0])
+        a, b = np.r_[a, np.full(len(first), owned[0], np.int64)], np.r_[b, g.ev_ts[first]]
+        dst, gap_chain = np.r_[dst, 2 * first], np.r_[gap_chain, g.ev_chain[first]]
+        gi = np.arange(len(a))
     work = np.flatnonzero((g.ev_kind[:nh] != K["idle"]) & g.live[:nh])
     if not len(gi) or not len(work):
         return
     gpid = row_codes(g.ev_rank[:nh], pid)
-    gap_pid = gpid[g.src[gi] // 2]
+    gap_pid = gpid[dst // 2]
     for p in np.unique(gap_pid).tolist():
         w = work[gpid[work] == p]
         q = np.flatnonzero(gap_pid == p)
@@ -397,13 +414,24 @@ def _wakes(g: DepGraph, pid: np.ndarray) -> None:
         ends = g.ev_end[order]
         j = np.searchsorted(ends, b[q], side="right") - 1
         jj = np.maximum(j, 0)
-        other = g.ev_chain[order[jj]] != g.ev_chain[g.src[gi[q]] // 2]
+        other = g.ev_chain[order[jj]] != gap_chain[q]
         soon = b[q] - ends[jj] <= np.maximum(WAKE_NS, WAKE_SHARE * (b[q] - a[q]))
         starts = np.sort(g.ev_ts[w])  # ... or nothing of the process started between that end and the resumption
         quiet = np.searchsorted(starts, b[q], side="left") - np.searchsorted(starts, ends[jj], side="right") == 0
         waited = ends[jj] - a[q] >= b[q] - ends[jj]  # idle longer before the release than after it
         hit = (j >= 0) & (ends[jj] > a[q]) & (soon | quiet) & waited & other
-        g.add(2 * order[jj[hit]] + 1, g.dst[gi[q[hit]]], "wake", -1, K["sync"])
+        g.add(2 * order[jj[hit]] + 1, dst[q[hit]], "wake", -1, K["sync"])
+
+
+def _first_points(g: DepGraph, start: int) -> np.ndarray:
+    """The host event whose start is the first point of each host thread, where that comes after ``start``."""
+    nh = g.n_host
+    rows = np.flatnonzero(g.ev_chain[:nh] >= 0)
+    if not len(rows):
+        return np.zeros(0, np.int64)
+    order = rows[np.lexsort((-g.ev_end[rows], g.ev_ts[rows], g.ev_chain[rows]))]  # the outer one first at a tie
+    head = order[np.r_[True, g.ev_chain[order][1:] != g.ev_chain[order][:-1]]]
+    return head[g.ev_ts[head] > start]
 
 
 def _enqueues(g: DepGraph, pid: np.ndarray) -> None:

@@ -174,27 +174,34 @@ def diagnose_rank(trace: Trace, options: Options | None = None, *, timings: Timi
     """The map step: attribution, fallback and every section's per-rank value for one rank's trace."""
     options = options or Options()
     with stage(timings, "sanitize"):
-        trace, checks = sanitize(trace)  # malformed events: one rule each, counted (analysis/malformed.py)
+        # malformed events: one rule each, counted (analysis/malformed.py); on a slice, counted where they start
+        trace, checks = sanitize(trace, options.owned, options.plan)
     with stage(timings, "frames"):
         frames = frame_sources(trace)  # once per rank: the fallback ops' and the stalls' sources
     with stage(timings, "fallback"):
         recorded = recorded_ops(trace)  # run.json's fallback and executed ops, once per rank
         named = set(options.fallback_ops) | set(recorded[0])
-        fallback = find_fallback(trace, options.fallback_ops, frames, recorded)  # adds run.json's fallback ops
+        fallback = find_fallback(trace, options.fallback_ops, frames, recorded,  # adds run.json's fallback ops
+                                 owned=options.owned)
         fallback_ids = [i for op in fallback if op.charged for i in op.event_ids]
     with stage(timings, "attribution"):
         devices = attribute(trace, window=options.window,
                             fallback_event_ids=np.asarray(fallback_ids, dtype=np.int64), top=options.top,
-                            frames=frames)
+                            frames=frames, plan=options.plan, owned=options.owned)
     ctx = Context(trace, devices, fallback, frames, replace(options, fallback_ops=tuple(sorted(named))),
                   {malformed.SECTION.key: checks})
+    sliced = options.owned is not None  # a time slice: the sections that cannot merge are left out
     for d in devices:
         for ds in registry.DEVICE_SECTIONS:
+            if sliced and ds.merge is None:
+                continue
             with stage(timings, f"device:{ds.key}"):
                 value = ds.compute(ctx, d)
             if value is not None:
                 d.sections[ds.key] = value
     for s in registry.SECTIONS:
+        if sliced and s.merge is None:
+            continue
         with stage(timings, f"section:{s.key}"):
             value = s.compute(ctx)
         if value is not None:

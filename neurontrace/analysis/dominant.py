@@ -11,6 +11,12 @@ A share of a cause says *why* the device waited; the user acts on *what* ran: "a
 
 Each name's time is the union of its intervals inside the window (never more than the window), and its share is
 of the window. :func:`headline` names the cause that took most of the window and the entry behind it.
+
+Out of core (``Options.owned``, analysis/slices.py): a slice cuts every name's intervals to its part of the
+window and keeps *every* name (not the top ``TOP``); ``merge`` adds each name's time and the parts' lengths over
+the slices, then ranks and cuts to ``TOP`` as :func:`dominant` does. A union of intervals is additive over a partition of
+time, and an op nested in another is nested in every slice that holds it (the slice holds every event
+overlapping it, so the enclosing one too): exact at any cut.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import pyarrow as pa
 
 from neurontrace.analysis.attribution import CPU_DEVICE, DeviceAttribution, device_rows
 from neurontrace.analysis.contract import Context, DeviceSection
+from neurontrace.analysis.device_window import part_window
 from neurontrace.analysis.driving import driving_host_events
 from neurontrace.analysis.intervals import union
 from neurontrace.analysis.work import DEVICE_WORK, device_categories
@@ -67,22 +74,23 @@ def _short(name: str, width: int = 80) -> str:
 
 def dominant(ctx: Context, d: DeviceAttribution) -> Dominant:
     trace = ctx.trace
-    lo, hi = d.window
+    lo, hi = part_window(ctx, d)  # a slice: its part of the window, every name (merge ranks them)
+    top = TOP if ctx.options.owned is None else None
     if d.device == CPU_DEVICE and not trace.device_events.num_rows:
         host, dev = of_rank(trace.system_events, d.rank), None
     else:
         dev = device_rows(trace, d.device, d.rank)
         host = driving_host_events(trace, dev)
-    out = Dominant(d.window_ns)
+    out = Dominant(hi - lo)
     ops = keep(host, isin(host["category"], ["framework_op"]))
-    out.entries["op"] = _by_name(_outermost(ops), lo, hi)
+    out.entries["op"] = _by_name(_outermost(ops), lo, hi, top)
     # record_function ranges, not the profiler's own marks ("PyTorch Profiler (0)" spans the whole recording)
     ann = keep(host, isin(host["category"], ["annotation"]) & ~isin(host["raw_category"], ["Trace"])
                & (host["dur_ns"].to_numpy() > 0))
-    out.entries["annotation"] = _by_name(_outermost(ann), lo, hi)
+    out.entries["annotation"] = _by_name(_outermost(ann), lo, hi, top)
     if dev is not None and dev.num_rows:
         work = keep(dev, np.isin(device_categories(dev), list(DEVICE_WORK)))
-        out.entries["kernel"] = _by_name(work, lo, hi)
+        out.entries["kernel"] = _by_name(work, lo, hi, top)
     out.entries = {k: v for k, v in out.entries.items() if v}
     return out
 
@@ -104,7 +112,7 @@ def _outermost(t: pa.Table) -> pa.Table:
     return t.take(pa.array(np.sort(order[~nested])))
 
 
-def _by_name(t: pa.Table, lo: int, hi: int) -> list[dict[str, Any]]:
+def _by_name(t: pa.Table, lo: int, hi: int, top: int | None) -> list[dict[str, Any]]:
     if not t.num_rows or hi <= lo:
         return []
     code, values = codes(t["name"])
@@ -121,8 +129,29 @@ def _by_name(t: pa.Table, lo: int, hi: int) -> list[dict[str, Any]]:
     for a, b in zip(first.tolist(), np.r_[first[1:], len(c)].tolist(), strict=True):
         us, ue = union(cs[a:b], ce[a:b])
         totals.append((int((ue - us).sum()), str(values[c[a]])))
+    return _ranked(totals, hi - lo, top)
+
+
+def _ranked(totals: list[tuple[int, str]], window_ns: int, top: int | None) -> list[dict[str, Any]]:
     totals.sort(key=lambda x: (-x[0], x[1]))
-    return [{"name": n, "ns": ns, "share": round(ns / (hi - lo), 4)} for ns, n in totals[:TOP] if ns > 0]
+    return [{"name": n, "ns": ns, "share": round(ns / window_ns, 4)} for ns, n in totals[:top] if ns > 0]
+
+
+def merge(values: list[Dominant]) -> Dominant:
+    """One device's per-slice values (time order, every name each) -> the rank's: each name's time added, the
+    ``TOP`` largest per kind, shares of the slices' parts of the window together (the whole window)."""
+    window_ns = sum(v.window_ns for v in values)
+    by_kind: dict[str, dict[str, int]] = {}
+    for v in values:
+        for kind, entries in v.entries.items():
+            names = by_kind.setdefault(kind, {})
+            for e in entries:
+                names[e["name"]] = names.get(e["name"], 0) + int(e["ns"])
+    out = Dominant(window_ns)
+    for kind in ("op", "annotation", "kernel"):
+        if kind in by_kind and (ranked := _ranked([(ns, n) for n, ns in by_kind[kind].items()], window_ns, TOP)):
+            out.entries[kind] = ranked
+    return out
 
 
 def headline(d: DeviceAttribution, value: Dominant | None) -> str:
@@ -145,4 +174,4 @@ def _text(value: Dominant) -> list[str]:
 
 
 SECTION = DeviceSection("dominant", "dominant", dominant, to_json=lambda v: v.as_dict(), from_json=Dominant.from_dict,
-                        text=_text)
+                        text=_text, merge=merge)

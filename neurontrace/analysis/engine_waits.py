@@ -16,6 +16,15 @@ addendum, "Parquet in practice"). On each engine track a nanosecond of waiting i
 first of collectives, data_movement, compute_dependency, unknown whose waits cover it; the totals add
 the engines (each engine's waiting is its own), and ``wait_wall_ns`` is the union over all engines.
 Throttled time (``throttle`` rows) and the device's Summary metrics (fractions 0..1) are reported beside.
+
+Out of core (``Options.owned``, analysis/slices.py): a slice counts the waits that start in it and cuts every
+union (per engine and charge, all engines, throttling) to the window and to its own instants; ``merge`` adds
+them (the Summary metrics are the run's, the same in every slice: the first). Each nanosecond is charged by the
+waits covering it, so the sums are exact at any cut **provided each wait gets the same producer in every slice
+that holds it**: a wait's producer is looked for among the events ending in ``[wait start, wait end +
+TOLERANCE_NS]``, and a slice holds them all when no cut falls inside the wait or within ``TOLERANCE_NS`` after
+its end, or when the slice's trace reaches that far beyond its instants (analysis/slice_reach.py's halo does). At other cuts the split of waiting
+among the charges may differ; the count, the per-engine totals, the wall time and throttling stay exact.
 """
 
 from __future__ import annotations
@@ -28,7 +37,9 @@ import pyarrow as pa
 
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection
+from neurontrace.analysis.device_window import whole_window
 from neurontrace.analysis.intervals import clip, layered, union
+from neurontrace.analysis.slices import owned_rows
 from neurontrace.columns import isin, of_rank, select
 from neurontrace.trace import Trace
 from neurontrace.units import duration
@@ -61,8 +72,11 @@ class EngineWaits:
                    int(d["wait_count"]), int(d["throttled_ns"]), dict(d.get("summary") or {}), d.get("wait_wall_ns"))
 
 
-def engine_waits(trace: Trace, device: str, rank: int | None, window: tuple[int, int]) -> dict[str, Any] | None:
-    """Waits by producer, throttled time and Summary metrics of one Neuron device; None otherwise."""
+def engine_waits(trace: Trace, device: str, rank: int | None, window: tuple[int, int],
+                 owned: tuple[int, int] | None = None) -> dict[str, Any] | None:
+    """Waits by producer, throttled time and Summary metrics of one Neuron device; None otherwise.
+
+    ``owned``: a slice's instants (waits counted where they start, time cut to the slice too)."""
     if not device.startswith("neuron:"):
         return None
     dev = select(trace.device_events, "device", device)
@@ -71,6 +85,10 @@ def engine_waits(trace: Trace, device: str, rank: int | None, window: tuple[int,
     lo, hi = window
     waits = dev.filter(pa.array(isin(dev["category"], ["sync_wait"])))
     s, e = _spans(waits)
+    count = int(((e > lo) & (s < hi) & owned_rows(waits, owned)).sum())  # by start in the slice, if one
+    if owned is not None:
+        lo = max(lo, owned[0])
+        hi = max(min(hi, owned[1]), lo)
     inside = (e > lo) & (s < hi)
     waits = waits.filter(pa.array(inside))
     ws, we = np.maximum(s[inside], lo), np.minimum(e[inside], hi)
@@ -85,9 +103,10 @@ def engine_waits(trace: Trace, device: str, rank: int | None, window: tuple[int,
                            dtype=object)
         for engine in sorted(set(track.tolist())):
             on = track == engine
-            owned, _, _ = layered((lo, hi), [union(ws[on & (charge == k)], we[on & (charge == k)]) for k in kinds])
-            by_engine[str(engine)] = {k: int(v) for k, v in zip(kinds, owned, strict=True) if v}
-            for k, v in zip(kinds, owned, strict=True):
+            per_charge, _, _ = layered((lo, hi), [union(ws[on & (charge == k)], we[on & (charge == k)])
+                                                  for k in kinds])
+            by_engine[str(engine)] = {k: int(v) for k, v in zip(kinds, per_charge, strict=True) if v}
+            for k, v in zip(kinds, per_charge, strict=True):
                 charged[k] += int(v)
     throttle = dev.filter(pa.array(isin(dev["category"], ["throttle"])))
     ts, te = union(*clip(*_spans(throttle), lo, hi))
@@ -95,7 +114,7 @@ def engine_waits(trace: Trace, device: str, rank: int | None, window: tuple[int,
         "waits_ns": charged,
         "waits_by_engine_ns": by_engine,
         "wait_wall_ns": int((wall_e - wall_s).sum()),
-        "wait_count": len(ws),
+        "wait_count": count,
         "throttled_ns": int((te - ts).sum()),
         "summary": _summary(trace, device),
     }
@@ -152,8 +171,24 @@ def _text(w: EngineWaits) -> list[str]:
 
 
 def _compute(ctx: Context, d: DeviceAttribution) -> EngineWaits | None:
-    found = engine_waits(ctx.trace, d.device, d.rank, d.window)
+    found = engine_waits(ctx.trace, d.device, d.rank, whole_window(ctx, d), ctx.options.owned)
     return None if found is None else EngineWaits.from_dict(found)
+
+
+def merge(values: list[EngineWaits | None]) -> EngineWaits | None:
+    """One device's per-slice values (time order) -> the rank's: every figure added, the Summary the first's."""
+    parts = [v for v in values if v is not None]
+    if not parts:
+        return None
+    kinds = list(parts[0].waits_ns)
+    waits = {k: sum(v.waits_ns.get(k, 0) for v in parts) for k in kinds}
+    by_engine: dict[str, dict[str, int]] = {}
+    for engine in sorted({e for v in parts for e in v.waits_by_engine_ns}):
+        sums = {k: sum(v.waits_by_engine_ns.get(engine, {}).get(k, 0) for v in parts) for k in kinds}
+        by_engine[engine] = {k: n for k, n in sums.items() if n}
+    wall = None if any(v.wait_wall_ns is None for v in parts) else sum(v.wait_wall_ns or 0 for v in parts)
+    return EngineWaits(waits, by_engine, sum(v.wait_count for v in parts), sum(v.throttled_ns for v in parts),
+                       parts[0].summary, wall)
 
 
 def of_device(d: DeviceAttribution) -> EngineWaits | None:
@@ -163,4 +198,4 @@ def of_device(d: DeviceAttribution) -> EngineWaits | None:
 
 
 SECTION = DeviceSection("engine_waits", "engine waits", _compute, to_json=lambda v: v.as_dict(),
-                        from_json=EngineWaits.from_dict, text=_text)
+                        from_json=EngineWaits.from_dict, text=_text, merge=merge)

@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from neurontrace.analysis import names
 from neurontrace.analysis.intervals import union
+from neurontrace.analysis.slices import clip
 from neurontrace.columns import lean, matches, select
 from neurontrace.trace import Trace
 
@@ -65,6 +66,8 @@ class FallbackOp:
     evidence: str = ""  # one of EVIDENCE; set by find_fallback
     named_by: list[str] = field(default_factory=list)  # run.json get_fallback_ops(), --fallback-ops, ...
     also_executed_on_device: bool | None = None  # in get_executed_ops() too (None: not recorded)
+    # calls per source line (``source`` is the most common): what merging the time slices of a rank needs
+    sources: dict[str | None, int] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def charged(self) -> bool:
@@ -118,10 +121,13 @@ def _short(name: str) -> str:
 
 
 def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, str] | None = None,
-                  recorded: tuple[list[str], list[str] | None] | None = None) -> list[FallbackOp]:
+                  recorded: tuple[list[str], list[str] | None] | None = None,
+                  owned: tuple[int, int] | None = None) -> list[FallbackOp]:
     """Named fallback ops (run.json's get_fallback_ops() first, then ``explicit``), then signature suspects
     not already named; each with its evidence state (module docstring). ``recorded``: the trace's
-    :func:`recorded_ops` where the caller has them (read here otherwise)."""
+    :func:`recorded_ops` where the caller has them (read here otherwise). With ``owned`` (a time slice,
+    analysis/slices.py) an op's calls and host time count the calls starting in the slice, its idle time the
+    part inside it; ``event_ids`` keep every call the slice holds (attribution labels them all)."""
     ops = select(lean(trace.system_events), "category", "framework_op")  # its args are never read here
     busy_s, busy_e = _device_busy(trace)
     frames = frames or {}
@@ -138,7 +144,7 @@ def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, 
         short = pc.replace_substring_regex(name, r"^.*::", "")  # "aten::nonzero" also matches "nonzero"
         hit = pc.or_(pc.is_in(name, pa.array(sorted(named_by))), pc.is_in(short, pa.array(sorted(named_by))))
         hit = pc.fill_null(hit, False).to_numpy(zero_copy_only=False)
-        out += _summarize(ops, np.flatnonzero(hit), "explicit", busy_s, busy_e, frames)
+        out += _summarize(ops, np.flatnonzero(hit), "explicit", busy_s, busy_e, frames, owned)
         seen_short = {_short(op.name) for op in out}
         for n in sorted(named_by):
             if _short(n) not in seen_short:
@@ -150,7 +156,7 @@ def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, 
     seen = {i for op in out for i in op.event_ids}
     rows = _signature_rows(trace, ops, busy_s, busy_e)
     suspects = rows[~np.isin(ops["event_id"].to_numpy()[rows], np.fromiter(seen, np.int64, len(seen)))]
-    for op in _summarize(ops, suspects.astype(np.int64), "signature", busy_s, busy_e, frames):
+    for op in _summarize(ops, suspects.astype(np.int64), "signature", busy_s, busy_e, frames, owned):
         op.evidence = "signature_only"
         out.append(op)
     if executed is not None:
@@ -234,7 +240,7 @@ def _overlap(s: np.ndarray, e: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np
 
 
 def _summarize(ops: pa.Table, rows: np.ndarray, how: str, busy_s: np.ndarray, busy_e: np.ndarray,
-               frames: dict[int, str]) -> list[FallbackOp]:
+               frames: dict[int, str], owned: tuple[int, int] | None = None) -> list[FallbackOp]:
     if not len(rows):
         return []
     name = ops["name"].cast(pa.string()).to_numpy(zero_copy_only=False)[rows]
@@ -242,13 +248,48 @@ def _summarize(ops: pa.Table, rows: np.ndarray, how: str, busy_s: np.ndarray, bu
     e = s + ops["dur_ns"].to_numpy()[rows]
     ids = ops["event_id"].to_numpy()[rows]
     frame = ops["frame_id"].to_numpy(zero_copy_only=False)[rows]
+    own = np.ones(len(rows), dtype=bool) if owned is None else (s >= owned[0]) & (s < owned[1])
     out = []
     for op in sorted(set(name)):
         m = name == op
-        us, ue = union(s[m], e[m])
+        us, ue = union(*clip(s[m], e[m], owned))
         idle = int((ue - us).sum() - _overlap(us, ue, busy_s, busy_e).sum())
-        srcs = [frames.get(int(f)) for f in frame[m] if f is not None and not np.isnan(f)]
+        srcs = [frames.get(int(f)) for f in frame[m & own] if f is not None and not np.isnan(f)]
         source = max(set(srcs), key=srcs.count) if srcs else None
-        out.append(FallbackOp(str(op), int(m.sum()), int((e[m] - s[m]).sum()), idle, how, source,
-                              [int(i) for i in ids[m]]))
+        counts: dict[str | None, int] = {}
+        for src in srcs:
+            counts[src] = counts.get(src, 0) + 1
+        out.append(FallbackOp(str(op), int((m & own).sum()), int((e[m & own] - s[m & own]).sum()), idle, how,
+                              source, [int(i) for i in ids[m]], sources=counts))
     return out
+
+
+def merge_slices(parts: list[list[FallbackOp]]) -> list[FallbackOp]:
+    """One rank's fallback ops from its time slices' (each computed with ``owned``), as :func:`find_fallback`
+    gives them on the whole rank: calls, times and sources summed, event ids once each, a named op "not seen"
+    only where no slice saw it, in the whole rank's order."""
+    merged: dict[tuple[str, str, str], FallbackOp] = {}
+    for ops in parts:
+        for op in ops:
+            key = (op.found_by, (op.evidence == "named_not_seen" and "unseen") or "seen", op.name)
+            cur = merged.get(key)
+            if cur is None:
+                merged[key] = FallbackOp(op.name, op.calls, op.host_ns, op.device_idle_ns, op.found_by, op.source,
+                                         list(dict.fromkeys(op.event_ids)), op.evidence, list(op.named_by),
+                                         op.also_executed_on_device, dict(op.sources))
+                continue
+            cur.calls, cur.host_ns, cur.device_idle_ns = (cur.calls + op.calls, cur.host_ns + op.host_ns,
+                                                          cur.device_idle_ns + op.device_idle_ns)
+            cur.event_ids = list(dict.fromkeys([*cur.event_ids, *op.event_ids]))
+            for src, n in op.sources.items():
+                cur.sources[src] = cur.sources.get(src, 0) + n
+    seen = {_short(op.name) for op in merged.values() if op.found_by == "explicit" and op.evidence != "named_not_seen"}
+    out = []
+    for kind in (("explicit", "seen"), ("explicit", "unseen"), ("signature", "seen")):
+        for (how, state, name), op in sorted(merged.items(), key=lambda kv: kv[0][2]):
+            if (how, state) != kind or (state == "unseen" and _short(name) in seen):
+                continue
+            if op.sources:
+                op.source = max(set(op.sources), key=lambda s: op.sources[s])
+            out.append(op)
+    return sorted(out, key=lambda o: -o.device_idle_ns)

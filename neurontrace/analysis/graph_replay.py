@@ -1,6 +1,10 @@
 """Graph replay: how many CUDA/HIP graph launches the host driving each device made (names.GRAPH_LAUNCH).
 
 A device fed by graph replays is not helped by the advice "use CUDA graphs" (the host_bound finding reads this).
+
+Out of core (``Options.owned``, analysis/slices.py): a slice counts the launch calls that start in it, and its
+value is kept even when zero or when the slice holds no rows of the device; ``merge`` adds the counts (absent
+when the sum is zero, as on the whole rank). Exact at any cut.
 """
 
 from __future__ import annotations
@@ -8,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from neurontrace.analysis import names
-from neurontrace.analysis.attribution import DeviceAttribution
+from neurontrace.analysis.attribution import CPU_DEVICE, DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection
 from neurontrace.analysis.overlap import device_and_host
-from neurontrace.columns import matches, select
+from neurontrace.analysis.slices import owned_rows
+from neurontrace.columns import keep, matches, select
 
 
 @dataclass(frozen=True)
@@ -31,10 +36,21 @@ class GraphLaunches:
 
 def _compute(ctx: Context, d: DeviceAttribution) -> GraphLaunches | None:
     dev, host = device_and_host(ctx, d)
-    if dev.num_rows == 0:
+    owned = ctx.options.owned
+    if owned is not None:  # a slice: its count, even 0 or without device rows here (``merge`` decides)
+        if d.device == CPU_DEVICE:
+            return None
+        host = keep(host, owned_rows(host, owned))
+    elif dev.num_rows == 0:
         return None
     runtime = select(host, "category", "runtime", "driver")
     n = int(matches(runtime["name"], names.GRAPH_LAUNCH).sum()) if runtime.num_rows else 0
+    return GraphLaunches(n) if n or owned is not None else None
+
+
+def merge(values: list[GraphLaunches | None]) -> GraphLaunches | None:
+    """One device's per-slice counts (time order) -> the rank's: their sum, absent when it is zero."""
+    n = sum(v.count for v in values if v is not None)
     return GraphLaunches(n) if n else None
 
 
@@ -49,4 +65,4 @@ def _text(v: GraphLaunches) -> list[str]:
 
 
 SECTION = DeviceSection("graph_launches", "graph replay", _compute, to_json=lambda v: v.as_int(),
-                        from_json=GraphLaunches.from_int, text=_text)
+                        from_json=GraphLaunches.from_int, text=_text, merge=merge)

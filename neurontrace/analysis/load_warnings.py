@@ -53,7 +53,8 @@ def _compute(ctx: Context) -> LoadWarnings:
     # Events the parser read but could not keep, by reason (parse accounting: read == kept + skipped).
     out += [LoadWarning(a.source, a.format, f"{a.source}: {n} event(s) skipped: {reason}")
             for a in ctx.trace.accounting for reason, n in sorted(a.skipped.items()) if n]
-    missing = unrecorded(ctx.trace)  # device work launched but not recorded (analysis/device_activity.py)
+    # device work launched but not recorded (analysis/device_activity.py); on a time slice, the whole rank's
+    missing = unrecorded(ctx.trace) if ctx.options.plan is None else ctx.options.plan.missing
     if missing is not None:
         out.insert(0, LoadWarning("diagnose", "device_activity", missing.message()))
     checks = ctx.sections.get(malformed.SECTION.key)  # malformed events, found before attribution
@@ -71,9 +72,26 @@ def _combine(values: list[LoadWarnings]) -> LoadWarnings:
     return LoadWarnings(list(seen.values()))
 
 
+def _merge(values: list[LoadWarnings]) -> LoadWarnings:
+    """One rank's warnings from its time slices': each once, in order, without the malformed-event lines (each
+    slice counts its own: the caller adds the merged counts' lines with :func:`with_checks`)."""
+    seen: dict[tuple[str, str], LoadWarning] = {}
+    for value in values:
+        for w in value.items:
+            if w.format != malformed.SECTION.key:
+                seen.setdefault((w.source, w.message), w)
+    return LoadWarnings(list(seen.values()))
+
+
+def with_checks(warnings: LoadWarnings, checks: malformed.EventChecks | None) -> LoadWarnings:
+    """The warnings with the lines of ``checks`` (malformed events) last, as :func:`_compute` places them."""
+    lines = [] if checks is None else checks.warnings()
+    return LoadWarnings([*warnings.items, *(LoadWarning("diagnose", malformed.SECTION.key, m) for m in lines)])
+
+
 def _text(warnings: LoadWarnings) -> list[str]:
     return [line for w in warnings.items for line in w.message.splitlines()]
 
 
 SECTION = Section("warnings", "load warnings", _compute, to_json=lambda v: v.as_list(),
-                  from_json=LoadWarnings.from_list, text=_text, combine=_combine)
+                  from_json=LoadWarnings.from_list, text=_text, combine=_combine, merge=_merge)

@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis.contract import Context, Section
+from neurontrace.analysis.slices import RankPlan, owned_rows
 from neurontrace.columns import codes, isin, row_codes, take
 from neurontrace.trace import Trace
 
@@ -73,27 +74,66 @@ class EventChecks:
                 for k, n in self.counts.items() if n]
 
 
-def sanitize(trace: Trace) -> tuple[Trace, EventChecks]:
-    """The trace with the rules applied (the same object when nothing is malformed) and what was found."""
+def sanitize(trace: Trace, owned: tuple[int, int] | None = None,
+             plan: RankPlan | None = None) -> tuple[Trace, EventChecks]:
+    """The trace with the rules applied (the same object when nothing is malformed) and what was found.
+
+    With ``owned`` (one time slice of a rank, analysis/slices.py) the rules apply to every event the slice
+    holds, but an event is counted only in the slice where it starts (an overflow: where the event it runs
+    into starts, a parent overflow: where the child starts, since both are held there); the one rule that
+    needs the whole rank, ``longer_than_trace``, comes from ``plan`` (analysis/slice_plan.py; not applied
+    without one)."""
     checks = EventChecks()
     host, dev = trace.system_events, trace.device_events
     hs, hd = host["ts_ns"].to_numpy(), host["dur_ns"].to_numpy()
     ds, dd = dev["ts_ns"].to_numpy(), dev["dur_ns"].to_numpy()
+    own_h, own_d = owned_rows(host, owned), owned_rows(dev, owned)
     h_drop = (hd < 0) | (hd > MAX_EVENT_NS)
     d_drop = (dd < 0) | (dd > MAX_EVENT_NS)
-    _count(checks, "negative_duration", int((hd < 0).sum() + (dd < 0).sum()))
-    _count(checks, "days_long", int((hd > MAX_EVENT_NS).sum() + (dd > MAX_EVENT_NS).sum()))
+    _count(checks, "negative_duration", int((own_h & (hd < 0)).sum() + (own_d & (dd < 0)).sum()))
+    _count(checks, "days_long", int((own_h & (hd > MAX_EVENT_NS)).sum() + (own_d & (dd > MAX_EVENT_NS)).sum()))
     zero = (dd == 0) & isin(dev["category"], DEVICE_WORK) & ~d_drop if dev.num_rows else np.zeros(0, bool)
-    _count(checks, "zero_duration_device", int(zero.sum()))
+    _count(checks, "zero_duration_device", int((zero & own_d).sum()))
     d_drop |= zero
-    checks.ns_removed += int(np.clip(hd[h_drop], 0, None).sum() + np.clip(dd[d_drop], 0, None).sum())
+    checks.ns_removed += int(np.clip(hd[h_drop & own_h], 0, None).sum() + np.clip(dd[d_drop & own_d], 0, None).sum())
     h_end, d_end = hs + np.where(h_drop, 0, hd), ds + np.where(d_drop, 0, dd)
-    # longer than the trace: the event ending last, when it ends past every other event and lasts over
-    # LONGER_THAN_TRACE x the whole extent of the others (repeated while the next one qualifies too).
+    if owned is None:
+        h_end, d_end = _longer_than_trace(hs, h_end, h_drop, ds, d_end, d_drop, checks)
+    elif plan is not None and plan.clipped_ends:
+        h_end, d_end = _planned_ends(host, h_end, own_h, dev, d_end, own_d, plan.clipped_ends, checks)
+    d_end = _clip_overflows(dev, ds, d_end, d_drop, checks, own_d)
+    h_end = _clip_host_overflows(host, hs, h_end, h_drop, checks, own_h)
+    _count(checks, "correlation_collisions", _collisions(host if owned is None else host.filter(pa.array(own_h))))
+    if not checks.total and np.array_equal(h_end, hs + hd) and np.array_equal(d_end, ds + dd) \
+            and not h_drop.any() and not d_drop.any():
+        return trace, checks
+    out = copy.copy(trace)
+    out.system_events = _apply(host, h_drop, hs, h_end, hd)
+    out.device_events = _apply(dev, d_drop, ds, d_end, dd)
+    return out, checks
+
+
+def _longer_than_trace(hs: np.ndarray, h_end: np.ndarray, h_drop: np.ndarray, ds: np.ndarray, d_end: np.ndarray,
+                       d_drop: np.ndarray, checks: EventChecks) -> tuple[np.ndarray, np.ndarray]:
+    """The event ending last, when it ends past every other event and lasts over LONGER_THAN_TRACE x the whole
+    extent of the others, clipped to the others' end (repeated while the next one qualifies too)."""
     ends = np.concatenate([np.where(h_drop, np.iinfo(np.int64).min, h_end), np.where(d_drop, np.iinfo(np.int64).min,
                                                                                       d_end)])
     begins = np.concatenate([hs, ds])
     alive = ~np.concatenate([h_drop, d_drop])
+    clipped = last_clipped(begins, ends, alive)
+    if clipped.any():
+        checks.ns_removed += int((np.concatenate([h_end, d_end]) - ends)[clipped].sum())
+        _count(checks, "longer_than_trace", int(clipped.sum()))
+        n = len(h_end)
+        h_end, d_end = np.where(clipped[:n], ends[:n], h_end), np.where(clipped[n:], ends[n:], d_end)
+    return h_end, d_end
+
+
+def last_clipped(begins: np.ndarray, ends: np.ndarray, alive: np.ndarray) -> np.ndarray:
+    """The ``longer_than_trace`` rule on (begins, ends) of alive events: a mask of the clipped ones, whose ends
+    it sets (in place) to the others' end. Also run on the few latest-ending events of a whole rank, gathered
+    slice by slice (analysis/slice_plan.py): it only ever looks at the events ending last."""
     clipped = np.zeros(len(ends), dtype=bool)
     if alive.sum() > 1:
         lo = int(begins[alive].min())  # the others' start (the clipped event's own start only matters if first)
@@ -101,21 +141,25 @@ def sanitize(trace: Trace) -> tuple[Trace, EventChecks]:
             rest_end = int(np.max(ends[alive & ~clipped & (np.arange(len(ends)) != i)]))
             if ends[i] <= rest_end or ends[i] - begins[i] <= LONGER_THAN_TRACE * max(rest_end - lo, 1):
                 break
-            checks.ns_removed += int(ends[i] - rest_end)
             ends[i], clipped[i] = rest_end, True
-    if clipped.any():
-        _count(checks, "longer_than_trace", int(clipped.sum()))
-        n = len(h_end)
-        h_end, d_end = np.where(clipped[:n], ends[:n], h_end), np.where(clipped[n:], ends[n:], d_end)
-    d_end = _clip_overflows(dev, ds, d_end, d_drop, checks)
-    h_end = _clip_host_overflows(host, hs, h_end, h_drop, checks)
-    _count(checks, "correlation_collisions", _collisions(host))
-    if not checks.total:
-        return trace, checks
-    out = copy.copy(trace)
-    out.system_events = _apply(host, h_drop, hs, h_end, hd)
-    out.device_events = _apply(dev, d_drop, ds, d_end, dd)
-    return out, checks
+    return clipped
+
+
+def _planned_ends(host: pa.Table, h_end: np.ndarray, own_h: np.ndarray, dev: pa.Table, d_end: np.ndarray,
+                  own_d: np.ndarray, ends: dict[int, int], checks: EventChecks) -> tuple[np.ndarray, np.ndarray]:
+    """The whole rank's ``longer_than_trace`` clips (event id -> end) applied to the events of one slice."""
+    out = []
+    for table, was, own in ((host, h_end, own_h), (dev, d_end, own_d)):
+        ids = table["event_id"].to_numpy()
+        hit = np.flatnonzero(np.isin(ids, np.fromiter(ends, np.int64, len(ends))))
+        end = was.copy()
+        for r in hit.tolist():
+            if own[r]:
+                checks.ns_removed += int(end[r] - ends[int(ids[r])])
+                _count(checks, "longer_than_trace", 1)
+            end[r] = ends[int(ids[r])]
+        out.append(end)
+    return out[0], out[1]
 
 
 def _count(checks: EventChecks, kind: str, n: int) -> None:
@@ -124,7 +168,7 @@ def _count(checks: EventChecks, kind: str, n: int) -> None:
 
 
 def _clip_overflows(dev: pa.Table, ds: np.ndarray, d_end: np.ndarray, drop: np.ndarray,
-                    checks: EventChecks) -> np.ndarray:
+                    checks: EventChecks, own: np.ndarray) -> np.ndarray:
     work = np.flatnonzero(isin(dev["category"], TRACK_WORK) & ~drop) if dev.num_rows else np.zeros(0, np.int64)
     if len(work) < 2:
         return d_end
@@ -138,15 +182,16 @@ def _clip_overflows(dev: pa.Table, ds: np.ndarray, d_end: np.ndarray, drop: np.n
     nxt = np.r_[ds[rows][1:], 0]
     over = same & (d_end[rows] > nxt) & (nxt > ds[rows])  # ends inside the next one (not nested starts)
     if over.any():
-        _count(checks, "overflows_next", int(over.sum()))
-        checks.ns_removed += int((d_end[rows][over] - nxt[over]).sum())
+        counted = over & np.r_[own[rows][1:], False]  # counted where the next one starts (both are held there)
+        _count(checks, "overflows_next", int(counted.sum()))
+        checks.ns_removed += int((d_end[rows][counted] - nxt[counted]).sum())
         d_end = d_end.copy()
         d_end[rows[over]] = nxt[over]
     return d_end
 
 
 def _clip_host_overflows(host: pa.Table, hs: np.ndarray, h_end: np.ndarray, drop: np.ndarray,
-                         checks: EventChecks) -> np.ndarray:
+                         checks: EventChecks, own: np.ndarray) -> np.ndarray:
     """Host slices that do not nest on their thread: each one's end clipped to its parent's end.
 
     Found without a loop: as brackets (opens and closes sorted per thread) slices nest exactly when each
@@ -195,7 +240,9 @@ def _clip_host_overflows(host: pa.Table, hs: np.ndarray, h_end: np.ndarray, drop
                 stack.pop()
             e = int(end[i])
             if stack and e > stack[-1]:
-                clipped, removed, e = clipped + 1, removed + e - stack[-1], stack[-1]
+                if own[rows[i]]:  # counted where the child starts (its parent is held there too)
+                    clipped, removed = clipped + 1, removed + e - stack[-1]
+                e = stack[-1]
                 h_end[rows[i]] = e
             stack.append(e)
     _count(checks, "overflows_parent", clipped)
@@ -238,4 +285,4 @@ def _combine(values: list[EventChecks]) -> EventChecks:
 
 
 SECTION = Section("event_checks", "malformed events", _compute, to_json=lambda v: v.as_dict(),
-                  from_json=EventChecks.from_dict, combine=_combine)  # its lines print with the warnings
+                  from_json=EventChecks.from_dict, combine=_combine, merge=_combine)  # its lines print with the warnings

@@ -19,6 +19,7 @@ The findings over these figures are in :mod:`neurontrace.analysis.memory_finding
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace import trace_facts, units
+from neurontrace.analysis import memory_slices
+from neurontrace.analysis import phases as phases_section
 from neurontrace.analysis.contract import Context, Section
+from neurontrace.analysis.memory_slices import MemorySlice
 from neurontrace.analysis.neuron_memory import NeuronMemory, neuron_memory
 from neurontrace.analysis.phases import phases
 from neurontrace.analysis.stalls import frame_sources
@@ -200,6 +204,13 @@ def memory(trace: Trace, frames: dict[int, str] | None = None) -> Memory | None:
         return Memory([], neuron) if neuron else None
     frames = frame_sources(trace) if frames is None else frames
     steps = [(s["step"], s["start_ns"], s["start_ns"] + s["dur_ns"]) for s in phases(trace).steps]
+    return from_rows(t, steps, frames, lambda device: _capacity(trace, device), neuron)
+
+
+def from_rows(t: pa.Table, steps: list[tuple[int, int, int]], frames: dict[int, str],
+              capacity: Callable[[str], tuple[int | None, str | None]], neuron: list[NeuronMemory]) -> Memory:
+    """The section's value from memory events (``schema.MEMORY_EVENTS`` columns, in recorded order), the
+    steps ``(number, start, end)``, the frames' sources and each device's capacity."""
     rank = pc.fill_null(t["rank"], -1).to_numpy()
     dev_code, dev_names = codes(t["device"])
     pid_code, pid_names = codes(pc.fill_null(t["pid"].cast(pa.string()), ""))
@@ -209,7 +220,8 @@ def memory(trace: Trace, frames: dict[int, str] | None = None) -> Memory | None:
     parts = [(int(rank[i]), str(dev_names[dev_code[i]]), str(pid_names[pid_code[i]]), i) for i in at.tolist()]
     for r, d, p, i in sorted(parts):
         rows = np.flatnonzero(code == code[i])
-        out.append(_device(trace, t.take(pa.array(rows)), d, None if r < 0 else r, p or None, steps, frames))
+        out.append(_device(capacity(d), t.take(pa.array(rows)), d, None if r < 0 else r, p or None, steps,
+                           frames))
     return Memory(out, neuron)
 
 
@@ -263,7 +275,7 @@ class _Rows:
         return np.flatnonzero(upto & self.tracked & (self.freed_at > p))
 
 
-def _device(trace: Trace, t: pa.Table, device: str, rank: int | None, pid: str | None,
+def _device(capacity: tuple[int | None, str | None], t: pa.Table, device: str, rank: int | None, pid: str | None,
             steps: list[tuple[int, int, int]], frames: dict[int, str]) -> DeviceMemory:
     order = np.argsort(t["ts_ns"].to_numpy(), kind="stable")
     t = t.take(pa.array(order))
@@ -274,7 +286,7 @@ def _device(trace: Trace, t: pa.Table, device: str, rank: int | None, pid: str |
     res = rows.reserved
     rp = int(np.argmax(res)) if res is not None else None
     live = rows.live_at(p)
-    cap, cap_source = _capacity(trace, device)
+    cap, cap_source = capacity
     out = DeviceMemory(
         device, rank, pid, t.num_rows, recorded, followed,
         peak_allocated_bytes=int(rows.allocated[p]),
@@ -373,8 +385,25 @@ def _capacity(trace: Trace, device: str) -> tuple[int | None, str | None]:
 # -- the section -----------------------------------------------------------------------------------------
 
 
-def _compute(ctx: Context) -> Memory | None:
+def _compute(ctx: Context) -> Memory | MemorySlice | None:
+    """The rank's Memory; a time slice's rows for ``merge`` with ``Options.owned`` (analysis/memory_slices.py)."""
+    if ctx.options.owned is not None:
+        ph = ctx.sections.get(phases_section.SECTION.key)
+        return memory_slices.slice_value(ctx.trace, ctx.frames, ctx.options.owned, _capacity,
+                                         ph.steps if ph is not None else phases(ctx.trace).steps)
     return memory(ctx.trace, ctx.frames)
+
+
+def merge(parts: list[MemorySlice | None]) -> Memory | None:
+    """One rank's Memory from its time slices' values, in time order (analysis/memory_slices.py)."""
+    return memory_slices.merge_slices(parts, _of_rows)
+
+
+def _of_rows(t: pa.Table | None, steps: list[tuple[int, int, int]], frames: dict[int, str],
+             capacity: Callable[[str], tuple[int | None, str | None]], neuron: list[NeuronMemory]) -> Memory | None:
+    if t is None:  # no memory events in the rank
+        return Memory([], neuron) if neuron else None
+    return from_rows(t, steps, frames, capacity, neuron)
 
 
 def combine(parts: list[Memory]) -> Memory:
@@ -413,4 +442,4 @@ def text(m: Memory) -> list[str]:
 
 
 SECTION = Section("memory", "memory", _compute, to_json=lambda v: v.as_dict(), from_json=Memory.from_dict,
-                  text=text, combine=combine)
+                  text=text, combine=combine, merge=merge)

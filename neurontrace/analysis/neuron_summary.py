@@ -336,7 +336,14 @@ def _findings(ctx: Context) -> list[Finding]:
     return out
 
 
+def merge(parts: list[NeuronSummary]) -> NeuronSummary:
+    """One rank's summaries from its time slices': Neuron's per-NeuronCore figures are whole-run summaries read
+    from the metadata (``neuron.summary``), which every slice of the rank carries whole: the first slice's."""
+    return parts[0]
+
+
 SECTION = Section("neuron_summary", "Neuron summary", _compute, to_json=lambda v: v.as_list(),
                   from_json=NeuronSummary.from_list, text=_text,
-                  combine=lambda parts: NeuronSummary([c for p in parts for c in p.cores]))  # every rank's cores
+                  combine=lambda parts: NeuronSummary([c for p in parts for c in p.cores]),  # every rank's cores
+                  merge=merge)
 FINDINGS = FindingFamily("Neuron summary rules (Neuron Explorer) and throttling", _findings)

@@ -32,15 +32,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from neurontrace.analysis import names
+from neurontrace.analysis import names, ops_parts
 from neurontrace.analysis.attribution import DeviceAttribution
 from neurontrace.analysis.contract import Context, DeviceSection, Finding, FindingFamily
+from neurontrace.analysis.device_window import whole_window
 from neurontrace.analysis.driving import LINKED_BY, device_groups, host_threads, launching_pids
 from neurontrace.analysis.kernel_owner import Owners, kernel_owners, outermost
 from neurontrace.analysis.neuron_flops import neuron_counters
 from neurontrace.analysis.op_costs import CLASS_NAMES, DTYPE_NAMES, Costs, evaluate
 from neurontrace.analysis.opcost import FORMULAS
-from neurontrace.analysis.peaks import DevicePeak, device_peak
+from neurontrace.analysis.peaks import DevicePeak, Peak, device_peak
+from neurontrace.analysis.slices import owned_rows
 from neurontrace.columns import codes, isin, keep, of_rank, row_codes, select, take
 from neurontrace.trace import Trace
 
@@ -134,6 +136,7 @@ class OpsReport:
     devices: dict[str, DevicePeak] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)  # ops with a formula whose shapes did not fit, ...
     links: dict[str, int] = field(default_factory=dict)  # kernels per way their launching op was found
+    parts: list[dict[str, Any]] | None = None  # a time slice's groups as sums (ops_parts), for ``merge``
 
     def impossible(self) -> list[OpRow]:
         """Rows whose efficiency came out above 100% of the device's peak: a bug, never a result (not shown)."""
@@ -175,9 +178,11 @@ class OpsReport:
 
 
 def op_table(trace: Trace, *, window: tuple[int, int] | None = None, device: str | None = None,
-             rank: int | None = None) -> OpsReport:
-    """The per-op efficiency table of ``trace`` (kernels starting in ``window``, on ``device``, of ``rank``)."""
-    return OpsIndex(trace, device=device, rank=rank, many_windows=False).view(window).report
+             rank: int | None = None, owned: tuple[int, int] | None = None) -> OpsReport:
+    """The per-op efficiency table of ``trace`` (kernels starting in ``window``, on ``device``, of ``rank``).
+
+    ``owned``: a time slice's instants; the report then has no rows but ``parts`` (see :func:`merge`)."""
+    return OpsIndex(trace, device=device, rank=rank, many_windows=False).view(window, owned).report
 
 
 @dataclass
@@ -239,15 +244,16 @@ class OpsIndex:
             bare.owner[alone], bare.launcher[alone], bare.by[alone] = got.owner, got.launcher, got.by
         return linked, bare, flowed, group
 
-    def view(self, window: tuple[int, int] | None = None) -> OpsView:
+    def view(self, window: tuple[int, int] | None = None, owned: tuple[int, int] | None = None) -> OpsView:
         host = self.host
         if self.cpu:
             tops = np.flatnonzero(self.top_of == np.arange(host.num_rows))
-            if window is not None:
-                ts = host["ts_ns"].to_numpy()[tops]
-                tops = tops[(ts >= window[0]) & (ts < window[1])]
+            for span in (window, owned):  # a slice counts the ops starting in it
+                if span is not None:
+                    ts = host["ts_ns"].to_numpy()[tops]
+                    tops = tops[(ts >= span[0]) & (ts < span[1])]
             skipped = self._cost(tops)
-            report, row = _cpu_table(host, tops, self._math_ops(tops), self.costs, skipped)
+            report, row = _cpu_table(host, tops, self._math_ops(tops), self.costs, skipped, owned is not None)
             return OpsView(report, host["event_id"].to_numpy()[tops], row)
         dev = self.dev
         inside = np.ones(dev.num_rows, dtype=bool)
@@ -265,12 +271,17 @@ class OpsIndex:
         else:
             owners = kernel_owners(host, self.trace.flows, dev, self.top_of, self.thread)
         skipped = self._cost(np.unique(owners.owner[owners.owner >= 0]))
+        mine = None
+        if owned is not None:  # a slice: an op counts where its first kernel starts
+            mine = owned_rows(dev, owned)
+            by = owners.owner >= 0
+            skipped = self._cost(ops_parts.first_owned(owners.owner[by], dev["ts_ns"].to_numpy()[by], mine[by]))
         spelled = _spelled_dtypes(dev)
         launcher = owners.launcher
         # The launching op's dtype is its kernels' precision where their names do not say it.
         asked = (spelled < 0) & (launcher >= 0) & (launcher != owners.owner)
         self._cost(np.unique(launcher[asked][self.formula[launcher[asked]]]))
-        report, row = _kernel_table(self.trace, host, dev, owners, spelled, self.costs, skipped)
+        report, row = _kernel_table(self.trace, host, dev, owners, spelled, self.costs, skipped, mine)
         return OpsView(report, dev["event_id"].to_numpy(), row)
 
     def _math_ops(self, tops: np.ndarray) -> np.ndarray:
@@ -343,8 +354,8 @@ def _mode(group: np.ndarray, value: np.ndarray, n_groups: int) -> np.ndarray:
 
 
 def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owners: Owners, spelled: np.ndarray,
-                  costs: Costs, skipped: dict[str, int]) -> tuple[OpsReport, np.ndarray]:
-    """The table, and each kernel's row in it."""
+                  costs: Costs, skipped: dict[str, int], mine: np.ndarray | None = None) -> tuple[OpsReport, np.ndarray]:
+    """The table, and each kernel's row in it. ``mine``: a time slice's kernels (the report: ``parts``)."""
     if dev.num_rows == 0:
         return OpsReport([], {}, skipped), np.zeros(0, dtype=np.int64)
     owner, launcher = owners.owner, owners.launcher
@@ -401,6 +412,15 @@ def _kernel_table(trace: Trace, host: pa.Table, dev: pa.Table, owners: Owners, s
     cls = _mode(g, cls_code, ng)
     class_names = [*CLASS_NAMES, *classes]
     peaks = {d: device_peak(trace, d) for d in sorted({dev_names[i] for i in groups[0].tolist()})}
+    if mine is not None:
+        counted = ops_parts.first_owned(g[linked] * (host.num_rows + 1) + label[linked], dev["ts_ns"].to_numpy()[linked],
+                                        mine[linked]) // (host.num_rows + 1)
+        keys = [(dev_names[int(groups[0][i])], None if rank_values[group_rank[i]] < 0 else int(rank_values[group_rank[i]]),
+                 op_names[int(groups[1][i])], classes[int(groups[2][i])]) for i in range(ng)]
+        parts = ops_parts.groups(keys, g, mine, np.bincount(counted, minlength=ng), dur, flops, nbytes, known,
+                                 dtype_code, cls_code, class_names)
+        links = {name: int(((owners.by == i) & mine).sum()) for i, name in enumerate(LINKED_BY)}
+        return OpsReport([], peaks, skipped, links, parts), np.zeros(0, dtype=np.int64)
     rows = []
     for i in range(ng):  # one row per group (a few hundred), not per kernel
         has = sums["known"][i] > 0
@@ -460,12 +480,13 @@ def _kernel_classes(dev: pa.Table) -> tuple[np.ndarray, list[str]]:
     return per_combo[inverse.reshape(-1)], classes
 
 
-def _cpu_table(host: pa.Table, tops: np.ndarray, math: np.ndarray, costs: Costs, skipped: dict[str, int]
-               ) -> tuple[OpsReport, np.ndarray]:
+def _cpu_table(host: pa.Table, tops: np.ndarray, math: np.ndarray, costs: Costs, skipped: dict[str, int],
+               as_parts: bool = False) -> tuple[OpsReport, np.ndarray]:
     """No device kernels: each outermost formula op is measured by the host duration of the op doing its math
-    (``math``: itself, or autocast's inner op), at that op's precision."""
+    (``math``: itself, or autocast's inner op), at that op's precision. ``as_parts``: a time slice's table
+    (``tops``: the ops starting in it), as ``parts``."""
     if not len(tops):
-        return OpsReport([], {}, skipped), np.zeros(0, dtype=np.int64)
+        return OpsReport([], {}, skipped, parts=[] if as_parts else None), np.zeros(0, dtype=np.int64)
     dur = host["dur_ns"].to_numpy()[math].astype(np.float64)
     name_code, host_names = _codes(host["name"])
     rank_values, rank_code = np.unique(pc.fill_null(host["rank"], -1).to_numpy(zero_copy_only=False)[tops],
@@ -482,6 +503,13 @@ def _cpu_table(host: pa.Table, tops: np.ndarray, math: np.ndarray, costs: Costs,
     dtype = _mode(g, np.where(known, costs.dtype[math], -1), ng)
     cls = _mode(g, np.where(known, costs.cls[tops], -1), ng)
     peak = DevicePeak(CPU_DEVICE, None, None)
+    if as_parts:
+        named = [(CPU_DEVICE, None if rank_values[g_rank[i]] < 0 else int(rank_values[g_rank[i]]),
+                  host_names[int(g_names[i])], "cpu_op") for i in range(ng)]
+        parts = ops_parts.groups(named, g, np.ones(len(g), dtype=bool), count, dur, np.where(known, costs.flops[tops], 0.0),
+                                 np.where(known, costs.bytes[tops], 0.0), known, np.where(known, costs.dtype[math], -1),
+                                 np.where(known, costs.cls[tops], -1), CLASS_NAMES)
+        return OpsReport([], {CPU_DEVICE: peak}, skipped, parts=parts), np.zeros(0, dtype=np.int64)
     rows = [OpRow(CPU_DEVICE, host_names[int(g_names[i])], CLASS_NAMES[cls[i]] if cls[i] >= 0 else "unknown",
                   "cpu_op", int(count[i]), int(count[i]), int(sums["ns"][i]),
                   round(sums["flops"][i]) if sums["known"][i] else None,
@@ -506,18 +534,26 @@ class OpEfficiency:
     skipped: dict[str, int] = field(default_factory=dict)
     links: dict[str, int] = field(default_factory=dict)  # kernels by how they were tied to their op (LINKED_BY)
     warnings: list[str] = field(default_factory=list)  # ops whose figure came out above 100% of the peak
+    parts: list[dict[str, Any]] | None = None  # a time slice's value only: its groups as sums (ops_parts)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"device_name": self.device_name, "peak": self.peak, "classes": self.classes, "top": self.top,
-                "skipped": self.skipped, "links": self.links, "warnings": self.warnings}
+        out = {"device_name": self.device_name, "peak": self.peak, "classes": self.classes, "top": self.top,
+               "skipped": self.skipped, "links": self.links, "warnings": self.warnings}
+        if self.parts is not None:
+            out["parts"] = self.parts
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OpEfficiency:
         return cls(d.get("device_name"), d.get("peak"), list(d.get("classes") or []), list(d.get("top") or []),
-                   dict(d.get("skipped") or {}), dict(d.get("links") or {}), list(d.get("warnings") or []))
+                   dict(d.get("skipped") or {}), dict(d.get("links") or {}), list(d.get("warnings") or []),
+                   d.get("parts"))
 
 
 def _section(ctx: Context, d: DeviceAttribution) -> OpEfficiency | None:
+    owned = ctx.options.owned
+    if owned is not None:
+        return _slice_section(ctx, d, owned)
     rep = op_table(ctx.trace, window=d.window, device=d.device, rank=d.rank)
     if not rep.rows:
         return None
@@ -525,6 +561,46 @@ def _section(ctx: Context, d: DeviceAttribution) -> OpEfficiency | None:
     return OpEfficiency(peak.name if peak else None, peak.peak.as_dict() if peak and peak.peak else None,
                         rep.classes(d.device), [r.as_dict() for r in rep.rows[:TOP_ROWS]], rep.skipped, rep.links,
                         rep.warnings())
+
+
+def _slice_section(ctx: Context, d: DeviceAttribution, owned: tuple[int, int]) -> OpEfficiency:
+    """A time slice's value: the device's peak and its groups as sums (``parts``), for :func:`merge`."""
+    peak = DevicePeak(CPU_DEVICE, None, None) if d.device == CPU_DEVICE else device_peak(ctx.trace, d.device)
+    parts: list[dict[str, Any]] = []
+    skipped: dict[str, int] = {}
+    links: dict[str, int] = {}
+    if d.device == CPU_DEVICE or ctx.trace.device_events.num_rows:  # a slice may hold none of the device's work
+        rep = op_table(ctx.trace, window=whole_window(ctx, d), device=d.device, rank=d.rank, owned=owned)
+        parts, skipped, links = rep.parts or [], rep.skipped, rep.links
+    return OpEfficiency(peak.name, peak.peak.as_dict() if peak.peak else None, [], [], skipped, links, [], parts)
+
+
+def merge(values: list[OpEfficiency | None]) -> OpEfficiency | None:
+    """One device's per-slice values (time order) -> the rank's: each group's sums and counts added
+    (ops_parts.merge), then the rows, classes and top rows made as :func:`op_table` makes them.
+
+    Exact at any cut on a CPU trace (an op is counted where it starts, by its own time). With kernels, a
+    slice links a kernel to its op through the op's launch call, and splits an op's FLOPs over all its
+    kernels: exact when the slice's trace reaches, beyond its instants, from the start of the op owning any
+    kernel it holds to the end of that op's last kernel (the module doc of analysis/launch.py: ``2 * R``
+    with R from the op's start, analysis/slice_reach.py)."""
+    got = [v for v in values if v is not None]
+    groups = ops_parts.merge(v.parts or [] for v in got)
+    if not groups:
+        return None
+    first = got[0]
+    device = str(groups[0]["key"][0])
+    peak = DevicePeak(device, first.device_name, Peak(**first.peak) if first.peak else None)
+    rows = [OpRow(dev, op, ops_parts.mode_class(p["cls"]), kclass, p["kernels"], p["ops"], p["ns"],
+                  round(p["flops"]) if p["known"] else None, round(p["bytes"]) if p["known"] else None,
+                  ops_parts.mode_dtype(p["dtype"]), peak, rank) for p in groups for dev, rank, op, kclass in [p["key"]]]
+    rows.sort(key=lambda r: (r.device, r.rank is not None, r.rank or 0, -r.device_ns, r.op, r.kernel_class))
+    skipped = {k: n for k in ("no shapes", "shapes do not fit the formula")
+               if (n := sum(v.skipped.get(k, 0) for v in got))}
+    links = {k: sum(v.links.get(k, 0) for v in got) for k in dict.fromkeys(k for v in got for k in v.links)}
+    rep = OpsReport(rows, {device: peak}, skipped, links)
+    return OpEfficiency(first.device_name, first.peak, rep.classes(device), [r.as_dict() for r in rep.rows[:TOP_ROWS]],
+                        rep.skipped, rep.links, rep.warnings())
 
 
 def _text(v: OpEfficiency) -> list[str]:
@@ -593,5 +669,5 @@ def findings(ctx: Context) -> list[Finding]:
 
 TOP_ROWS = 10  # rows of the op table kept in the diagnose JSON (``neurontrace ops`` prints all)
 SECTION = DeviceSection("ops", "op efficiency", _section, to_json=lambda v: v.as_dict(),
-                        from_json=OpEfficiency.from_dict, text=_text)
+                        from_json=OpEfficiency.from_dict, text=_text, merge=merge)
 FINDINGS = FindingFamily("low efficiency", findings)

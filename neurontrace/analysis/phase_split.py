@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from neurontrace.analysis import names
 from neurontrace.analysis.intervals import layered
+from neurontrace.analysis.slices import owned_rows
 from neurontrace.columns import isin, matches, select
 from neurontrace.trace import Trace
 
@@ -59,7 +60,10 @@ class Split:
         return f"training phases{where}: {parts}"
 
 
-def split(trace: Trace) -> Split:
+def split(trace: Trace, owned: tuple[int, int] | None = None, rank_has_steps: bool = False) -> Split:
+    """The split of every step (with ``owned``, a time slice: of the steps starting in it, none when the rank
+    has steps elsewhere only; a rank without steps: the slice's part of the trace, which only approximates
+    the whole trace's forward pass: docs/scale.md)."""
     host = trace.system_events
     if not host.num_rows:
         return Split()
@@ -73,8 +77,12 @@ def split(trace: Trace) -> Split:
     steps = select(host, "category", "step")
     ranks = [r for r in host["rank"].to_pylist() if r is not None]
     near = _Overlapping(start, end, optimizer | backward | pipeline | forward_marks | ops)
-    if not steps.num_rows:
+    if owned is not None:
+        steps = steps.filter(pa.array(owned_rows(steps, owned)))
+    if not steps.num_rows and (owned is None or not rank_has_steps):
         lo, hi = int(start.min()), int(end.max())
+        if owned is not None:
+            lo, hi = max(lo, owned[0]), max(lo, owned[0], min(hi, owned[1]))
         total = _one(lo, hi, start, end, optimizer, backward, pipeline, forward_marks, ops, near)
         return Split([], total, min(ranks, default=None))
     rows: list[dict[str, int]] = []
@@ -141,6 +149,13 @@ def _covered_by(s: np.ndarray, e: np.ndarray, ranges: tuple[np.ndarray, np.ndarr
     rs, reach = rs[order], np.maximum.accumulate(re_[order])
     i = np.searchsorted(rs, s, side="right") - 1
     return (i >= 0) & (reach[np.maximum(i, 0)] >= e)
+
+
+def merge(parts: list[Split]) -> Split:
+    """One rank's split from its time slices' (each of the steps starting in it), in time order."""
+    rows = sorted((dict(r) for p in parts for r in p.steps), key=lambda r: r["step"])
+    total = {k: sum(p.total[k] for p in parts) for k in PHASES}
+    return Split(rows, total, min((p.rank for p in parts if p.rank is not None), default=None))
 
 
 def combine(parts: list[Split]) -> Split:

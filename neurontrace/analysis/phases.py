@@ -19,7 +19,7 @@ from neurontrace.analysis import names, phase_split
 from neurontrace.analysis.compile_spans import compile_spans
 from neurontrace.analysis.contract import Context, Section
 from neurontrace.analysis.executions import device_executions
-from neurontrace.analysis.intervals import union
+from neurontrace.analysis.intervals import clip, union
 from neurontrace.analysis.step_stats import FIRST_STEP, STEADY_MEDIAN
 from neurontrace.columns import isin, matches, select
 from neurontrace.trace import Trace
@@ -38,6 +38,7 @@ class Phases:
     # time to first step split: {"compile_ns", "cache_load_ns", "execution_ns"} (empty without steps)
     first_step_split: dict[str, int] = field(default_factory=dict)
     split: phase_split.Split | None = None  # forward / backward / optimizer / other per step (phase_split.py)
+    pieces: SlicePieces | None = field(default=None, repr=False, compare=False)  # a time slice's (merge)
 
     @property
     def execution_ns(self) -> int:
@@ -135,17 +136,31 @@ def overlap_between(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.nd
                and s < end)
 
 
-def _steps(host: pa.Table, dev: pa.Table) -> list[dict[str, int]]:
+def _step_rows(host: pa.Table, dev: pa.Table) -> list[tuple[str | None, int, int]]:
     steps = select(host, "category", "step")
     if steps.num_rows == 0:
         ex = device_executions(dev)  # each execution once, numbered in time order
         steps = ex.append_column("name", pa.nulls(ex.num_rows, pa.string()))
+    return list(zip(steps["name"].cast(pa.string()).to_pylist(), steps["ts_ns"].to_pylist(),
+                    steps["dur_ns"].to_pylist(), strict=True))
+
+
+def _steps(host: pa.Table, dev: pa.Table) -> list[dict[str, int]]:
+    return _numbered(_step_rows(host, dev))
+
+
+def _numbered(steps: list[tuple[str | None, int, int]]) -> list[dict[str, int]]:
     rows = []
-    for i, (name, ts, dur) in enumerate(zip(steps["name"].cast(pa.string()).to_pylist(), steps["ts_ns"].to_pylist(),
-                                             steps["dur_ns"].to_pylist(), strict=True)):
+    for i, (name, ts, dur) in enumerate(steps):
         m = _STEP_NUMBER.search(name or "")
         rows.append({"step": int(m.group(1)) if m else i, "start_ns": int(ts), "dur_ns": int(dur)})
     return _merge_steps(rows)
+
+
+def first_step_end(steps: list[tuple[str | None, int, int]]) -> int | None:
+    """The end of the first step of (name, start, duration) step rows, as :func:`phases` numbers them."""
+    rows = _numbered(steps)
+    return rows[0]["start_ns"] + rows[0]["dur_ns"] if rows else None
 
 
 def _merge_steps(rows: list[dict[str, int]]) -> list[dict[str, int]]:
@@ -178,8 +193,70 @@ def _text(p: Phases) -> list[str]:
 
 
 def _compute(ctx: Context) -> Phases:
+    owned = ctx.options.owned
     out = phases(ctx.trace)
-    out.split = phase_split.split(ctx.trace)
+    plan = ctx.options.plan
+    has_steps = plan is not None and plan.first_step_end is not None
+    out.split = phase_split.split(ctx.trace, owned, has_steps)
+    if owned is not None:
+        out.pieces = _pieces(ctx.trace, owned)
+    return out
+
+
+@dataclass
+class SlicePieces:
+    """A time slice's share of its rank's phases: the spans clipped to the slice, the step rows starting in it."""
+
+    events: bool  # the slice holds events (its trace_start/end mean something)
+    compile: tuple[np.ndarray, np.ndarray]
+    load: tuple[np.ndarray, np.ndarray]
+    cache_load: tuple[np.ndarray, np.ndarray]
+    steps: list[tuple[str | None, int, int]]  # (name, start, duration) of the step rows starting in it
+    executions: list[tuple[str | None, int, int]]  # the same of its executions, for a rank without steps
+
+
+def _pieces(trace: Trace, owned: tuple[int, int]) -> SlicePieces:
+    host, dev = trace.system_events, trace.device_events
+
+    def cut(spans: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        return clip(*spans, owned[0], owned[1])
+
+    def mine(rows: list[tuple[str | None, int, int]]) -> list[tuple[str | None, int, int]]:
+        return [r for r in rows if owned[0] <= r[1] < owned[1]]
+
+    steps = mine(_step_rows(host, dev.slice(0, 0)))
+    execs = [] if steps or select(host, "category", "step").num_rows else mine(_step_rows(host, dev))
+    return SlicePieces(bool(host.num_rows or dev.num_rows), cut(compile_spans(host)),
+                       cut(_spans(host, "load", names.LOAD)), cut(_spans(host, "load", names.CACHE_LOAD)), steps,
+                       execs)
+
+
+def merge(parts: list[Phases]) -> Phases:
+    """One rank's phases from its time slices' (in time order), equal to :func:`phases` on the whole rank."""
+    pieces = [p.pieces for p in parts if p.pieces is not None]
+    held = [p for p in parts if p.pieces is not None and p.pieces.events] or parts
+
+    def joined(get: Any) -> tuple[np.ndarray, np.ndarray]:
+        got = [get(x) for x in pieces]
+        return union(np.concatenate([g[0] for g in got] + [np.zeros(0, np.int64)]),
+                     np.concatenate([g[1] for g in got] + [np.zeros(0, np.int64)]))
+
+    us, ue = joined(lambda x: x.compile)
+    loads, cache = joined(lambda x: x.load), joined(lambda x: x.cache_load)
+    rows = [r for x in pieces for r in x.steps] or [r for x in pieces for r in x.executions]
+    steps = _numbered(rows)
+    for st in steps:
+        st["compile_ns"] = overlap((us, ue), st["start_ns"], st["start_ns"] + st["dur_ns"])
+    start, end = min(p.trace_start_ns for p in held), max(p.trace_end_ns for p in held)
+    out = Phases(start, end, int((ue - us).sum()), int((loads[1] - loads[0]).sum()), steps)
+    if steps:
+        first_end = steps[0]["start_ns"] + steps[0]["dur_ns"]
+        compile_part, load_part = overlap((us, ue), start, first_end), overlap(cache, start, first_end)
+        nested = overlap_between((us, ue), cache, start, first_end)
+        out.first_step_split = {"compile_ns": compile_part - nested, "cache_load_ns": load_part,
+                                "execution_ns": max(0, first_end - start - compile_part - load_part + nested)}
+    splits = [p.split for p in parts if p.split is not None]
+    out.split = phase_split.merge(splits) if splits else None
     return out
 
 
@@ -198,4 +275,4 @@ def combine(parts: list[Phases]) -> Phases:
 
 
 SECTION = Section("phases", "phases", _compute, to_json=lambda v: v.as_dict(), from_json=Phases.from_dict, text=_text,
-                  combine=combine)
+                  combine=combine, merge=merge)

@@ -27,10 +27,21 @@ from neurontrace.trace import Trace
 MIN_SHARE_OF_BEST = 0.5  # a deeper frame wins when it covers at least this share of what the best frame covers
 
 
+def python_cutoff(py: pa.Table) -> int | None:
+    """Where the stack already running when tracing began ends: the start of the first Python event (rows of
+    ``py``) to end; None for fewer than two."""
+    if py.num_rows <= 1:
+        return None
+    all_starts = py["ts_ns"].to_numpy()
+    all_ends = all_starts + py["dur_ns"].to_numpy()
+    return int(all_starts[int(np.argmin(all_ends))])
+
+
 class ActiveFrames:
     """The user frames of a table of host events, to name the innermost one active in a time range."""
 
-    def __init__(self, trace: Trace, table: pa.Table) -> None:
+    def __init__(self, trace: Trace, table: pa.Table, cutoff: tuple[int | None] | None = None) -> None:
+        """``cutoff``: on a time slice of a rank, (the whole rank's :func:`python_cutoff` of ``table``'s processes,)."""
         f = trace.frames
         ids = f["frame_id"].to_pylist()
         parent = dict(zip(ids, f["parent_id"].to_pylist(), strict=True))
@@ -51,11 +62,7 @@ class ActiveFrames:
         self.end = self.start + (py["dur_ns"].to_numpy()[keep] if py.num_rows else 0)
         # The stack already running when tracing began is written first, before any call returns: the frames that
         # start before the first Python event to end (those are the calls made since).
-        self.cutoff_ns: int | None = None
-        if py.num_rows > 1:
-            all_starts = py["ts_ns"].to_numpy()
-            all_ends = all_starts + py["dur_ns"].to_numpy()
-            self.cutoff_ns = int(all_starts[int(np.argmin(all_ends))])
+        self.cutoff_ns: int | None = python_cutoff(py) if cutoff is None else cutoff[0]
 
     def innermost(self, lo: int, hi: int) -> str | None:
         """``file:line function`` of the innermost user frame active in [lo, hi), or None."""

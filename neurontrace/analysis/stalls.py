@@ -40,7 +40,7 @@ class Stall:
 
 def top_stalls(trace: Trace, win: tuple[int, int], labels: list[Label],
                 unions: list[tuple[np.ndarray, np.ndarray]], top: int,
-                frames: dict[int, str] | None = None) -> list[Stall]:
+                frames: dict[int, str] | None = None, cutoff: tuple[int | None] | None = None) -> list[Stall]:
     """The longest stretches of one non-compute cause, with the events that explain them.
 
     Stalls live in the gaps between compute. Gaps are visited longest first and cut into runs of
@@ -48,14 +48,7 @@ def top_stalls(trace: Trace, win: tuple[int, int], labels: list[Label],
     a run longer than the shortest of the ``top`` runs found (then the answer is exact), or after
     ``MAX_GAPS_PER_STALL * top`` gaps (then they are the longest runs within the longest gaps).
     """
-    compute = [u for lb, u in zip(labels, unions, strict=True) if lb.cause == "compute" and len(u[0])]
-    if len(compute) == 1:  # a single label's union is already the union of compute
-        cs, ce = compute[0]
-    else:
-        empty = [np.zeros(0, dtype=np.int64)]
-        cs, ce = union(np.concatenate([u[0] for u in compute] + empty),
-                       np.concatenate([u[1] for u in compute] + empty))
-    gs, ge = gaps(win, cs, ce)
+    gs, ge = compute_gaps(win, labels, unions)
     runs: list[tuple[int, int, int, str]] = []  # (length, start, label index or NONE, cause)
     longest = _longest(ge - gs, MAX_GAPS_PER_STALL * top)
     for gi, found in _gap_runs(longest, gs, ge, labels, unions, top):
@@ -64,6 +57,27 @@ def top_stalls(trace: Trace, win: tuple[int, int], labels: list[Label],
         runs += [r for r in found if r[0] >= MIN_STALL_NS]
         runs.sort(key=lambda r: (-r[0], r[1]))
         del runs[top:]
+    return describe(trace, labels, runs, frames, cutoff)
+
+
+def compute_gaps(win: tuple[int, int], labels: list[Label], unions: list[tuple[np.ndarray, np.ndarray]]
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The gaps of ``win`` between compute (the labels of cause compute), where stalls live."""
+    compute = [u for lb, u in zip(labels, unions, strict=True) if lb.cause == "compute" and len(u[0])]
+    if len(compute) == 1:  # a single label's union is already the union of compute
+        cs, ce = compute[0]
+    else:
+        empty = [np.zeros(0, dtype=np.int64)]
+        cs, ce = union(np.concatenate([u[0] for u in compute] + empty),
+                       np.concatenate([u[1] for u in compute] + empty))
+    return gaps(win, cs, ce)
+
+
+def describe(trace: Trace, labels: list[Label], runs: list[tuple[int, int, int, str]],
+             frames: dict[int, str] | None = None, cutoff: tuple[int | None] | None = None) -> list[Stall]:
+    """The stalls of ``runs`` ((length, start, label index or NONE, cause), in report order): each with the
+    events of its label that explain it and the user's line behind them. ``cutoff``: on a time slice of a rank,
+    (the whole rank's sources.python_cutoff,)."""
     frames = frame_sources(trace) if frames is None else frames
     active: dict[int, ActiveFrames] = {}  # per host table (one per device): its user frames
     backward = BackwardSources(trace) if runs else None
@@ -73,7 +87,7 @@ def top_stalls(trace: Trace, win: tuple[int, int], labels: list[Label],
         evidence, source, from_backward = _evidence(lb, start, start + length, frames, backward)
         own = bool(evidence) and bool(names.OWN_FRAME.search(evidence[0]))  # the profiler's own step(): no line
         if lb is not None and lb.cause in HOST_CAUSES and not from_backward and not own:
-            table = active.setdefault(id(lb.table), ActiveFrames(trace, lb.table))
+            table = active.setdefault(id(lb.table), ActiveFrames(trace, lb.table, cutoff))
             source = table.innermost(start, start + length) or source
         out.append(Stall(cause, lb.detail if lb else "unexplained", start, length, evidence, source))
     return out

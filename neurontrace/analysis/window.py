@@ -70,7 +70,12 @@ def resolve(spec: WindowSpec, trace: Trace, origin_ns: int) -> tuple[tuple[int, 
 
     ``origin_ns`` is the report's time 0 (attribution.default_origin). WindowError when the window misses
     the trace entirely."""
-    lo, hi = trace_span(trace)
+    return resolve_span(spec, trace_span(trace), origin_ns)
+
+
+def resolve_span(spec: WindowSpec, extent: tuple[int, int], origin_ns: int) -> tuple[tuple[int, int], str | None]:
+    """:func:`resolve` for a trace spanning ``extent`` (first start, last end) that is not held (out of core)."""
+    lo, hi = extent
     start, end = (spec.start_ns, spec.end_ns) if spec.absolute else (origin_ns + spec.start_ns,
                                                                        origin_ns + spec.end_ns)
     span = f"{_offset(lo - origin_ns)} to {_offset(hi - origin_ns)} (abs:{lo}:{hi})"

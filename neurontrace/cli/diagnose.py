@@ -49,6 +49,10 @@ class DiagnoseCommand(common.Command):
         parser.add_argument("--scheduler", metavar="ADDRESS",
                             help="analyse rank by rank on an existing Dask cluster (e.g. tcp://host:8786); the "
                                  "trace paths must be readable by its workers")
+        parser.add_argument("--slice-events", type=common.positive_int, metavar="N", default=None,
+                            help="a dataset rank streamed by `convert --dataset` is diagnosed out of core, one "
+                                 "time slice of about N host + device events at a time (default 250,000; "
+                                 "docs/scale.md)")
         parser.add_argument("--timings", action="store_true",
                             help="print on stderr the seconds each stage took: loading, every registered "
                                  "section, the findings, the rendering (docs/diagnose.md)")
@@ -66,6 +70,10 @@ class DiagnoseCommand(common.Command):
             explicit += ops_from_log(args.fallback_log)
         if args.workers is not None or args.scheduler is not None:
             return self._run_distributed(args, explicit)
+        from neurontrace.dataset_slices import streamed
+
+        if len(args.path) == 1 and streamed(args.path[0]):
+            return self._run_out_of_core(args, explicit)
         timings = Timings() if args.timings else None
         with stage(timings, "load"):
             trace, inputs = common.load_traces(args.path, args)
@@ -77,6 +85,28 @@ class DiagnoseCommand(common.Command):
         with stage(timings, "render"):
             self._print(args, diag)
         save_run(args, trace, diag)
+        if timings is not None:
+            common.note("neurontrace diagnose: timings\n" + "\n".join(timings.lines()))
+        return self._exit_code(args, diag)
+
+    def _run_out_of_core(self, args: argparse.Namespace, explicit: list[str]) -> int:
+        """A dataset holding a streamed rank: slice by slice, in bounded memory (neurontrace.dataset_slices)."""
+        from neurontrace.dataset_slices import SLICE_EVENTS, diagnose_dataset
+
+        if getattr(args, "save_run", None) is not None:
+            raise errors.UsageError("--save-run stores the whole trace; a dataset is diagnosed slice by slice "
+                                    "without holding it: run --save-run on the original trace")
+        timings = Timings() if args.timings else None
+        compiles, compile_warnings = _compile_logs(args)
+        with stage(timings, "diagnose"), common.progress_bar() as progress:
+            diag, cut = diagnose_dataset(args.path[0], window=args.window, fallback_ops=explicit, top=args.top,
+                                         compiles=compiles, compile_warnings=compile_warnings, progress=progress,
+                                         slice_events=args.slice_events or SLICE_EVENTS)
+        if cut:
+            common.note(f"neurontrace: warning: {cut}")
+        diag.inputs = [{"path": str(args.path[0]), "format": "neurontrace-dataset"}]
+        with stage(timings, "render"):
+            self._print(args, diag)
         if timings is not None:
             common.note("neurontrace diagnose: timings\n" + "\n".join(timings.lines()))
         return self._exit_code(args, diag)

@@ -1,0 +1,153 @@
+"""The in-memory reference of ``diagnose`` out of core: a rank cut into time slices, each diagnosed alone with
+``Options.owned``, merged (analysis/sliced.py), gives the whole rank's ``Diagnosis`` (docs/scale.md).
+
+Proven on the corpus H100 Qwen trace (GPU: launch lag, the ``launched_in_steps`` window, launch flows), a real
+CPU torch run (tests/outofcore_workload.py: 6 steps, Python frames), with ``--fallback-ops`` naming a real op
+of it, and the corpus Triton example (a ProfilerStep of another process lasting 13 s in a 0.36 s trace:
+sanitize's ``longer_than_trace``, a whole-rank rule).
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import neurontrace
+from neurontrace.analysis import critical_path
+from neurontrace.analysis import sliced as sliced_module
+from neurontrace.analysis.contract import Options
+from neurontrace.analysis.diagnose import combine, diagnose_rank
+from neurontrace.analysis.sliced import (
+    diagnose_sliced,
+    host_step_starts,
+    host_steps,
+    slices_of,
+    step_cuts,
+)
+from neurontrace.analysis.window import trace_span
+from neurontrace.trace import Trace
+from tests.conftest import corpus_root
+from tests.sliced_support import comparable
+
+QWEN = "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+TRITON = "HolisticTraceAnalysis/tests/data/triton_example/triton_example.json.gz"
+
+
+def _corpus(rel: str) -> Trace:
+    root = corpus_root()
+    if root is None or not (root / rel).is_file():
+        pytest.skip("the real-trace corpus is not beside this checkout")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return neurontrace.load(root / rel)
+
+
+@pytest.fixture(scope="module")
+def qwen() -> Trace:
+    return _corpus(QWEN)
+
+
+@pytest.fixture(scope="module")
+def cpu_run(outofcore_run: Path) -> Trace:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return neurontrace.load(outofcore_run)
+
+
+# Sections exact only at step starts (the planner's cuts): a cut inside a step breaks that step's critical path
+# (docs/critical_path.md, "Out of core"); tests/test_sliced_sections.py checks what stays exact there.
+AT_STEPS_ONLY = (critical_path.SECTION.key,)
+
+
+def same_answer(trace: Trace, cuts: list[int], options: Options | None = None,
+                ignore: tuple[str, ...] = (), at_steps_only: tuple[str, ...] = ()) -> dict[str, Any]:
+    whole = comparable(combine([diagnose_rank(trace, options)], options).as_dict(), sliced=False)
+    parts = comparable(combine([diagnose_sliced(trace, cuts, options)], options).as_dict(), sliced=True)
+    for key in ignore:
+        whole["phases"]["split"].pop(key), parts["phases"]["split"].pop(key)
+    for key in at_steps_only:
+        whole.pop(key, None), parts.pop(key, None)
+    assert parts == whole
+    return whole
+
+
+def test_cuts_at_every_step_give_the_whole_rank_answer(cpu_run: Trace) -> None:
+    cuts = host_step_starts(cpu_run)[1:]
+    assert len(cuts) >= 5
+    doc = same_answer(cpu_run, cuts)
+    assert doc["devices"][0]["window_rule"] == "steps" and len(doc["phases"]["steps"]) == 6
+    assert doc["devices"][0]["top_stalls"] and doc["phases"]["split"]["steps"]
+
+
+def test_cuts_at_arbitrary_instants_change_only_the_phase_split(cpu_run: Trace, qwen: Trace) -> None:
+    # Every figure but the forward/backward/optimizer split of a step is exact whatever the cuts; that split
+    # finds a step's forward pass from its first op to its first backward op, so it needs the whole step in one
+    # slice (docs/scale.md): the planner cuts at step starts only (test_the_planner_cuts_at_step_starts).
+    for trace, n in ((cpu_run, 9), (qwen, 16)):
+        lo, hi = trace_span(trace)
+        doc = same_answer(trace, [lo + (hi - lo) * i // n for i in range(1, n)], ignore=("steps", "total"),
+                          at_steps_only=AT_STEPS_ONLY)
+        assert doc["devices"][0]["top_stalls"]
+
+
+def test_the_gpu_window_and_a_stall_cut_by_a_slice_come_out_whole(qwen: Trace, monkeypatch: pytest.MonkeyPatch
+                                                                  ) -> None:
+    whole = diagnose_rank(qwen)
+    (dev,) = whole.devices
+    assert dev.window_rule == "launched_in_steps"  # the device lags: the window comes from launched work
+    stalls = dev.top_stalls[:4]
+    cuts = [s.start_ns + s.dur_ns // 2 for s in stalls] + [s.start_ns + s.dur_ns // 3 for s in stalls[:2]]
+    joined: list[tuple[int, int]] = []
+    describer = sliced_module._Describer.__call__
+
+    def spy(self: Any, *args: Any) -> Any:
+        joined.append((args[2], args[3]))
+        return describer(self, *args)
+
+    monkeypatch.setattr(sliced_module._Describer, "__call__", spy)
+    same_answer(qwen, cuts, ignore=("steps", "total"), at_steps_only=AT_STEPS_ONLY)
+    # each of those stalls was cut (one of them twice) and put back together from its pieces
+    assert sorted(joined) == sorted((s.start_ns, s.start_ns + s.dur_ns) for s in stalls)
+
+
+def test_named_fallback_ops_count_each_call_once(cpu_run: Trace) -> None:
+    # a real op of the run named as a fallback (--fallback-ops): its calls, host time and the device idle time
+    # under it are summed over the slices, the calls carried into a slice from before counted where they start
+    options = Options(fallback_ops=("aten::addmm", "aten::not_in_this_run"))
+    lo, hi = trace_span(cpu_run)
+    for cuts, inexact in ((host_step_starts(cpu_run)[1:], ()),
+                          ([lo + (hi - lo) * i // 11 for i in range(1, 11)], AT_STEPS_ONLY)):
+        doc = same_answer(cpu_run, cuts, options, ignore=("steps", "total"), at_steps_only=inexact)
+        ops = {op["name"]: op for op in doc["fallback_ops"]}
+        assert ops["aten::addmm"]["calls"] >= 12 and ops["aten::addmm"]["evidence"] == "confirmed"
+        assert ops["aten::addmm"]["device_idle_ns"] > 0 and ops["aten::addmm"]["source"]
+        assert ops["aten::not_in_this_run"]["evidence"] == "named_not_seen"
+
+
+def test_a_whole_rank_rule_of_sanitize_holds_in_every_slice() -> None:
+    trace = _corpus(TRITON)
+    lo, hi = trace_span(trace)
+    doc = same_answer(trace, [lo + (hi - lo) * i // 5 for i in range(1, 5)])
+    assert doc["event_checks"]["counts"] == {"longer_than_trace": 1}  # counted once, in the slice where it starts
+    assert doc["devices"][0]["window_rule"] == "activity"
+
+
+def test_the_planner_cuts_at_step_starts(cpu_run: Trace) -> None:
+    steps = host_steps(cpu_run)
+    starts = sorted(s for s, _ in steps)
+    assert step_cuts(steps) == starts[1:]
+    lo, hi = trace_span(cpu_run)
+    # time parts of weight 10, 40 of them over the trace: those inside a step are never cut at
+    sizes = [(lo + (hi - lo) * i // 40, 10) for i in range(40)]
+    cuts = step_cuts(steps, sizes, 50)
+    inside = [t for t in cuts if any(s < t < e for s, e in steps)]
+    assert len(cuts) >= 4 and not inside and cuts == sorted(set(cuts))
+    assert set(cuts) - set(starts) <= {t for t, _ in sizes}  # step starts, else part starts outside the steps
+    assert step_cuts(steps, sizes, 1 << 40) == []  # everything fits in one slice
+    slices = slices_of((lo, hi), cuts)
+    assert slices[0][0] == lo and slices[-1][1] == hi + 1
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(slices))
