@@ -2,13 +2,17 @@
 
     python bench/viewer_speed.py [--events 2000000] [--repeat 3] [--viewport 1600]
     python bench/viewer_speed.py --events 10000000 --repeat 1 --timeline-only --dataset   # issue #28, item 4
+    python bench/viewer_speed.py --events 10000000 --repeat 1 --timeline-only --dataset --dataset-trace TILED
 
 ``--dataset`` also writes the built trace as a converted dataset (``neurontrace.dataset.write_dataset``, which
 stores the viewer's index beside the parts: ``neurontrace/app/index_store.py``), reads it (``neurontrace.load``:
 the load, printed on its own line and not part of the first render, as a trace's parse is not) and measures the
 first render of ``neurontrace view DATASET`` from there: ``ViewerState.use`` (the stored index, memory-mapped)
 and the page; then the same without the stored index (a dataset written before it existed: the index is built
-on open), and the zoom/pan callbacks drawn from the stored index too. ``--timeline-only`` measures the
+on open), and the zoom/pan callbacks drawn from the stored index too. With ``--dataset-trace TRACE`` the
+dataset is made by the CLI instead: ``neurontrace convert TRACE -o DATASET --dataset`` in a process of its own
+(which stores the index after the parts; its lines and peak RSS printed), from a real Kineto trace or one tiled
+from it (``bench/tile_trace.py``; e.g. ``--target-mb 3400`` for 10 M events). ``--timeline-only`` measures the
 first renders and the zoom/pan callbacks of the GPU-like trace only (no background analysis, second trace,
 ops tab or two-run page), which is what fits a 10 M-event run on a shared 2-core machine. CPU seconds are
 printed beside wall seconds: on a loaded machine wall time is several times the work.
@@ -213,6 +217,10 @@ def main() -> None:
     parser.add_argument("--viewport", type=int, default=1600, help="browser window width in pixels")
     parser.add_argument("--dataset", action="store_true",
                         help="also measure the first render from a converted dataset of the same trace")
+    parser.add_argument("--dataset-trace", type=Path, metavar="TRACE",
+                        help="with --dataset: the dataset is made by the CLI instead, `neurontrace convert TRACE -o "
+                             "DATASET --dataset` (which stores the viewer's index), from this Kineto trace (a "
+                             "real one, or one tiled from it by bench/tile_trace.py)")
     parser.add_argument("--timeline-only", action="store_true",
                         help="first renders and the GPU-like trace's zoom/pan callbacks only")
     args = parser.parse_args()
@@ -227,6 +235,8 @@ def main() -> None:
     page_s, page = best_of(1, lambda: main_page(model, ["."]))
     print(f"  page {len(to_json_plotly(page).encode()) / 1e6:.2f} MB")
     if args.dataset:
+        if args.dataset_trace is not None:
+            print(f"the dataset: {args.dataset_trace} converted by the CLI (its events, not the built trace's)")
         first_ds, ds_model, tmp = from_dataset(trace, args)
         first = max(first, first_ds)
     if args.timeline_only:
@@ -349,7 +359,10 @@ def from_dataset(trace: Trace, args: argparse.Namespace) -> tuple[float, ViewMod
     tmp = tempfile.TemporaryDirectory(prefix="nt-viewer-ds-")
     ds = Path(tmp.name) / "ds"
     t0 = time.perf_counter()
-    write_dataset([trace], ds)
+    if args.dataset_trace is not None:
+        _cli_convert(args.dataset_trace, ds)
+    else:
+        write_dataset([trace], ds)
     stored = next((ds / index_store.DIRECTORY).iterdir())
     size = sum(f.stat().st_size for f in ds.rglob("*") if f.is_file()) / 1e6
     index_mb = sum(f.stat().st_size for f in stored.iterdir()) / 1e6
@@ -380,6 +393,31 @@ def from_dataset(trace: Trace, args: argparse.Namespace) -> tuple[float, ViewMod
           "view; no target of its own)")
     del older_model
     return first, model, tmp
+
+
+_CONVERT = """
+import resource, sys
+from neurontrace.cli import main
+rc = main(["convert", *sys.argv[1:]])
+print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6:.0f} MB", file=sys.stderr)
+sys.exit(rc)
+"""
+
+
+def _cli_convert(source: Path, ds: Path) -> None:
+    """``neurontrace convert SOURCE -o DS --dataset`` in a process of its own, as a user runs it (the bound on
+    the rank's events lifted, so that the index is stored whatever its size); its stderr lines are printed
+    (the index stored, its time) with the process's peak RSS. bench/convert_viewer_index.py measures what
+    storing the index adds to the convert against a convert without it."""
+    import subprocess
+    import sys
+
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _CONVERT, str(source), "-o", str(ds), "--dataset",
+                           "--viewer-index-max-events", str(1 << 62)], capture_output=True, text=True, check=True)
+    print(f"\nneurontrace convert {source.name} --dataset: {time.perf_counter() - t0:.1f} s wall")
+    for line in done.stderr.splitlines():
+        print(f"  {line}")
 
 
 def run_pair(trace: Trace, args: argparse.Namespace) -> tuple[float, float, float, int]:

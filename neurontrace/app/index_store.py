@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from neurontrace.app import lod
-from neurontrace.app.tracks import Group, Track, TrackIndex
+from neurontrace.app.tracks import Group, Track, TrackIndex, build
 from neurontrace.trace import Trace
 
 VERSION = 1
@@ -140,8 +140,8 @@ def store_for(trace: Trace, dataset_dir: str | Path, partition: str) -> Path:
     """Build the index of ``trace`` (one partition of a dataset being written) and store it beside its parts:
     what ``convert`` calls so that the first ``view`` of the dataset opens without building it."""
     from neurontrace.app.model import MARKER_CATEGORIES
-    from neurontrace.app.tracks import build
 
     index = build(trace)
     lod.prepare(index, markers=MARKER_CATEGORIES)
     return save(index, location(dataset_dir, partition), key(trace))
+

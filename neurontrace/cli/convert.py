@@ -16,7 +16,9 @@ class ConvertCommand(common.Command):
     directory of traces (one file per rank) becomes a hive-partitioned dataset instead,
     DATASET/<table>/rank=<r>/part-0.parquet, written one rank at a time (neurontrace.open_dataset reads
     it lazily; docs/scale.md). ``--dataset`` streams one trace of any size (a Kineto JSON, plain or gz)
-    into such a dataset in bounded memory, as time-ordered parts of about --part-mb MB each.
+    into such a dataset in bounded memory, as time-ordered parts of about --part-mb MB each. A dataset of one
+    rank then gets the viewer's index stored beside its parts (read back from them), so its first ``view``
+    opens without building it (docs/viewer.md); --no-viewer-index skips that.
     """
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -31,6 +33,12 @@ class ConvertCommand(common.Command):
         parser.add_argument("--part-mb", type=_positive_mb, default=128.0, metavar="MB",
                             help="with --dataset: raw event columns per part (default 128; memory peaks at a "
                                  "few times this)")
+        parser.add_argument("--no-viewer-index", action="store_true",
+                            help="do not store the viewer's index beside a dataset's parts (the first "
+                                 "`neurontrace view DATASET` then builds it)")
+        parser.add_argument("--viewer-index-max-events", type=common.positive_int, metavar="N",
+                            help="store the viewer's index of a rank of at most N events (default: what builds "
+                                 "within 2 GB, docs/viewer.md); the first view builds a bigger rank's")
         parser.add_argument("--scheduler", metavar="ADDRESS",
                             help="convert a directory of ranks on an existing Dask cluster (paths readable by "
                                  "its workers)")
@@ -75,8 +83,28 @@ def _stream(args: argparse.Namespace, out: Path) -> int:
     common.out(f"wrote dataset {path}/ (1 rank, {len(entries)} time-ordered parts, {events} events)")
     for w in acct.warnings:
         common.out(f"  warning: {w}")
+    _viewer_index(path, args)
     common.out(f"next: neurontrace diagnose {path}")
     return errors.EXIT_OK
+
+
+def _viewer_index(path: Path, args: argparse.Namespace) -> None:
+    """Store the viewer's index of the dataset just written (app/index_convert.py), or say why not."""
+    if args.no_viewer_index:
+        return
+    import time
+
+    from neurontrace.app import index_convert
+
+    common.note(f"storing the viewer's index of {path} (--no-viewer-index skips it) ...")
+    t0 = time.perf_counter()
+    with common.progress_bar() as progress:
+        where, line = index_convert.store_dataset(path, max_events=args.viewer_index_max_events,
+                                                   progress=progress)
+    if where is None:
+        common.note(f"neurontrace convert: note: viewer index not stored: {line}")
+    else:
+        common.note(f"{line} ({time.perf_counter() - t0:.1f} s)")
 
 
 def _positive_mb(text: str) -> float:
@@ -113,6 +141,7 @@ def _convert_dataset(args: argparse.Namespace, out: Path) -> int:
             common.out(f"  warning: {w}")
     for f in failures:
         common.note(f"neurontrace convert: warning: {f.warning()}")
+    _viewer_index(path, args)
     common.out(f"next: python -c \"import neurontrace; print(neurontrace.open_dataset('{path}').ranks)\"")
     return errors.EXIT_PARTIAL if failures else errors.EXIT_OK
 
