@@ -22,17 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from neurontrace import _replace
+from neurontrace.app.index_store import DIRECTORY as INDEX_DIR
 from neurontrace.cli import main
 
 STEPS = ("rename", "replace", "unlink", "rmdir", "mkdir")
 
 
 def tree(p: Path) -> dict[str, str] | None:
-    """Every file under ``p`` with its content's digest (None: no output there)."""
+    """Every file under ``p`` with its content's digest (None: no output there), but the viewer's index: a
+    cache stored after the swap, which the viewer uses only when its key matches the tables and otherwise
+    builds again (tests/test_app_index_store.py), so a kill while it is written loses nothing."""
     if not p.is_dir():
         return None
     return {str(f.relative_to(p)): hashlib.sha1(f.read_bytes()).hexdigest()
-            for f in sorted(p.rglob("*")) if f.is_file()}
+            for f in sorted(p.rglob("*")) if f.is_file() and f.relative_to(p).parts[0] != INDEX_DIR}
 
 
 def convert(src: str, out: Path, kill_at: int) -> tuple[int, int]:
