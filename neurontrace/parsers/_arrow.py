@@ -7,11 +7,25 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from neurontrace.columns import encoded, flat
+from neurontrace.parsers._pool import POOL, pc
 
-__all__ = ["codes", "constant", "dictionary", "flat", "lookup", "map_unique", "min_by_key", "pair_codes"]
+__all__ = ["codes", "constant", "dictionary", "encoded", "flat", "lookup", "map_unique", "min_by_key",
+           "pair_codes"]
+
+
+def flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One array (a single chunk is not copied): ``neurontrace.columns.flat`` on the parse's pool."""
+    if not isinstance(col, pa.ChunkedArray):
+        return col
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks(memory_pool=POOL)
+
+
+def encoded(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The column as one dictionary array: ``neurontrace.columns.encoded`` on the parse's pool."""
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)  # one dictionary for every chunk
+    return flat(col)
 
 
 def dictionary(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -56,7 +70,8 @@ def _filled(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     if missing.any():
         at = pc.index(distinct, "").as_py()
         if at < 0:
-            distinct, at = pa.concat_arrays([distinct, pa.array([""], distinct.type)]), len(distinct)
+            distinct = pa.concat_arrays([distinct, pa.array([""], distinct.type)], memory_pool=POOL)
+            at = len(distinct) - 1
         idx[missing] = at
     return idx, distinct
 
@@ -65,10 +80,11 @@ def constant(value: Any, n: int, typ: pa.DataType) -> pa.Array:
     """``value`` on ``n`` rows, without a list of ``n`` Python objects: a text as a one-entry dictionary (4 bytes a
     row, where a plain string column costs its length again on every row), None as nulls."""
     if value is None:
-        return pa.nulls(n, typ)
+        return pa.nulls(n, typ, memory_pool=POOL)
     if pa.types.is_dictionary(typ):
-        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], typ.value_type))
-    return pa.array(np.full(n, value), typ)
+        zeros = pa.array(np.zeros(n, np.int32), memory_pool=POOL)
+        return pa.DictionaryArray.from_arrays(zeros, pa.array([value], typ.value_type))
+    return pa.array(np.full(n, value), typ, memory_pool=POOL)
 
 
 def map_unique(values: pa.Array | pa.ChunkedArray, fn: Callable[[Any], Any], typ: pa.DataType, *,
@@ -76,7 +92,7 @@ def map_unique(values: pa.Array | pa.ChunkedArray, fn: Callable[[Any], Any], typ
     """Apply ``fn`` to each distinct value (few) and spread the results over all rows; ``null_as_empty``: null
     rows read as "" (``map_unique(pc.fill_null(values, ""), ...)`` without filling the column)."""
     idx, distinct = _filled(values) if null_as_empty else dictionary(values)
-    return pc.take(pa.array([fn(v) for v in distinct.to_pylist()], typ), pa.array(idx))
+    return pc.take(pa.array([fn(v) for v in distinct.to_pylist()], typ), pa.array(idx, memory_pool=POOL))
 
 
 def valid_utf8(col: pa.Array | pa.ChunkedArray) -> tuple[pa.Array | pa.ChunkedArray, int]:
@@ -89,10 +105,10 @@ def valid_utf8(col: pa.Array | pa.ChunkedArray) -> tuple[pa.Array | pa.ChunkedAr
             chunk.validate(full=True)
             out.append(chunk)
         except pa.ArrowInvalid:
-            cells: list[bytes | None] = chunk.cast(pa.binary()).to_pylist()
+            cells: list[bytes | None] = pc.cast(chunk, pa.binary()).to_pylist()
             fixed = [None if c is None else c.decode("utf-8", "replace") for c in cells]
             bad += sum(c is not None and c.decode("utf-8", "replace").encode() != c for c in cells)
-            out.append(pa.array(fixed, chunk.type))
+            out.append(pa.array(fixed, chunk.type, memory_pool=POOL))
     if not bad:
         return col, 0
     return (pa.chunked_array(out, col.type) if isinstance(col, pa.ChunkedArray) else out[0]), bad

@@ -26,12 +26,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from neurontrace import schema
-from neurontrace.columns import encoded
 from neurontrace.errors import MalformedTraceError, TraceWarning, TruncatedTraceWarning
 from neurontrace.load import Probe
+from neurontrace.parsers._pool import POOL, pc
 from neurontrace.progress import Progress, no_progress
 from neurontrace.run_record import read_run_record
 from neurontrace.schema import COUNTERS
@@ -39,7 +38,7 @@ from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, m
 
 from . import _kineto_chunks, _kineto_json
 from . import _kineto_host_only as host_only
-from ._arrow import codes, constant, flat, lookup, map_unique, min_by_key, pair_codes, valid_utf8
+from ._arrow import codes, constant, encoded, flat, lookup, map_unique, min_by_key, pair_codes, valid_utf8
 from ._kineto_chunks import CHUNK_BYTES, EventChunk, TraceEnd
 from ._kineto_frames import link_frames
 from ._kineto_memory import MEMORY_FIELDS, memory_counters
@@ -108,7 +107,7 @@ def _bounded_names(ev: pa.Table) -> tuple[pa.Table, int]:
     if not n:
         return ev, 0
     cut = pc.binary_join_element_wise(pc.utf8_slice_codeunits(col, 0, MAX_NAME_CHARS - 1), pa.scalar("…"), "")
-    named = pc.if_else(too_long, cut, col).cast(col.type)
+    named = pc.cast(pc.if_else(too_long, cut, col), col.type)
     return ev.set_column(ev.schema.get_field_index("name"), "name", named), n
 
 
@@ -214,7 +213,7 @@ def normalize(
 
     mem_device = _memory_device_column(memory_events, backend)
     counters = pa.concat_tables([conform(memory_counters(memory_events, mem_device, host, rank), COUNTERS),
-                                 conform(_counter_events(counter_events, host, rank), COUNTERS)])
+                                 conform(_counter_events(counter_events, host, rank), COUNTERS)], memory_pool=POOL)
     # The memory instants are kept as counters (the accounting's table) and, one row each, as memory_events.
     mem_table = _memory_events(memory_events, sys_table, mem_device, rank, acct)
     acct.keep("counters", memory_events.num_rows + counter_events.num_rows)
@@ -305,7 +304,7 @@ def _in_file_order(pieces: list[pa.Table]) -> pa.Table:
     full = [p for p in pieces if p.num_rows]
     if len(full) <= 1:
         return full[0] if full else pieces[0]
-    return pa.concat_tables(full).sort_by("index")
+    return pa.concat_tables(full, memory_pool=POOL).sort_by("index")
 
 
 def _rows(t: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
@@ -313,11 +312,12 @@ def _rows(t: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
     n = _count(mask)
     if n == t.num_rows:
         return t
-    return t.slice(0, 0) if n == 0 else t.filter(mask)
+    return t.slice(0, 0) if n == 0 else pc.filter(t, mask)
 
 
 def _count(mask: pa.Array | pa.ChunkedArray) -> int:
-    return int(pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0)
+    """True cells of a boolean mask (nulls are not): Arrow sums booleans as counts, no int64 copy."""
+    return int(pc.sum(mask).as_py() or 0)
 
 
 _INT32 = range(-(2**31), 2**31)  # the schema's rank column is int32
@@ -443,7 +443,7 @@ def _system_table(t: pa.Table, names: dict[str, Any], host: str | None, rank: in
     cat = pc.if_else(pc.and_(instant, pc.equal(cat, "other")), "annotation", cat)
     cols["category"] = cat
     cols["track"] = _tracks(t, names, "thread")
-    cols["device"] = pa.nulls(t.num_rows, pa.string())
+    cols["device"] = pa.nulls(t.num_rows, pa.string(), memory_pool=POOL)
     return pa.table(cols)
 
 
@@ -453,7 +453,7 @@ def _device_table(t: pa.Table, names: dict[str, Any], host: str | None, rank: in
     collective = map_unique(t["name"], lambda n: bool(_COLLECTIVE.search(n)), pa.bool_(), null_as_empty=True)
     cat = pc.if_else(pc.and_(collective, pc.is_in(cat, pa.array(["compute", "other"]))), "collective", cat)
     cols["category"] = cat
-    index = pc.coalesce(t["device"], t["pid"].cast(pa.string()))
+    index = pc.coalesce(t["device"], pc.cast(t["pid"], pa.string()))
     cols["device"] = map_unique(pc.fill_null(index, "?"), lambda d: f"{backend}:{d}", pa.string())
     cols["track"] = _tracks(t, names, "stream")
     is_copy = pc.is_in(cat, pa.array(["memcpy", "memset"]))
@@ -480,7 +480,7 @@ def _tracks(t: pa.Table, names: dict[str, Any], default: str) -> pa.Array:
     # A dictionary array straight away (the schema's type): the labels are not copied to every row and
     # hashed back. Its dictionary lists them in order of first appearance, as dictionary_encode would.
     if not len(code):
-        return pa.array([], pa.string())
+        return pa.array([], pa.string(), memory_pool=POOL)
     labels = [label(p, t) for p, t in pairs]
     distinct = {v: i for i, v in enumerate(dict.fromkeys(labels))}
     row_label = np.asarray([distinct[v] for v in labels], dtype=np.int64)[code]
@@ -489,7 +489,8 @@ def _tracks(t: pa.Table, names: dict[str, Any], default: str) -> pa.Array:
     remap = np.zeros(len(distinct), dtype=np.int32)
     remap[order] = np.arange(len(order), dtype=np.int32)
     values = np.asarray(list(distinct), dtype=object)[order]
-    return pa.DictionaryArray.from_arrays(pa.array(remap[row_label], pa.int32()), pa.array(values, pa.string()))
+    indices = pa.array(remap[row_label], pa.int32(), memory_pool=POOL)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(values, pa.string()))
 
 
 def _memory_device_column(t: pa.Table, backend: str) -> pa.Array:
@@ -525,17 +526,17 @@ def _counter_events(t: pa.Table, host: str | None, rank: int | None) -> pa.Table
                 rows[col].append(val)
     n = len(rows["ts_ns"])
     return pa.table({
-        "ts_ns": pa.array(rows["ts_ns"], pa.int64()),
-        "name": pa.array(rows["name"], pa.string()),
-        "field": pa.array(rows["field"], pa.string()),
-        "value": pa.array(rows["value"], pa.float64()),
-        "unit": pa.nulls(n, pa.string()),
+        "ts_ns": pa.array(rows["ts_ns"], pa.int64(), memory_pool=POOL),
+        "name": pa.array(rows["name"], pa.string(), memory_pool=POOL),
+        "field": pa.array(rows["field"], pa.string(), memory_pool=POOL),
+        "value": pa.array(rows["value"], pa.float64(), memory_pool=POOL),
+        "unit": pa.nulls(n, pa.string(), memory_pool=POOL),
         "host": constant(host, n, pa.string()),
         "rank": constant(rank, n, pa.int32()),
-        "pid": pa.array(rows["pid"], pa.string()),
-        "tid": pa.array(rows["tid"], pa.string()),
-        "device": pa.nulls(n, pa.string()),
-        "args": pa.array(rows["args"], pa.string()),
+        "pid": pa.array(rows["pid"], pa.string(), memory_pool=POOL),
+        "tid": pa.array(rows["tid"], pa.string(), memory_pool=POOL),
+        "device": pa.nulls(n, pa.string(), memory_pool=POOL),
+        "args": pa.array(rows["args"], pa.string(), memory_pool=POOL),
     })
 
 
@@ -553,7 +554,7 @@ def _flows(markers: pa.Table, system: pa.Table, device: pa.Table, rank: int | No
     is_src = pc.equal(markers["ph"], "s").to_numpy(zero_copy_only=False)
     index = markers["index"].to_numpy()
     events = pa.concat_tables([system.select(["event_id", "pid", "tid", "ts_ns"]),
-                               device.select(["event_id", "pid", "tid", "ts_ns"])])
+                               device.select(["event_id", "pid", "tid", "ts_ns"])], memory_pool=POOL)
     bound = _bind(markers, index, events)
     launch = pc.is_in(cat, pa.array(sorted(LAUNCH_FLOWS))).to_numpy(zero_copy_only=False) & (bound < 0)
     if launch.any():
@@ -570,7 +571,7 @@ def _flows(markers: pa.Table, system: pa.Table, device: pa.Table, rank: int | No
     first = np.where((src >= 0) & ((dst < 0) | (src < dst)), src, dst)
     order = np.argsort(first, kind="stable")
     src, dst, first = src[order], dst[order], first[order]
-    at = markers.take(pa.array(first))
+    at = pc.take(markers, pa.array(first, memory_pool=POOL))
     ts = markers["ts_ns"].to_numpy()
     return pa.table({
         "flow_id": at["flow_id"],
@@ -597,7 +598,7 @@ def _row_of(key: np.ndarray, mask: np.ndarray, wanted: np.ndarray) -> np.ndarray
 def _at(values: np.ndarray, rows: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     """values[rows], null where a row is -1 (or not valid)."""
     ok = rows >= 0 if valid is None else (rows >= 0) & valid
-    return pa.array(values[np.maximum(rows, 0)], mask=~ok)
+    return pa.array(values[np.maximum(rows, 0)], mask=~ok, memory_pool=POOL)
 
 
 def _flow_kind(cat: str) -> str:
@@ -620,7 +621,8 @@ def _bind(markers: pa.Table, index: np.ndarray, events: pa.Table) -> np.ndarray:
     n_ev = events.num_rows
     if n_ev == 0:
         return np.full(len(index), -1, dtype=np.int64)
-    place, places = pair_codes(*(pa.concat_arrays([encoded(events[c]), encoded(markers[c])]) for c in ("pid", "tid")))
+    place, places = pair_codes(*(pa.concat_arrays([encoded(events[c]), encoded(markers[c])], memory_pool=POOL)
+                                 for c in ("pid", "tid")))
     # One sortable int64 per (place, time): time offsets when they fit beside the place, else ranks.
     ts = np.r_[events["ts_ns"].to_numpy(), markers["ts_ns"].to_numpy()]
     span = int(ts.max()) - int(ts.min()) + 1
@@ -644,7 +646,7 @@ def _bind(markers: pa.Table, index: np.ndarray, events: pa.Table) -> np.ndarray:
 
 def _first_with(events: pa.Table, corr: np.ndarray) -> np.ndarray:
     """Smallest event id carrying each correlation id; -1 where none does."""
-    t = events.select(["event_id", "correlation"]).filter(pc.is_valid(events["correlation"]))
+    t = pc.filter(events.select(["event_id", "correlation"]), pc.is_valid(events["correlation"]))
     if t.num_rows == 0:
         return np.full(len(corr), -1)
     keys, ids = min_by_key(t["correlation"].to_numpy(), t["event_id"].to_numpy())
