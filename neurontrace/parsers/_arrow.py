@@ -11,7 +11,7 @@ import pyarrow as pa
 from neurontrace.parsers._pool import POOL, pc
 
 __all__ = ["codes", "constant", "dictionary", "encoded", "flat", "lookup", "map_unique", "min_by_key",
-           "pair_codes"]
+           "pair_codes", "pair_index"]
 
 
 def flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -44,6 +44,19 @@ def pair_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> 
     Cheaper than joining the two into one string column and hashing that: each column is
     hashed once and the pairs are numbered in numpy.
     """
+    code, uniq, nb, da, db = _pairs(a, b)
+    va, vb = da.to_pylist(), db.to_pylist()
+    return code, [(va[u // nb], vb[u % nb]) for u in uniq.tolist()]
+
+
+def pair_index(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The codes of :func:`pair_codes` alone (no list of the pairs: a flow's (category, id) pairs are
+    nearly as many as its markers)."""
+    return _pairs(a, b)[0]
+
+
+def _pairs(a: pa.Array | pa.ChunkedArray,
+           b: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, int, pa.Array, pa.Array]:
     ca, da = _filled(a)
     cb, db = _filled(b)
     nb = max(len(db), 1)
@@ -58,8 +71,7 @@ def pair_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> 
         code = lut[pair]
     else:
         uniq, code = np.unique(pair, return_inverse=True)
-    va, vb = da.to_pylist(), db.to_pylist()
-    return code.reshape(-1), [(va[u // nb], vb[u % nb]) for u in uniq.tolist()]
+    return code.reshape(-1), uniq, nb, da, db
 
 
 def _filled(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:

@@ -136,8 +136,10 @@ def _enclosing(t: pa.Table, system: pa.Table, category: str) -> np.ndarray:
     """Row in ``system`` of the outermost (``framework_op``) or innermost (other categories) event of
     ``category`` on the same thread enclosing each instant (-1: none)."""
     out = np.full(t.num_rows, -1, dtype=np.int64)
+    if not t.num_rows:  # most traces have no memory instants: the system table is not scanned for them
+        return out
     op_rows = np.flatnonzero(isin(system["category"], (category,)))
-    if not t.num_rows or not len(op_rows):
+    if not len(op_rows):
         return out
     # Threads as numbers: the pairs of each table numbered on their own (the system table's from its
     # dictionaries), then the instants' pairs mapped onto the events' (few distinct): no string copied per row.

@@ -38,7 +38,17 @@ from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, m
 
 from . import _kineto_chunks, _kineto_json
 from . import _kineto_host_only as host_only
-from ._arrow import codes, constant, encoded, flat, lookup, map_unique, min_by_key, pair_codes, valid_utf8
+from ._arrow import (
+    constant,
+    encoded,
+    flat,
+    lookup,
+    map_unique,
+    min_by_key,
+    pair_codes,
+    pair_index,
+    valid_utf8,
+)
 from ._kineto_chunks import CHUNK_BYTES, EventChunk, TraceEnd
 from ._kineto_frames import link_frames
 from ._kineto_memory import MEMORY_FIELDS, memory_counters
@@ -562,7 +572,7 @@ def _flows(markers: pa.Table, system: pa.Table, device: pa.Table, rank: int | No
         corr_np = pc.fill_null(corr, -1).to_numpy()
         bound = np.where(launch & is_src, _first_with(system, corr_np), bound)
         bound = np.where(launch & ~is_src, _first_with(device, corr_np), bound)
-    pair = codes(pc.binary_join_element_wise(cat, flow_id, "\x1f"))
+    pair = pair_index(cat, flow_id)  # a number per (category, id): no joined string per marker
     # One flow per (pair, n): the n-th start and the n-th end of a pair. Markers are in file order,
     # so a flow's first marker row orders the flows as the file does.
     key = pair * (len(index) + 1) + _ordinal(pair * 2 + is_src)
