@@ -18,7 +18,11 @@ def flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     """One array (a single chunk is not copied): ``neurontrace.columns.flat`` on the parse's pool."""
     if not isinstance(col, pa.ChunkedArray):
         return col
-    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks(memory_pool=POOL)
+    if col.num_chunks == 1:
+        return col.chunk(0)
+    if not col.num_chunks:
+        return pa.array([], col.type)
+    return pa.concat_arrays(col.chunks, memory_pool=POOL)  # combine_chunks of a dictionary column ignores the pool
 
 
 def encoded(col: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -222,8 +222,9 @@ def normalize(
         sys_table, activity = host_only.unrecorded_device(sys_table, backend)
 
     mem_device = _memory_device_column(memory_events, backend)
-    counters = pa.concat_tables([conform(memory_counters(memory_events, mem_device, host, rank), COUNTERS),
-                                 conform(_counter_events(counter_events, host, rank), COUNTERS)], memory_pool=POOL)
+    counters = pa.concat_tables([conform(_typed(t, COUNTERS), COUNTERS) for t in (
+        memory_counters(memory_events, mem_device, host, rank), _counter_events(counter_events, host, rank))],
+        memory_pool=POOL)
     # The memory instants are kept as counters (the accounting's table) and, one row each, as memory_events.
     mem_table = _memory_events(memory_events, sys_table, mem_device, rank, acct)
     acct.keep("counters", memory_events.num_rows + counter_events.num_rows)
@@ -257,14 +258,31 @@ def normalize(
     facts.update({f"kineto.{k}": v for k, v in top.items()})
     progress("normalize", 4, 4)
     return with_normalized(Trace(
-        system_events=sys_table,
-        device_events=dev_table,
-        flows=flows,
+        system_events=_typed(sys_table, schema.SYSTEM_EVENTS),
+        device_events=_typed(dev_table, schema.DEVICE_EVENTS),
+        flows=_typed(flows, schema.FLOWS),
         counters=counters,
-        memory_events=mem_table,
+        memory_events=_typed(mem_table, schema.MEMORY_EVENTS),
         frames=frames,
         metadata=metadata_table(facts, source=source, rank=rank),
     ))
+
+
+def _typed(t: pa.Table | None, spec: schema.TableSpec) -> pa.Table | None:
+    """``t`` with each column of another type than the schema's cast to it here, on the parse's pool
+    (``Trace`` conforms its tables on Arrow's default pool; the casts left for it are then none)."""
+    if t is None:
+        return None
+    types = {c.name: c.type for c in spec.columns}
+    for i, name in enumerate(t.column_names):
+        want = types.get(name)
+        col = t.column(i)
+        if want is None or col.type == want:
+            continue
+        if pa.types.is_dictionary(want) and col.type == want.value_type:
+            col = pc.dictionary_encode(col)  # Arrow's cast to a dictionary ignores the pool it is given
+        t = t.set_column(i, name, col if col.type == want else pc.cast(col, want))
+    return t
 
 
 _EVENT_COLUMNS = [c for c in _kineto_json.COLUMNS if not c.startswith("mem_") and c not in ("label", "labels")]
