@@ -2,8 +2,8 @@
 
 The scanner's column buffers come from the C heap (malloc). Arrow's default pool (mimalloc in the wheels)
 is a second heap beside it that keeps what the parse frees for later reuse: on the corpus linear_kineto
-trace (21 MB) the normalizer's 31 MB of short-lived Arrow allocations left peak RSS growth at 2.72x the
-JSON, against 1.90x with every allocation on the one C heap (``bench/parse_speed.py``). So the parse
+trace (21 MB) the normalizer's 31 MB of short-lived Arrow allocations left peak RSS growth at 2.73x the
+JSON, against 1.83x with them on the one C heap (``bench/parse_speed.py --versus``). So the parse
 passes :data:`POOL`, the system allocator, to each Arrow call it makes, explicitly: the process's default
 pool, which the caller's own Arrow work uses, is never changed. A process that names its pool with
 ``ARROW_DEFAULT_MEMORY_POOL`` keeps it for the parse too.
