@@ -7,11 +7,29 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from neurontrace.columns import encoded, flat
+from neurontrace.parsers._pool import POOL, pc
 
-__all__ = ["codes", "constant", "dictionary", "flat", "lookup", "map_unique", "min_by_key", "pair_codes"]
+__all__ = ["codes", "constant", "dictionary", "encoded", "flat", "lookup", "map_unique", "min_by_key",
+           "pair_codes", "pair_index"]
+
+
+def flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One array (a single chunk is not copied): ``neurontrace.columns.flat`` on the parse's pool."""
+    if not isinstance(col, pa.ChunkedArray):
+        return col
+    if col.num_chunks == 1:
+        return col.chunk(0)
+    if not col.num_chunks:
+        return pa.array([], col.type)
+    return pa.concat_arrays(col.chunks, memory_pool=POOL)  # combine_chunks of a dictionary column ignores the pool
+
+
+def encoded(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The column as one dictionary array: ``neurontrace.columns.encoded`` on the parse's pool."""
+    if not pa.types.is_dictionary(col.type):
+        col = pc.dictionary_encode(col)  # one dictionary for every chunk
+    return flat(col)
 
 
 def dictionary(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -30,6 +48,19 @@ def pair_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> 
     Cheaper than joining the two into one string column and hashing that: each column is
     hashed once and the pairs are numbered in numpy.
     """
+    code, uniq, nb, da, db = _pairs(a, b)
+    va, vb = da.to_pylist(), db.to_pylist()
+    return code, [(va[u // nb], vb[u % nb]) for u in uniq.tolist()]
+
+
+def pair_index(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The codes of :func:`pair_codes` alone (no list of the pairs: a flow's (category, id) pairs are
+    nearly as many as its markers)."""
+    return _pairs(a, b)[0]
+
+
+def _pairs(a: pa.Array | pa.ChunkedArray,
+           b: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, int, pa.Array, pa.Array]:
     ca, da = _filled(a)
     cb, db = _filled(b)
     nb = max(len(db), 1)
@@ -44,8 +75,7 @@ def pair_codes(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> 
         code = lut[pair]
     else:
         uniq, code = np.unique(pair, return_inverse=True)
-    va, vb = da.to_pylist(), db.to_pylist()
-    return code.reshape(-1), [(va[u // nb], vb[u % nb]) for u in uniq.tolist()]
+    return code.reshape(-1), uniq, nb, da, db
 
 
 def _filled(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
@@ -56,7 +86,8 @@ def _filled(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
     if missing.any():
         at = pc.index(distinct, "").as_py()
         if at < 0:
-            distinct, at = pa.concat_arrays([distinct, pa.array([""], distinct.type)]), len(distinct)
+            distinct = pa.concat_arrays([distinct, pa.array([""], distinct.type)], memory_pool=POOL)
+            at = len(distinct) - 1
         idx[missing] = at
     return idx, distinct
 
@@ -65,10 +96,11 @@ def constant(value: Any, n: int, typ: pa.DataType) -> pa.Array:
     """``value`` on ``n`` rows, without a list of ``n`` Python objects: a text as a one-entry dictionary (4 bytes a
     row, where a plain string column costs its length again on every row), None as nulls."""
     if value is None:
-        return pa.nulls(n, typ)
+        return pa.nulls(n, typ, memory_pool=POOL)
     if pa.types.is_dictionary(typ):
-        return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], typ.value_type))
-    return pa.array(np.full(n, value), typ)
+        zeros = pa.array(np.zeros(n, np.int32), memory_pool=POOL)
+        return pa.DictionaryArray.from_arrays(zeros, pa.array([value], typ.value_type))
+    return pa.array(np.full(n, value), typ, memory_pool=POOL)
 
 
 def map_unique(values: pa.Array | pa.ChunkedArray, fn: Callable[[Any], Any], typ: pa.DataType, *,
@@ -76,7 +108,7 @@ def map_unique(values: pa.Array | pa.ChunkedArray, fn: Callable[[Any], Any], typ
     """Apply ``fn`` to each distinct value (few) and spread the results over all rows; ``null_as_empty``: null
     rows read as "" (``map_unique(pc.fill_null(values, ""), ...)`` without filling the column)."""
     idx, distinct = _filled(values) if null_as_empty else dictionary(values)
-    return pc.take(pa.array([fn(v) for v in distinct.to_pylist()], typ), pa.array(idx))
+    return pc.take(pa.array([fn(v) for v in distinct.to_pylist()], typ), pa.array(idx, memory_pool=POOL))
 
 
 def valid_utf8(col: pa.Array | pa.ChunkedArray) -> tuple[pa.Array | pa.ChunkedArray, int]:
@@ -89,10 +121,10 @@ def valid_utf8(col: pa.Array | pa.ChunkedArray) -> tuple[pa.Array | pa.ChunkedAr
             chunk.validate(full=True)
             out.append(chunk)
         except pa.ArrowInvalid:
-            cells: list[bytes | None] = chunk.cast(pa.binary()).to_pylist()
+            cells: list[bytes | None] = pc.cast(chunk, pa.binary()).to_pylist()
             fixed = [None if c is None else c.decode("utf-8", "replace") for c in cells]
             bad += sum(c is not None and c.decode("utf-8", "replace").encode() != c for c in cells)
-            out.append(pa.array(fixed, chunk.type))
+            out.append(pa.array(fixed, chunk.type, memory_pool=POOL))
     if not bad:
         return col, 0
     return (pa.chunked_array(out, col.type) if isinstance(col, pa.ChunkedArray) else out[0]), bad

@@ -25,10 +25,10 @@ from typing import Any
 
 import msgspec
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from neurontrace._io import ContentReader, existing, read_content
 from neurontrace.errors import TruncatedTraceError
+from neurontrace.parsers._pool import POOL, pc
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import ParseAccounting
 
@@ -57,8 +57,8 @@ class EventChunk:
     def events(self) -> pa.Table:
         if len(self.parts) == 1:
             return self.parts[0]
-        t = pa.concat_tables(self.parts)
-        return t.take(pc.sort_indices(t["index"]))
+        t = pa.concat_tables(self.parts, memory_pool=POOL)
+        return pc.take(t, pc.sort_indices(t["index"]))
 
 
 @dataclass
@@ -118,8 +118,8 @@ def iter_chunks(path: str | Path, *, device_categories: list[str], chunk_bytes: 
     except _DeclinedError as exc:
         reason = str(exc)
     decoded = _reference(p, progress, cats, reason)
-    events = pa.concat_tables(decoded.events or [])
-    events = events.filter(pc.greater_equal(events["index"], rows)) if rows else events
+    events = pa.concat_tables(decoded.events or [], memory_pool=POOL)
+    events = pc.filter(events, pc.greater_equal(events["index"], rows)) if rows else events
     step = max(1, chunk_bytes // 256)  # rows per chunk: about chunk_bytes of columns
     for lo in range(0, events.num_rows, step):
         piece = events.slice(lo, step)
@@ -136,7 +136,7 @@ def decode_file(path: Path, *, progress: Progress = no_progress, device_categori
     try:
         for item in _native(path, chunk_bytes or CHUNK_BYTES, progress, device_categories, salvage=False):
             if isinstance(item, TraceEnd):
-                parts = [pa.concat_tables(p) for p in pieces if p]
+                parts = [pa.concat_tables(p, memory_pool=POOL) for p in pieces if p]
                 return _kineto_json.Decoded(dict(item.top), parts, decoder=item.decoder,
                                             notes=item.notes)
             # Each kind's parts go together (a chunk without host events must not put its device part among
@@ -212,7 +212,8 @@ def _scan(reader: ContentReader, chunk: int, progress: Progress, cats: list[str]
                 break
         if rows > start_rows:
             kinds = [k for k, p in enumerate(pieces) if p]
-            yield EventChunk([pa.concat_tables(pieces[k]) for k in kinds], start_rows, rows - start_rows,
+            yield EventChunk([pa.concat_tables(pieces[k], memory_pool=POOL) for k in kinds], start_rows,
+                             rows - start_rows,
                              reader.delivered, kinds)
         del pieces
         if closed:
@@ -288,4 +289,4 @@ def _cut_off(reader: ContentReader, prefix: bytes, bare: bool, tail: memoryview,
                                   "event; nothing could be salvaged (was the profiler killed during export?)")
     if not salvaged:
         return [end]
-    return [EventChunk([pa.concat_tables(tables)], rows, salvaged, reader.delivered), end]
+    return [EventChunk([pa.concat_tables(tables, memory_pool=POOL)], rows, salvaged, reader.delivered), end]

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from neurontrace.parsers._pool import POOL, pc
 from neurontrace.trace import ParseAccounting
 
 from ._arrow import dictionary, lookup, min_by_key, pair_codes
@@ -34,8 +34,8 @@ def link_frames(system: pa.Table, device: pa.Table, acct: ParseAccounting) -> tu
     if stacks is not None:
         stack_frames, stack_of_row = stacks
         frame_of_row = np.where(frame_of_row >= 0, frame_of_row, stack_of_row)
-        frames = stack_frames if frames is None else pa.concat_tables([frames, stack_frames])
-    system = system.append_column("frame_id", pa.array(frame_of_row, mask=frame_of_row < 0))
+        frames = stack_frames if frames is None else pa.concat_tables([frames, stack_frames], memory_pool=POOL)
+    system = system.append_column("frame_id", pa.array(frame_of_row, mask=frame_of_row < 0, memory_pool=POOL))
     return frames, system, device.append_column("frame_id", _by_external_id(system, device))
 
 
@@ -46,7 +46,7 @@ def _python(system: pa.Table, acct: ParseAccounting) -> tuple[pa.Table | None, n
     py_rows = np.flatnonzero(is_py)
     if not len(py_rows):
         return None, frame_of_row
-    py = system.select(["name", "python_id", "python_parent_id"]).filter(py_mask)  # filter: no index array
+    py = pc.filter(system.select(["name", "python_id", "python_parent_id"]), py_mask)  # filter: no index array
     unnamed = py["name"].null_count
     if unnamed:  # a frame without a name is still a frame (its callees keep their caller chain)
         acct.warnings.append(f"{unnamed} python_function events have no name; kept as frames named "
@@ -65,7 +65,7 @@ def _python(system: pa.Table, acct: ParseAccounting) -> tuple[pa.Table | None, n
 
     # Each other host event: the innermost Python frame on its thread that encloses it.
     start = system["ts_ns"].to_numpy()
-    end = start + system["dur_ns"].fill_null(0).to_numpy()
+    end = start + pc.fill_null(system["dur_ns"], 0).to_numpy()
     thread, _ = pair_codes(system["pid"], system["tid"])  # one code per pid/tid
     pos_of_row = np.full(system.num_rows, -1, dtype=np.int64)  # reused: valid for the current thread
     for code in np.unique(thread[py_rows]):
@@ -116,13 +116,13 @@ def _call_stacks(system: pa.Table, offset: int) -> tuple[pa.Table, np.ndarray] |
     frame_of_row[rows] = np.where(stack_frame >= 0, stack_frame + offset, -1)
     parents = np.asarray(parent_of, dtype=np.int64)
     frames = pa.table({
-        "frame_id": pa.array(np.arange(len(parent_of), dtype=np.int64) + offset),
-        "parent_id": pa.array(parents + offset, mask=parents < 0),
-        "file": pa.array([loc[0] for loc in locations], pa.string()),
-        "line": pa.array([loc[1] for loc in locations], pa.int32()),
-        "function": pa.array([loc[2] for loc in locations], pa.string()),
-        "kind": pa.array(["call_stack"] * len(parent_of), pa.string()),
-        "is_user": pa.array([is_user_file(loc[0]) for loc in locations], pa.bool_()),
+        "frame_id": pa.array(np.arange(len(parent_of), dtype=np.int64) + offset, memory_pool=POOL),
+        "parent_id": pa.array(parents + offset, mask=parents < 0, memory_pool=POOL),
+        "file": pa.array([loc[0] for loc in locations], pa.string(), memory_pool=POOL),
+        "line": pa.array([loc[1] for loc in locations], pa.int32(), memory_pool=POOL),
+        "function": pa.array([loc[2] for loc in locations], pa.string(), memory_pool=POOL),
+        "kind": pa.array(["call_stack"] * len(parent_of), pa.string(), memory_pool=POOL),
+        "is_user": pa.array([is_user_file(loc[0]) for loc in locations], pa.bool_(), memory_pool=POOL),
     })
     return frames, frame_of_row
 
@@ -137,14 +137,14 @@ def _split_location(entry: str) -> tuple[str | None, int | None, str]:
 
 def _by_external_id(system: pa.Table, device: pa.Table) -> pa.Array:
     is_op = pc.fill_null(pc.is_in(system["cat"], _OP_CATEGORIES), False)
-    ops = system.select(["external_id", "external_id_legacy", "frame_id"]).filter(
-        pc.and_(is_op, pc.is_valid(system["frame_id"])))
+    ops = pc.filter(system.select(["external_id", "external_id_legacy", "frame_id"]),
+                    pc.and_(is_op, pc.is_valid(system["frame_id"])))
     ext = pc.coalesce(ops["external_id"], ops["external_id_legacy"])
-    keys = pa.table({"ext": ext, "frame_id": ops["frame_id"]}).filter(pc.is_valid(ext))
+    keys = pc.filter(pa.table({"ext": ext, "frame_id": ops["frame_id"]}), pc.is_valid(ext))
     if keys.num_rows == 0 or device.num_rows == 0:
-        return pa.nulls(device.num_rows, pa.int64())
+        return pa.nulls(device.num_rows, pa.int64(), memory_pool=POOL)
     ext_keys, frame = min_by_key(keys["ext"].to_numpy(), keys["frame_id"].to_numpy())
     dev_ext = pc.coalesce(device["external_id"], device["external_id_legacy"])
     pos, hit = lookup(ext_keys, pc.fill_null(dev_ext, 0).to_numpy())
     hit &= dev_ext.is_valid().to_numpy(zero_copy_only=False)
-    return pa.array(frame[pos], pa.int64(), mask=~hit)
+    return pa.array(frame[pos], pa.int64(), mask=~hit, memory_pool=POOL)

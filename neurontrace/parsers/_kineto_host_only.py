@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from neurontrace.columns import codes
+from neurontrace.parsers._pool import POOL, pc
 
 LOG_KEYS = ("ERROR", "WARNING")
 TO_DEVICE_INPUTS = 8  # aten::to.dtype_layout, the overload Tensor.to(device) calls
@@ -50,21 +50,21 @@ def log_warnings(top: dict[str, Any], source: str) -> list[str]:
 def device_copies(system: pa.Table) -> tuple[pa.Table, int]:
     """``system`` with each host-to-device ``aten::to`` (and the ops nested in it) as ``transfer``; and
     how many ``aten::to`` ops were re-labelled."""
-    name = pc.fill_null(system["name"].cast(pa.string()), "")
-    is_to = pc.and_(pc.equal(name, "aten::to"), pc.equal(system["category"].cast(pa.string()), "framework_op"))
+    name = pc.fill_null(pc.cast(system["name"], pa.string()), "")
+    is_to = pc.and_(pc.equal(name, "aten::to"), pc.equal(pc.cast(system["category"], pa.string()), "framework_op"))
     rows = np.flatnonzero(np.asarray(pc.fill_null(is_to, False).to_numpy(zero_copy_only=False)))
     if not len(rows):
         return system, 0
-    args = system["args"].take(pa.array(rows)).to_pylist()
+    args = pc.take(system["args"], pa.array(rows, memory_pool=POOL)).to_pylist()
     picked = rows[[_inputs(a) == TO_DEVICE_INPUTS for a in args]]
     if not len(picked):
         return system, 0
     ts = np.asarray(system["ts_ns"].to_numpy(), np.int64)
     end = ts + np.asarray(pc.fill_null(system["dur_ns"], 0).to_numpy(), np.int64)
     thread = (codes(system["pid"])[0] + 1) * (1 << 32) + codes(system["tid"])[0]
-    host_op = np.asarray(pc.equal(system["category"].cast(pa.string()), "framework_op")
-                         .fill_null(False).to_numpy(zero_copy_only=False))
-    is_copy = np.asarray(pc.equal(name, "aten::copy_").fill_null(False).to_numpy(zero_copy_only=False))
+    host_op = np.asarray(pc.fill_null(pc.equal(pc.cast(system["category"], pa.string()), "framework_op"), False)
+                         .to_numpy(zero_copy_only=False))
+    is_copy = np.asarray(pc.fill_null(pc.equal(name, "aten::copy_"), False).to_numpy(zero_copy_only=False))
     mark = np.zeros(system.num_rows, bool)
     moved = 0
     for r in picked.tolist():  # few ops: each marks the framework ops of its thread inside its span
@@ -74,9 +74,9 @@ def device_copies(system: pa.Table) -> tuple[pa.Table, int]:
             moved += 1
     if not moved:
         return system, 0
-    category = pc.if_else(pa.array(mark), "transfer", system["category"].cast(pa.string()))
+    category = pc.if_else(pa.array(mark, memory_pool=POOL), "transfer", pc.cast(system["category"], pa.string()))
     i = system.schema.get_field_index("category")
-    return system.set_column(i, system.schema.field(i), category.cast(system.schema.field(i).type)), moved
+    return system.set_column(i, system.schema.field(i), pc.cast(category, system.schema.field(i).type)), moved
 
 
 def _inputs(args: Any) -> int | None:

@@ -37,11 +37,11 @@ from typing import Any
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from neurontrace._io import UTF8_BOM, Data, Snapshot
 from neurontrace._numbers import checked_float
 from neurontrace.errors import MalformedTraceError, TruncatedTraceError
+from neurontrace.parsers._pool import POOL, pc
 from neurontrace.progress import Progress, no_progress
 
 from . import _kineto_native
@@ -205,7 +205,7 @@ def _decode(data: Document, *, complete: bool, device_categories: list[str], pro
         done_events += sum(t.num_rows for t in batches)
         done_bytes += len(chunk)
         progress("decode events", done_bytes, len(array))
-    events = pa.concat_tables(tables) if tables else _empty_events()
+    events = pa.concat_tables(tables, memory_pool=POOL) if tables else _empty_events()
     del tables
     if truncated_at is not None and events.num_rows == 0:
         raise TruncatedTraceError(
@@ -499,10 +499,10 @@ def _columns(events: list[_Event], first_index: int, doc: bytes | bytearray) -> 
     n = len(events)
     args_raw = list(map(attrgetter("args"), events))
     cols: dict[str, pa.Array] = {
-        "index": pa.array(np.arange(first_index, first_index + n, dtype=np.int64)),
-        "ph": pa.array(list(map(attrgetter("ph"), events)), pa.string()),
-        "cat": pa.array(list(map(attrgetter("cat"), events)), pa.string()),
-        "name": pa.array(list(map(attrgetter("name"), events)), pa.string()),
+        "index": pa.array(np.arange(first_index, first_index + n, dtype=np.int64), memory_pool=POOL),
+        "ph": pa.array(list(map(attrgetter("ph"), events)), pa.string(), memory_pool=POOL),
+        "cat": pa.array(list(map(attrgetter("cat"), events)), pa.string(), memory_pool=POOL),
+        "name": pa.array(list(map(attrgetter("name"), events)), pa.string(), memory_pool=POOL),
         "pid": _id_strings(list(map(attrgetter("pid"), events))),
         "tid": _id_strings(list(map(attrgetter("tid"), events))),
         "flow_id": _id_strings(list(map(attrgetter("id"), events))) if b'"id"' in doc else _nulls(n),
@@ -523,7 +523,7 @@ def _kinds(cols: dict[str, pa.Array]) -> np.ndarray:
     """Which args struct each event's args are decoded with."""
     kind = np.full(len(cols["ph"]), _OP, dtype=np.int8)
     kind[pc.fill_null(pc.equal(cols["cat"], "python_function"), False).to_numpy(zero_copy_only=False)] = _PYTHON
-    memory = pc.fill_null(pc.is_in(cols["name"], pa.array(["[memory]", "[OutOfMemory]"])), False)
+    memory = pc.fill_null(pc.is_in(cols["name"], pa.array(["[memory]", "[OutOfMemory]"], memory_pool=POOL)), False)
     kind[memory.to_numpy(zero_copy_only=False)] = _MEMORY
     kind[pc.equal(cols["ph"], "M").to_numpy(zero_copy_only=False)] = _META
     return kind
@@ -551,13 +551,13 @@ def _arg_columns(args_raw: list[msgspec.Raw], kind: np.ndarray) -> dict[str, pa.
             else:
                 parts[name].append(_kineto_native.null_array(typ, len(rows)))
     if not order:
-        return {name: pa.nulls(0, typ) for name, typ in _ARG_COLUMNS.items()}
+        return {name: pa.nulls(0, typ, memory_pool=POOL) for name, typ in _ARG_COLUMNS.items()}
     if len(order) == 1:
         return {name: p[0] for name, p in parts.items()}
     position = np.empty(n, dtype=np.int64)
     position[np.concatenate(order)] = np.arange(n)
-    back = pa.array(position)
-    return {name: pa.concat_arrays(p).take(back) for name, p in parts.items()}
+    back = pa.array(position, memory_pool=POOL)
+    return {name: pc.take(pa.concat_arrays(p, memory_pool=POOL), back) for name, p in parts.items()}
 
 
 def _nulls(n: int) -> pa.Array:
@@ -596,7 +596,7 @@ def _empty_events() -> pa.Table:
 def _id_strings(values: list[Any]) -> pa.Array:
     """pids/tids/flow ids are ints or strings in the wild; stored as their text."""
     try:
-        arr = pa.array(values) if values else pa.array([], pa.string())
+        arr = pa.array(values, memory_pool=POOL) if values else pa.array([], pa.string(), memory_pool=POOL)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # ints and strings mixed
         return _texts(values)
     if arr.type == pa.string():
@@ -604,15 +604,15 @@ def _id_strings(values: list[Any]) -> pa.Array:
     if arr.type == pa.null():
         return _nulls(len(values))
     if pa.types.is_integer(arr.type):
-        return arr.cast(pa.string())
+        return pc.cast(arr, pa.string())
     return _texts(values)
 
 
 def _texts(values: list[Any]) -> pa.Array:
     """Each value's str(), None kept as null (builtin str mapped in C where there is no None)."""
     if None not in values:
-        return pa.array(list(map(str, values)), pa.string())
-    return pa.array(list(map(_text_or_none, values)), pa.string())
+        return pa.array(list(map(str, values)), pa.string(), memory_pool=POOL)
+    return pa.array(list(map(_text_or_none, values)), pa.string(), memory_pool=POOL)
 
 
 def _text_or_none(v: object) -> str | None:
@@ -624,7 +624,7 @@ def _raw_strings(raws: list[msgspec.Raw], first_index: int) -> pa.Array:
     each string; an ``args`` that is not an object (or null) is a named error."""
     n = len(raws)
     if not n:
-        return pa.array([], pa.string())
+        return pa.array([], pa.string(), memory_pool=POOL)
     lengths = np.fromiter(map(len, raws), dtype=np.int32, count=n)
     offsets = np.zeros(n + 1, dtype=np.int32)  # a chunk is far below 2 GiB, so int32 offsets hold
     np.cumsum(lengths, out=offsets[1:])
@@ -645,11 +645,11 @@ def _raw_strings(raws: list[msgspec.Raw], first_index: int) -> pa.Array:
 
 def _array(values: list[Any], typ: pa.DataType) -> pa.Array:
     try:
-        return pa.array(values, typ)
+        return pa.array(values, typ, memory_pool=POOL)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         if pa.types.is_string(typ):  # int device/stream ids: their text in one cast, as _coerce's str() writes it
             return _id_strings(values)
-        return pa.array([_coerce(v, typ) for v in values], typ)
+        return pa.array([_coerce(v, typ) for v in values], typ, memory_pool=POOL)
 
 
 def _coerce(v: Any, typ: pa.DataType) -> Any:
@@ -670,9 +670,9 @@ def _coerce(v: Any, typ: pa.DataType) -> Any:
 def _times(values: list[int | float | None]) -> pa.Array | None:
     """µs values to exact int64 ns, or None when floats are too large to be exact."""
     if not values:
-        return pa.array([], pa.int64())
+        return pa.array([], pa.int64(), memory_pool=POOL)
     try:
-        arr = pa.array(values)
+        arr = pa.array(values, memory_pool=POOL)
     except (pa.ArrowInvalid, OverflowError):
         return None
     if arr.type == pa.null():
@@ -686,7 +686,7 @@ def _times(values: list[int | float | None]) -> pa.Array | None:
     valid = ~np.isnan(f)
     if valid.any() and np.abs(f[valid]).max() >= EXACT_FLOAT_US:
         return None
-    return pa.array(us_to_ns(np.where(valid, f, 0.0)), mask=~valid)
+    return pa.array(us_to_ns(np.where(valid, f, 0.0)), mask=~valid, memory_pool=POOL)
 
 
 def us_to_ns(f: np.ndarray) -> np.ndarray:
@@ -702,4 +702,4 @@ def _decimal_ns(values: list[Decimal | None], key: str, first_index: int) -> pa.
             raise MalformedTraceError(
                 f"event {first_index + i}: {key!r} is {values[i]} µs, beyond what int64 nanoseconds hold "
                 "(about ±292 years); the file is damaged")
-    return pa.array(ns, pa.int64())
+    return pa.array(ns, pa.int64(), memory_pool=POOL)

@@ -15,13 +15,13 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from neurontrace.columns import encoded, isin
+from neurontrace.columns import isin
+from neurontrace.parsers._pool import POOL, pc
 from neurontrace.schema import DICT_STRING
 from neurontrace.trace import ParseAccounting
 
-from ._arrow import constant, pair_codes
+from ._arrow import constant, encoded, pair_codes
 
 _INT64_MAX = 2**63 - 1
 # The decoder's columns of a memory instant's counters (the values of its three series).
@@ -65,7 +65,7 @@ def memory_events(t: pa.Table, system: pa.Table, device: pa.Array, rank: int | N
         "bytes": nbytes,
         "total_allocated_bytes": allocated,
         "total_reserved_bytes": reserved,
-        "stream": pa.nulls(n, pa.int64()),
+        "stream": pa.nulls(n, pa.int64(), memory_pool=POOL),
         "op_event_id": _at(system["event_id"], op_row),
         "op": _at(system["name"], op_row),
         "frame_id": _at(system["frame_id"], frame_row),
@@ -75,8 +75,9 @@ def memory_events(t: pa.Table, system: pa.Table, device: pa.Array, rank: int | N
 def _at(col: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
     """``col`` at ``rows``; null where a row is -1."""
     if not len(col):
-        return pa.nulls(len(rows), col.type)
-    return pc.if_else(pa.array(rows < 0), pa.scalar(None, col.type), col.take(pa.array(np.maximum(rows, 0))))
+        return pa.nulls(len(rows), col.type, memory_pool=POOL)
+    at = pc.take(col, pa.array(np.maximum(rows, 0), memory_pool=POOL))
+    return pc.if_else(pa.array(rows < 0, memory_pool=POOL), pa.scalar(None, col.type), at)
 
 
 def _ints(col: pa.ChunkedArray, *, signed: bool) -> tuple[pa.Array, int]:
@@ -87,7 +88,7 @@ def _ints(col: pa.ChunkedArray, *, signed: bool) -> tuple[pa.Array, int]:
     if not signed:
         ok &= v >= 0
     out = np.where(ok, v, 0).astype(np.int64)
-    return pa.array(out, mask=~ok), int((~ok & ~np.isnan(v)).sum())
+    return pa.array(out, mask=~ok, memory_pool=POOL), int((~ok & ~np.isnan(v)).sum())
 
 
 _ADDR = r'"Addr":\s*(?P<addr>\d{1,18})[,}\s]'  # what Kineto writes: a whole number (addresses fit in 18 digits)
@@ -97,18 +98,19 @@ def _addresses(args: pa.ChunkedArray, acct: ParseAccounting) -> pa.Array:
     """``Addr`` of each event's args text: one regular-expression pass in Arrow where every Addr is a plain
     whole number (what Kineto writes), else a decode of the rows' args."""
     if not len(args):
-        return pa.nulls(0, pa.int64())
+        return pa.nulls(0, pa.int64(), memory_pool=POOL)
     parts, plain = [], True
     for chunk in args.chunks if isinstance(args, pa.ChunkedArray) else [args]:
         for at in range(0, len(chunk), _SLICE_ROWS):  # a slice at a time: each step's copies stay small
             text = chunk.slice(at, _SLICE_ROWS)
             found = pc.extract_regex(text, _ADDR)  # null where no match (the struct, not its field, is null)
             matched = pc.fill_null(found.is_valid(), False)
-            mentioned = pc.sum(pc.fill_null(pc.match_substring(text, '"Addr"'), False).cast(pa.int64())).as_py()
-            plain = plain and (pc.sum(matched.cast(pa.int64())).as_py() or 0) == (mentioned or 0)
-            parts.append(pc.if_else(matched, found.field("addr"), pa.scalar(None, pa.string())).cast(pa.int64()))
+            mentioned = pc.sum(pc.match_substring(text, '"Addr"')).as_py()  # booleans sum as counts
+            plain = plain and (pc.sum(matched).as_py() or 0) == (mentioned or 0)
+            addr = pc.if_else(matched, found.field("addr"), pa.scalar(None, pa.string()))
+            parts.append(pc.cast(addr, pa.int64()))
     if plain:  # every Addr is in the plain form
-        return pa.concat_arrays(parts) if parts else pa.nulls(0, pa.int64())
+        return pa.concat_arrays(parts, memory_pool=POOL) if parts else pa.nulls(0, pa.int64(), memory_pool=POOL)
     texts = args.to_pylist()
     doc = b"[" + b",".join((s or "null").encode() for s in texts) + b"]"
     try:
@@ -120,7 +122,7 @@ def _addresses(args: pa.ChunkedArray, acct: ParseAccounting) -> pa.Array:
     bad = sum(1 for a, v in zip(decoded, addr, strict=True) if v is None and a is not None and a.addr is not None)
     if bad:
         acct.warnings.append(f"{bad} memory events have an Addr that is not an address; kept without it")
-    return pa.array([int(a) if a is not None else None for a in addr], pa.int64())
+    return pa.array([int(a) if a is not None else None for a in addr], pa.int64(), memory_pool=POOL)
 
 
 def _one(text: str | None) -> _Args | None:
@@ -134,8 +136,10 @@ def _enclosing(t: pa.Table, system: pa.Table, category: str) -> np.ndarray:
     """Row in ``system`` of the outermost (``framework_op``) or innermost (other categories) event of
     ``category`` on the same thread enclosing each instant (-1: none)."""
     out = np.full(t.num_rows, -1, dtype=np.int64)
+    if not t.num_rows:  # most traces have no memory instants: the system table is not scanned for them
+        return out
     op_rows = np.flatnonzero(isin(system["category"], (category,)))
-    if not t.num_rows or not len(op_rows):
+    if not len(op_rows):
         return out
     # Threads as numbers: the pairs of each table numbered on their own (the system table's from its
     # dictionaries), then the instants' pairs mapped onto the events' (few distinct): no string copied per row.
@@ -201,7 +205,7 @@ def memory_counters(t: pa.Table, device: pa.Array, host: str | None, rank: int |
     for col, field in MEMORY_FIELDS.items():
         has = pc.is_valid(t[col])
         sub = t.select(["ts_ns", "name", "pid", "tid", col, *(["args"] if first else [])])
-        sub = sub if t[col].null_count == 0 else sub.filter(has)
+        sub = sub if t[col].null_count == 0 else pc.filter(sub, has)
         n = sub.num_rows
         parts.append(pa.table({
             "ts_ns": sub["ts_ns"],
@@ -213,11 +217,11 @@ def memory_counters(t: pa.Table, device: pa.Array, host: str | None, rank: int |
             "rank": constant(rank, n, pa.int32()),
             "pid": sub["pid"],
             "tid": sub["tid"],
-            "device": device if n == t.num_rows else device.filter(has),
-            "args": _unexplained(sub["args"]) if first else pa.nulls(n, pa.string()),
+            "device": device if n == t.num_rows else pc.filter(device, has),
+            "args": _unexplained(sub["args"]) if first else pa.nulls(n, pa.string(), memory_pool=POOL),
         }))
         first = False
-    return pa.concat_tables(parts)
+    return pa.concat_tables(parts, memory_pool=POOL)
 
 
 # The args of a memory instant that columns hold: the counters' values and memory_events' addr and device, each a
@@ -240,7 +244,7 @@ def _unexplained(args: pa.ChunkedArray) -> pa.ChunkedArray:
             text = chunk.slice(at, _SLICE_ROWS)
             explained = pc.fill_null(pc.match_substring_regex(text, _ONLY_PAIRS), False)
             if pc.all(explained).as_py():
-                out.append(pa.nulls(len(text), pa.string()))
+                out.append(pa.nulls(len(text), pa.string(), memory_pool=POOL))
                 continue
             out.append(pc.if_else(explained, pa.scalar(None, pa.string()), _cut(text)))
     return pa.chunked_array(out, pa.string())

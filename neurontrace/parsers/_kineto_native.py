@@ -20,6 +20,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from neurontrace.parsers._pool import POOL
 from neurontrace.progress import Progress, no_progress
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def scan(data: Buffer, columns: list[str], device_categories: list[str], progres
         return Scanned(None, {}, "python (native scanner: the document around the list is not valid JSON)")
     if not rows_done:
         return Scanned(None, {}, "python (no events)")
-    return Scanned([pa.concat_tables(c) for c in chunks if c], top, "native")
+    return Scanned([pa.concat_tables(c, memory_pool=POOL) for c in chunks if c], top, "native")
 
 
 def outer(before: bytes, rest: bytes, bare: bool) -> dict[str, msgspec.Raw] | None:

@@ -26,12 +26,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from neurontrace import schema
-from neurontrace.columns import encoded
 from neurontrace.errors import MalformedTraceError, TraceWarning, TruncatedTraceWarning
 from neurontrace.load import Probe
+from neurontrace.parsers._pool import POOL, pc
 from neurontrace.progress import Progress, no_progress
 from neurontrace.run_record import read_run_record
 from neurontrace.schema import COUNTERS
@@ -39,7 +38,17 @@ from neurontrace.trace import ACCOUNTING_KEY, ParseAccounting, Trace, conform, m
 
 from . import _kineto_chunks, _kineto_json
 from . import _kineto_host_only as host_only
-from ._arrow import codes, constant, flat, lookup, map_unique, min_by_key, pair_codes, valid_utf8
+from ._arrow import (
+    constant,
+    encoded,
+    flat,
+    lookup,
+    map_unique,
+    min_by_key,
+    pair_codes,
+    pair_index,
+    valid_utf8,
+)
 from ._kineto_chunks import CHUNK_BYTES, EventChunk, TraceEnd
 from ._kineto_frames import link_frames
 from ._kineto_memory import MEMORY_FIELDS, memory_counters
@@ -108,7 +117,7 @@ def _bounded_names(ev: pa.Table) -> tuple[pa.Table, int]:
     if not n:
         return ev, 0
     cut = pc.binary_join_element_wise(pc.utf8_slice_codeunits(col, 0, MAX_NAME_CHARS - 1), pa.scalar("…"), "")
-    named = pc.if_else(too_long, cut, col).cast(col.type)
+    named = pc.cast(pc.if_else(too_long, cut, col), col.type)
     return ev.set_column(ev.schema.get_field_index("name"), "name", named), n
 
 
@@ -213,8 +222,9 @@ def normalize(
         sys_table, activity = host_only.unrecorded_device(sys_table, backend)
 
     mem_device = _memory_device_column(memory_events, backend)
-    counters = pa.concat_tables([conform(memory_counters(memory_events, mem_device, host, rank), COUNTERS),
-                                 conform(_counter_events(counter_events, host, rank), COUNTERS)])
+    counters = pa.concat_tables([conform(_typed(t, COUNTERS), COUNTERS) for t in (
+        memory_counters(memory_events, mem_device, host, rank), _counter_events(counter_events, host, rank))],
+        memory_pool=POOL)
     # The memory instants are kept as counters (the accounting's table) and, one row each, as memory_events.
     mem_table = _memory_events(memory_events, sys_table, mem_device, rank, acct)
     acct.keep("counters", memory_events.num_rows + counter_events.num_rows)
@@ -248,14 +258,31 @@ def normalize(
     facts.update({f"kineto.{k}": v for k, v in top.items()})
     progress("normalize", 4, 4)
     return with_normalized(Trace(
-        system_events=sys_table,
-        device_events=dev_table,
-        flows=flows,
+        system_events=_typed(sys_table, schema.SYSTEM_EVENTS),
+        device_events=_typed(dev_table, schema.DEVICE_EVENTS),
+        flows=_typed(flows, schema.FLOWS),
         counters=counters,
-        memory_events=mem_table,
+        memory_events=_typed(mem_table, schema.MEMORY_EVENTS),
         frames=frames,
         metadata=metadata_table(facts, source=source, rank=rank),
     ))
+
+
+def _typed(t: pa.Table | None, spec: schema.TableSpec) -> pa.Table | None:
+    """``t`` with each column of another type than the schema's cast to it here, on the parse's pool
+    (``Trace`` conforms its tables on Arrow's default pool; the casts left for it are then none)."""
+    if t is None:
+        return None
+    types = {c.name: c.type for c in spec.columns}
+    for i, name in enumerate(t.column_names):
+        want = types.get(name)
+        col = t.column(i)
+        if want is None or col.type == want:
+            continue
+        if pa.types.is_dictionary(want) and col.type == want.value_type:
+            col = pc.dictionary_encode(col)  # Arrow's cast to a dictionary ignores the pool it is given
+        t = t.set_column(i, name, col if col.type == want else pc.cast(col, want))
+    return t
 
 
 _EVENT_COLUMNS = [c for c in _kineto_json.COLUMNS if not c.startswith("mem_") and c not in ("label", "labels")]
@@ -305,7 +332,7 @@ def _in_file_order(pieces: list[pa.Table]) -> pa.Table:
     full = [p for p in pieces if p.num_rows]
     if len(full) <= 1:
         return full[0] if full else pieces[0]
-    return pa.concat_tables(full).sort_by("index")
+    return pa.concat_tables(full, memory_pool=POOL).sort_by("index")
 
 
 def _rows(t: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
@@ -313,11 +340,12 @@ def _rows(t: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
     n = _count(mask)
     if n == t.num_rows:
         return t
-    return t.slice(0, 0) if n == 0 else t.filter(mask)
+    return t.slice(0, 0) if n == 0 else pc.filter(t, mask)
 
 
 def _count(mask: pa.Array | pa.ChunkedArray) -> int:
-    return int(pc.sum(pc.cast(pc.fill_null(mask, False), pa.int64())).as_py() or 0)
+    """True cells of a boolean mask (nulls are not): Arrow sums booleans as counts, no int64 copy."""
+    return int(pc.sum(mask).as_py() or 0)
 
 
 _INT32 = range(-(2**31), 2**31)  # the schema's rank column is int32
@@ -443,7 +471,7 @@ def _system_table(t: pa.Table, names: dict[str, Any], host: str | None, rank: in
     cat = pc.if_else(pc.and_(instant, pc.equal(cat, "other")), "annotation", cat)
     cols["category"] = cat
     cols["track"] = _tracks(t, names, "thread")
-    cols["device"] = pa.nulls(t.num_rows, pa.string())
+    cols["device"] = pa.nulls(t.num_rows, pa.string(), memory_pool=POOL)
     return pa.table(cols)
 
 
@@ -453,7 +481,7 @@ def _device_table(t: pa.Table, names: dict[str, Any], host: str | None, rank: in
     collective = map_unique(t["name"], lambda n: bool(_COLLECTIVE.search(n)), pa.bool_(), null_as_empty=True)
     cat = pc.if_else(pc.and_(collective, pc.is_in(cat, pa.array(["compute", "other"]))), "collective", cat)
     cols["category"] = cat
-    index = pc.coalesce(t["device"], t["pid"].cast(pa.string()))
+    index = pc.coalesce(t["device"], pc.cast(t["pid"], pa.string()))
     cols["device"] = map_unique(pc.fill_null(index, "?"), lambda d: f"{backend}:{d}", pa.string())
     cols["track"] = _tracks(t, names, "stream")
     is_copy = pc.is_in(cat, pa.array(["memcpy", "memset"]))
@@ -480,7 +508,7 @@ def _tracks(t: pa.Table, names: dict[str, Any], default: str) -> pa.Array:
     # A dictionary array straight away (the schema's type): the labels are not copied to every row and
     # hashed back. Its dictionary lists them in order of first appearance, as dictionary_encode would.
     if not len(code):
-        return pa.array([], pa.string())
+        return pa.array([], pa.string(), memory_pool=POOL)
     labels = [label(p, t) for p, t in pairs]
     distinct = {v: i for i, v in enumerate(dict.fromkeys(labels))}
     row_label = np.asarray([distinct[v] for v in labels], dtype=np.int64)[code]
@@ -489,7 +517,8 @@ def _tracks(t: pa.Table, names: dict[str, Any], default: str) -> pa.Array:
     remap = np.zeros(len(distinct), dtype=np.int32)
     remap[order] = np.arange(len(order), dtype=np.int32)
     values = np.asarray(list(distinct), dtype=object)[order]
-    return pa.DictionaryArray.from_arrays(pa.array(remap[row_label], pa.int32()), pa.array(values, pa.string()))
+    indices = pa.array(remap[row_label], pa.int32(), memory_pool=POOL)
+    return pa.DictionaryArray.from_arrays(indices, pa.array(values, pa.string()))
 
 
 def _memory_device_column(t: pa.Table, backend: str) -> pa.Array:
@@ -525,17 +554,17 @@ def _counter_events(t: pa.Table, host: str | None, rank: int | None) -> pa.Table
                 rows[col].append(val)
     n = len(rows["ts_ns"])
     return pa.table({
-        "ts_ns": pa.array(rows["ts_ns"], pa.int64()),
-        "name": pa.array(rows["name"], pa.string()),
-        "field": pa.array(rows["field"], pa.string()),
-        "value": pa.array(rows["value"], pa.float64()),
-        "unit": pa.nulls(n, pa.string()),
+        "ts_ns": pa.array(rows["ts_ns"], pa.int64(), memory_pool=POOL),
+        "name": pa.array(rows["name"], pa.string(), memory_pool=POOL),
+        "field": pa.array(rows["field"], pa.string(), memory_pool=POOL),
+        "value": pa.array(rows["value"], pa.float64(), memory_pool=POOL),
+        "unit": pa.nulls(n, pa.string(), memory_pool=POOL),
         "host": constant(host, n, pa.string()),
         "rank": constant(rank, n, pa.int32()),
-        "pid": pa.array(rows["pid"], pa.string()),
-        "tid": pa.array(rows["tid"], pa.string()),
-        "device": pa.nulls(n, pa.string()),
-        "args": pa.array(rows["args"], pa.string()),
+        "pid": pa.array(rows["pid"], pa.string(), memory_pool=POOL),
+        "tid": pa.array(rows["tid"], pa.string(), memory_pool=POOL),
+        "device": pa.nulls(n, pa.string(), memory_pool=POOL),
+        "args": pa.array(rows["args"], pa.string(), memory_pool=POOL),
     })
 
 
@@ -553,7 +582,7 @@ def _flows(markers: pa.Table, system: pa.Table, device: pa.Table, rank: int | No
     is_src = pc.equal(markers["ph"], "s").to_numpy(zero_copy_only=False)
     index = markers["index"].to_numpy()
     events = pa.concat_tables([system.select(["event_id", "pid", "tid", "ts_ns"]),
-                               device.select(["event_id", "pid", "tid", "ts_ns"])])
+                               device.select(["event_id", "pid", "tid", "ts_ns"])], memory_pool=POOL)
     bound = _bind(markers, index, events)
     launch = pc.is_in(cat, pa.array(sorted(LAUNCH_FLOWS))).to_numpy(zero_copy_only=False) & (bound < 0)
     if launch.any():
@@ -561,7 +590,7 @@ def _flows(markers: pa.Table, system: pa.Table, device: pa.Table, rank: int | No
         corr_np = pc.fill_null(corr, -1).to_numpy()
         bound = np.where(launch & is_src, _first_with(system, corr_np), bound)
         bound = np.where(launch & ~is_src, _first_with(device, corr_np), bound)
-    pair = codes(pc.binary_join_element_wise(cat, flow_id, "\x1f"))
+    pair = pair_index(cat, flow_id)  # a number per (category, id): no joined string per marker
     # One flow per (pair, n): the n-th start and the n-th end of a pair. Markers are in file order,
     # so a flow's first marker row orders the flows as the file does.
     key = pair * (len(index) + 1) + _ordinal(pair * 2 + is_src)
@@ -570,7 +599,7 @@ def _flows(markers: pa.Table, system: pa.Table, device: pa.Table, rank: int | No
     first = np.where((src >= 0) & ((dst < 0) | (src < dst)), src, dst)
     order = np.argsort(first, kind="stable")
     src, dst, first = src[order], dst[order], first[order]
-    at = markers.take(pa.array(first))
+    at = pc.take(markers, pa.array(first, memory_pool=POOL))
     ts = markers["ts_ns"].to_numpy()
     return pa.table({
         "flow_id": at["flow_id"],
@@ -597,7 +626,7 @@ def _row_of(key: np.ndarray, mask: np.ndarray, wanted: np.ndarray) -> np.ndarray
 def _at(values: np.ndarray, rows: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     """values[rows], null where a row is -1 (or not valid)."""
     ok = rows >= 0 if valid is None else (rows >= 0) & valid
-    return pa.array(values[np.maximum(rows, 0)], mask=~ok)
+    return pa.array(values[np.maximum(rows, 0)], mask=~ok, memory_pool=POOL)
 
 
 def _flow_kind(cat: str) -> str:
@@ -620,7 +649,8 @@ def _bind(markers: pa.Table, index: np.ndarray, events: pa.Table) -> np.ndarray:
     n_ev = events.num_rows
     if n_ev == 0:
         return np.full(len(index), -1, dtype=np.int64)
-    place, places = pair_codes(*(pa.concat_arrays([encoded(events[c]), encoded(markers[c])]) for c in ("pid", "tid")))
+    place, places = pair_codes(*(pa.concat_arrays([encoded(events[c]), encoded(markers[c])], memory_pool=POOL)
+                                 for c in ("pid", "tid")))
     # One sortable int64 per (place, time): time offsets when they fit beside the place, else ranks.
     ts = np.r_[events["ts_ns"].to_numpy(), markers["ts_ns"].to_numpy()]
     span = int(ts.max()) - int(ts.min()) + 1
@@ -644,7 +674,7 @@ def _bind(markers: pa.Table, index: np.ndarray, events: pa.Table) -> np.ndarray:
 
 def _first_with(events: pa.Table, corr: np.ndarray) -> np.ndarray:
     """Smallest event id carrying each correlation id; -1 where none does."""
-    t = events.select(["event_id", "correlation"]).filter(pc.is_valid(events["correlation"]))
+    t = pc.filter(events.select(["event_id", "correlation"]), pc.is_valid(events["correlation"]))
     if t.num_rows == 0:
         return np.full(len(corr), -1)
     keys, ids = min_by_key(t["correlation"].to_numpy(), t["event_id"].to_numpy())
