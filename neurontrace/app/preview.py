@@ -5,7 +5,7 @@ sorts, searches and gathers over all rows; on a big trace that is most of what t
 seconds at 10 M events on a machine slow to fault fresh memory in). The first figure does not need it: the page
 opens on the whole trace, where each process or device is its header row, whose bins are the coverage of all of
 its events (``lod.group_busy``). :func:`build` computes that coverage straight from the event tables, a chunk of
-``lod.CHUNK`` events at a time (no per-event array larger than a chunk besides the tables' own codes), and
+``CHUNK`` events at a time (no per-event array larger than a chunk besides the tables' own codes), and
 returns a :class:`~neurontrace.app.tracks.TrackIndex` the page draws as it draws any other:
 
 - the real groups (same keys, labels and order as the full index's), each with one placeholder track of one
@@ -50,6 +50,7 @@ from neurontrace.columns import codes, encoded
 from neurontrace.trace import Trace
 
 LABEL = "indexing… (lanes appear when done)"
+CHUNK = 1 << 20  # events summed at a time: each chunk costs a pass over the groups' bins too, so chunks are big
 MAX_CELLS = 1 << 24  # groups x categories x coarse bins summed at once (128 MiB of float64): more, no preview
 
 
@@ -119,7 +120,7 @@ def build(trace: Trace, *, markers: tuple[str, ...] = ()) -> TrackIndex | None:
 
 
 def _chunks(n: int) -> list[tuple[int, int]]:
-    return [(i, min(i + lod.CHUNK, n)) for i in range(0, n, lod.CHUNK)]
+    return [(i, min(i + CHUNK, n)) for i in range(0, n, CHUNK)]
 
 
 def _indices(col: pa.ChunkedArray) -> tuple[np.ndarray, list[Any]]:
