@@ -18,7 +18,7 @@ pytest.importorskip("dash")
 from plotly.io.json import to_json_plotly
 
 import neurontrace
-from neurontrace.app import callbacks, figures, lod, preview, server
+from neurontrace.app import callbacks, figures, lod, preview, server, tracks
 from neurontrace.app.model import MARKER_CATEGORIES, ViewModel
 from neurontrace.app.server import PREVIEW, READY, ViewerState, create_app, main_page
 from neurontrace.trace import Trace
@@ -98,7 +98,8 @@ def test_groups_binned_from_events_match_at_any_zoom(real: Trace, monkeypatch: p
             drawn += int(a[0].any())
     assert drawn >= 6  # the host process and the GPU drew something at each zoom
     for event_id in pm.index.event_id[:: max(1, pm.index.n_events // 50)].tolist():  # an event resolves the same
-        assert {**pm.event(event_id), "lane": 0} == {**fm.event(event_id), "lane": 0}
+        got, want = pm.event(event_id), fm.event(event_id)
+        assert got is not None and want is not None and {**got, "lane": 0} == {**want, "lane": 0}
 
 
 def _poll(state: ViewerState, shown: str) -> tuple[int, str]:
@@ -118,7 +119,7 @@ def test_the_server_shows_the_preview_then_the_full_index(real: Trace, monkeypat
     monkeypatch.setattr(server, "PREVIEW_MIN_EVENTS", 1)
     seen: list[Any] = []
     state = ViewerState("real")
-    built = server.build_index
+    built = tracks.build
 
     def build_index(trace: Trace) -> Any:  # what the page shows while the full index is built
         assert state.model is not None
@@ -129,7 +130,7 @@ def test_the_server_shows_the_preview_then_the_full_index(real: Trace, monkeypat
         seen.append((code, sorted(json.loads(body)["response"])))
         return built(trace)
 
-    monkeypatch.setattr(server, "build_index", build_index)
+    monkeypatch.setattr(tracks, "build", build_index)
     state.load(lambda _path, progress=None: real, analyse=False)
     assert seen[0][0] == PREVIEW and 0 < seen[0][1] < real.num_events
     assert seen[1] == (200, True, False) and seen[2] == (200, ["nt-load-poll"])

@@ -37,11 +37,11 @@ from neurontrace.app import (
     layout,
     lod,
     roofline,
+    tracks,
 )
 from neurontrace.app.model import MARKER_CATEGORIES, ViewModel
 from neurontrace.app.preview import build as preview_index
 from neurontrace.app.source import SourceReader
-from neurontrace.app.tracks import build as build_index
 from neurontrace.errors import NeurontraceError, PortInUseError
 from neurontrace.trace import Trace
 
@@ -125,7 +125,7 @@ class ViewerState:
             self._log(f"preview of {trace.num_events:,} events on {len(first.groups)} rows in "
                       f"{model.build_seconds:.2f} s; indexing")
             t0 = time.perf_counter()
-            full = build_index(trace)
+            full = tracks.build(trace)
             lod.prepare(full, markers=MARKER_CATEGORIES)
             model.index = full
             model.build_seconds += time.perf_counter() - t0
