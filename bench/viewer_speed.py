@@ -30,7 +30,11 @@ stacks (500 lanes), viewed as it opens (the big process collapsed) and with ever
 1. **first render** = from the server holding the loaded Trace to the page it serves: the viewer's index
    (``tracks.build``), its level-of-detail sums (``lod.prepare``), the rest of the model (``ViewModel.build``:
    steps, counters, frames) and the page's layout and first timeline figure (``server.main_page``), each
-   printed, with the CPU seconds and the RSS growth. The trace's parse is not in it (``bench/parse_speed.py``
+   printed, with the CPU seconds and the RSS growth. A trace of ``server.PREVIEW_MIN_EVENTS`` (1 M) events or
+   more opens, as the server opens it, on its preview (``app/preview.py``: every process and device as its
+   header row) instead: the first render is the preview, the model and that page; the full index, its sums and
+   the page with every lane, built behind it, are printed after it ("then the full index ...") and the zoom/pan
+   callbacks run on the full index. The trace's parse is not in it (``bench/parse_speed.py``
    measures it). The analysis behind the summary strip and the tables (``diagnose`` plus
    the cause intervals) runs after it in the background and fills those panels when done; its time
    is printed on its own line.
