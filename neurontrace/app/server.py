@@ -118,8 +118,8 @@ class ViewerState:
         if index is None and preview and trace.num_events >= PREVIEW_MIN_EVENTS:
             first = preview_index(trace, markers=MARKER_CATEGORIES)
         model = ViewModel.build(trace, title=self.path, fallback_ops=self.fallback_ops, index=first)
+        model.compiles, model.compile_warnings = _compile_logs_beside(self.path)
         if first is not None and first is not index:  # the page draws the preview while the index is built
-            model.compiles, model.compile_warnings = _compile_logs_beside(self.path)
             with self._lock:
                 self.model, self.status, self._page_cache = model, PREVIEW, None
             self._log(f"preview of {trace.num_events:,} events on {len(first.groups)} rows in "
@@ -131,7 +131,6 @@ class ViewerState:
             model.build_seconds += time.perf_counter() - t0
         if stored is not None and index is None:
             threading.Thread(target=self._store, args=(model, stored), daemon=True).start()
-        model.compiles, model.compile_warnings = _compile_logs_beside(self.path)
         with self._lock:
             self.model = model
             self.status = READY
