@@ -468,12 +468,14 @@ def analysis_note(model: ViewModel) -> str:
 def register(app: dash.Dash, state: PageState) -> None:
     """Attach every callback to ``app``; they read the model from ``state``."""
 
-    @app.callback(Output("nt-page", "children"), Output("nt-load-poll", "disabled"),
-                  Input("nt-load-poll", "n_intervals"), prevent_initial_call=True)
-    def _poll(_n: Any) -> tuple[Any, bool]:
-        if state.status == "loading":
-            return state.page(), False
-        return state.page(), True
+    @app.callback(Output("nt-page", "children"), Output("nt-load-poll", "disabled"), Output("nt-page-stage", "data"),
+                  Input("nt-load-poll", "n_intervals"), State("nt-page-stage", "data"), prevent_initial_call=True)
+    def _poll(_n: Any, shown: Any) -> tuple[Any, bool, Any]:
+        status = state.status  # loading: progress each tick; the preview, then the full page, once each
+        waiting = status in ("loading", "preview")
+        if status == shown and status != "loading":
+            return no_update, not waiting, no_update
+        return state.page(), not waiting, status
 
     @app.callback(Output("nt-analysis-ready", "data"), Output("nt-analysis-poll", "disabled"),
                   Output("nt-findings", "children"), Output("nt-analysis-status", "children"),

@@ -162,14 +162,28 @@ class Coarse:
 def coarse(start: np.ndarray, end: np.ndarray, cat: np.ndarray, t0: int, t1: int, n_cat: int,
            n: int = COARSE_BINS) -> Coarse:
     """The :class:`Coarse` coverage of intervals over [t0, t1)."""
-    w = Window(int(t0), int(max(t1, t0 + n)), n)
+    w = coarse_window(t0, t1, n)
     matrix, _touched = busy(start, end, cat, w, n_cat)
+    return coarse_from(matrix, np.bincount(coarse_bin(start, w), minlength=n), w, n_cat)
+
+
+def coarse_window(t0: int, t1: int, n: int = COARSE_BINS) -> Window:
+    """The window of a :class:`Coarse` coverage of [t0, t1)."""
+    return Window(int(t0), int(max(t1, t0 + n)), n)
+
+
+def coarse_bin(start: np.ndarray, w: Window) -> np.ndarray:
+    """The coarse bin each start falls in (clipped to the window)."""
+    return np.clip(np.floor((start - w.t0) / w.bin_ns).astype(np.int64), 0, w.n_bins - 1)
+
+
+def coarse_from(matrix: np.ndarray, starts_per_bin: np.ndarray, w: Window, n_cat: int) -> Coarse:
+    """The :class:`Coarse` of a busy matrix over ``w`` (:func:`busy`) and the events starting in each bin."""
     cats = np.flatnonzero(matrix.any(axis=1))
-    cum = np.zeros((len(cats), n + 1), dtype=np.float32)
+    cum = np.zeros((len(cats), w.n_bins + 1), dtype=np.float32)
     cum[:, 1:] = np.cumsum(matrix[cats] * w.bin_ns, axis=1)
-    first = np.clip(np.floor((start - w.t0) / w.bin_ns).astype(np.int64), 0, n - 1)
-    count = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(first, minlength=n), out=count[1:])
+    count = np.zeros(w.n_bins + 1, dtype=np.int64)
+    np.cumsum(starts_per_bin, out=count[1:])
     return Coarse(w.t0, w.bin_ns, n_cat, cats, cum, count)
 
 

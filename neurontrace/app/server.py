@@ -9,6 +9,7 @@ log) and runs it; ``neurontrace view`` (``neurontrace/cli/view.py``) is a thin a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import sys
@@ -27,13 +28,26 @@ from dash import dcc, html
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from neurontrace import dataset, load
-from neurontrace.app import callbacks, compile_panel, critical_path, figures, index_store, layout, roofline
-from neurontrace.app.model import ViewModel
+from neurontrace.app import (
+    callbacks,
+    compile_panel,
+    critical_path,
+    figures,
+    index_store,
+    layout,
+    lod,
+    roofline,
+    tracks,
+)
+from neurontrace.app.model import MARKER_CATEGORIES, ViewModel
+from neurontrace.app.preview import build as preview_index
 from neurontrace.app.source import SourceReader
 from neurontrace.errors import NeurontraceError, PortInUseError
 from neurontrace.trace import Trace
 
 LOADING, READY, FAILED = "loading", "ready", "error"
+PREVIEW = "preview"  # the page shows the preview (app/preview.py) while the full index is built
+PREVIEW_MIN_EVENTS = 1_000_000  # a smaller trace is indexed before its first page (a second or less)
 # pandas is imported above on purpose: plotly's JSON encoder (Dash's response serializer) looks pandas
 # up in sys.modules without importing it, so a request served while the loading thread is still
 # importing pandas would see a half-initialized module. Importing it before any thread starts avoids that.
@@ -80,7 +94,7 @@ class ViewerState:
             trace = loader(self.path, progress=report)
             self.stage, self.fraction = "indexing events", 1.0
             self._log(f"loaded {trace.num_events:,} events in {time.perf_counter() - t0:.1f} s; indexing")
-            self.use(trace)
+            self.use(trace, preview=True)
         except NeurontraceError as exc:
             self.fail(str(exc))
             return
@@ -91,16 +105,32 @@ class ViewerState:
         if analyse:
             self.analyse()
 
-    def use(self, trace: Trace) -> ViewModel:
+    def use(self, trace: Trace, *, preview: bool = False) -> ViewModel:
         """Serve ``trace`` (already loaded); the analysis is still to run (:meth:`analyse`). A dataset of one
         partition opens on the index stored beside its parts (``app/index_store.py``) when it indexes these
-        tables; without one (a dataset written before, or streamed) the index built here is stored for next time."""
+        tables; without one (a dataset written before, or streamed) the index built here is stored for next time.
+        With ``preview``, a trace of ``PREVIEW_MIN_EVENTS`` or more first shows its preview (``app/preview.py``:
+        every process and device as its header row, exactly as the full index draws them) while the full index
+        is built; the page then redraws on it."""
         stored = _stored_index(self.path)
         index = None if stored is None else index_store.load(stored, index_store.key(trace))
-        model = ViewModel.build(trace, title=self.path, fallback_ops=self.fallback_ops, index=index)
+        first = index
+        if index is None and preview and trace.num_events >= PREVIEW_MIN_EVENTS:
+            first = preview_index(trace, markers=MARKER_CATEGORIES)
+        model = ViewModel.build(trace, title=self.path, fallback_ops=self.fallback_ops, index=first)
+        model.compiles, model.compile_warnings = _compile_logs_beside(self.path)
+        if first is not None and first is not index:  # the page draws the preview while the index is built
+            with self._lock:
+                self.model, self.status, self._page_cache = model, PREVIEW, None
+            self._log(f"preview of {trace.num_events:,} events on {len(first.groups)} rows in "
+                      f"{model.build_seconds:.2f} s; indexing")
+            t0 = time.perf_counter()
+            full = tracks.build(trace)
+            lod.prepare(full, markers=MARKER_CATEGORIES)
+            model.index = full
+            model.build_seconds += time.perf_counter() - t0
         if stored is not None and index is None:
             threading.Thread(target=self._store, args=(model, stored), daemon=True).start()
-        model.compiles, model.compile_warnings = _compile_logs_beside(self.path)
         with self._lock:
             self.model = model
             self.status = READY
@@ -151,6 +181,8 @@ class ViewerState:
             return layout.error(self.path, self.error or "unknown error")
         if self.status == LOADING or self.model is None:
             return layout.loading(self.path, self.stage, self.fraction)
+        if self.status == PREVIEW:
+            return main_page(self.model, self.source_roots, url_query, preview=True)
         if "start_ns=" in url_query:
             return main_page(self.model, self.source_roots, url_query)
         with self._lock:
@@ -159,9 +191,10 @@ class ViewerState:
             return self._page_cache[1]
 
 
-def main_page(model: ViewModel, source_roots: list[str], url_query: str = "") -> Any:
-    """Layout and first figure of the main view: what "first render" measures."""
-    expanded = layout.default_expanded(model)
+def main_page(model: ViewModel, source_roots: list[str], url_query: str = "", *, preview: bool = False) -> Any:
+    """Layout and first figure of the main view: what "first render" measures. The ``preview`` page (the
+    index not built yet: app/preview.py) opens with every group folded to its header row."""
+    expanded = [] if preview else layout.default_expanded(model)
     focus = callbacks.focus_view(model)  # the analysis window once known, else the whole trace
     window = focus or (0, model.index.span_ns)
     selected, goto = callbacks.on_url(model, url_query)
@@ -171,6 +204,9 @@ def main_page(model: ViewModel, source_roots: list[str], url_query: str = "") ->
         window, auto = callbacks.clamp(model, goto["t0"], goto["t1"]), False
     req = callbacks.request(model, window, expanded=expanded, selected=selected)
     first = figures.timeline(model, req)
+    if preview:
+        first = dataclasses.replace(first, status=f"indexing {model.trace.num_events:,} events: each process and "
+                                    "device as its header row until its lanes are ready")
     view = {"t0": window[0], "t1": window[1], "origin": req.origin, "auto": auto,
             "query": callbacks.url_query(model, window, selected)}
     return layout.main(model, first, expanded, source_roots, view, selected)
@@ -186,12 +222,13 @@ def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:
     app.index_string = layout.INDEX
 
     def root() -> Any:
-        ready = state.status != LOADING
+        ready = state.status not in (LOADING, PREVIEW)
         # Dash fetches the layout with a request of its own (/_dash-layout): the page's URL is its referrer.
         query = urllib.parse.urlsplit(flask.request.referrer or "").query if flask.has_request_context() else ""
         return html.Div([
             html.Div(state.page(query[:2000]), id="nt-page"),
             dcc.Interval(id="nt-load-poll", interval=300, disabled=ready),
+            dcc.Store(id="nt-page-stage", data=state.status),  # what nt-page shows: redrawn when it changes
         ])
 
     app.layout = root

@@ -139,11 +139,7 @@ class TrackIndex:
 
 def build(trace: Trace) -> TrackIndex:
     """Index every event of both event tables of ``trace``."""
-    process_names: dict[str, str] = {}
-    for names_fact in trace.meta_all("kineto.names"):  # Kineto's process_name / thread_name metadata
-        if isinstance(names_fact, dict):
-            process_names.update({str(k): str(v) for k, v in names_fact.items() if "/" not in str(k)
-                                  and "#" not in str(k)})
+    process_names = kineto_process_names(trace)
     parts = [_columns(trace.system_events, SYSTEM_TABLE), _columns(trace.device_events, DEVICE_TABLE)]
     parts[1]["name"] = parts[1]["name"] + len(parts[0]["names"])  # one name list for both tables
     parts[1]["track_key"] = parts[1]["track_key"] + len(parts[0]["tracks"])
@@ -207,6 +203,15 @@ def build(trace: Trace) -> TrackIndex:
         lane_offsets=lane_offsets, lane_track=lane_track, lane_depth=lane_depth, cummax_end=cummax,
         tracks=tracks, groups=groups, names=names, categories=[CATEGORIES[int(c)] for c in present], _ids_sorted=event_id[id_order], _id_pos=id_order,
     )
+
+
+def kineto_process_names(trace: Trace) -> dict[str, str]:
+    """Kineto's ``process_name`` metadata: pid -> name."""
+    names: dict[str, str] = {}
+    for names_fact in trace.meta_all("kineto.names"):
+        if isinstance(names_fact, dict):
+            names.update({str(k): str(v) for k, v in names_fact.items() if "/" not in str(k) and "#" not in str(k)})
+    return names
 
 
 class _Clock:
@@ -301,9 +306,6 @@ def _layout(track_info: list[tuple[int, tuple[Any, ...]]], max_depth: dict[int, 
     ranks = {g[1] for g in members if g[0] == DEVICE and g[1] is not None}
     hosts = {g[1] for g in members if g[0] == HOST}
 
-    def group_order(g: tuple[object, ...]) -> tuple[object, ...]:
-        return (g[0] != HOST, _natural(g[1]), _natural(g[2]))
-
     groups: list[Group] = []
     tracks: list[Track] = []
     lane_base = np.zeros(len(track_info), dtype=np.int64)
@@ -315,23 +317,11 @@ def _layout(track_info: list[tuple[int, tuple[Any, ...]]], max_depth: dict[int, 
             # Per thread: its steps, its Python frames (callers), then its ops and runtime calls.
             keys.sort(key=lambda k: (_natural(track_info[k][1][2]), str(track_info[k][1][3]),
                                      _LAYER_ORDER.index(track_info[k][1][4])))
-            host, pid = gkey[1], gkey[2]
-            label = f"process {pid}" if pid not in (None, "") else "process ?"
-            if str(pid) in process_names:
-                label += f" ({process_names[str(pid)]})"
-            if len(hosts) > 1 or host:
-                label = f"{host or 'host ?'} · {label}"
-            gid = f"host:{host}:{pid}"
-            device: str | None = None
-            rank: int | None = None
         else:
             # Markers (steps, annotations) first, then streams by what mostly runs on them.
             keys.sort(key=lambda k: (track_info[k][1][3] is None, _device_rank(dominant.get(k, 0)),
                                      _natural(track_info[k][1][2])))
-            rank = int(str(gkey[1])) if gkey[1] is not None else None
-            device = str(gkey[2])
-            label = device if len(ranks) < 2 else f"rank {rank} · {device}"
-            gid = f"device:{rank}:{device}"
+        gid, label, device, rank = group_naming(gkey, hosts, ranks, process_names)
         g_index = len(groups)
         track_ids = []
         for k in keys:
@@ -351,6 +341,27 @@ def _layout(track_info: list[tuple[int, tuple[Any, ...]]], max_depth: dict[int, 
             track_ids.append(t.index)
         groups.append(Group(g_index, side, gid, label, tuple(track_ids), device, rank))
     return tracks, groups, lane_base
+
+
+def group_order(g: tuple[object, ...]) -> tuple[object, ...]:
+    """Display order of groups keyed ``(HOST, host, pid)`` / ``(DEVICE, rank, device)``: processes first."""
+    return (g[0] != HOST, _natural(g[1]), _natural(g[2]))
+
+
+def group_naming(gkey: tuple[object, ...], hosts: set[object], ranks: set[object], process_names: dict[str, str]
+                 ) -> tuple[str, str, str | None, int | None]:
+    """(page key, label, device, rank) of the group keyed ``gkey`` among groups of these hosts and ranks."""
+    if gkey[0] == HOST:
+        host, pid = gkey[1], gkey[2]
+        label = f"process {pid}" if pid not in (None, "") else "process ?"
+        if str(pid) in process_names:
+            label += f" ({process_names[str(pid)]})"
+        if len(hosts) > 1 or host:
+            label = f"{host or 'host ?'} · {label}"
+        return f"host:{host}:{pid}", label, None, None
+    rank = int(str(gkey[1])) if gkey[1] is not None else None
+    device = str(gkey[2])
+    return f"device:{rank}:{device}", device if len(ranks) < 2 else f"rank {rank} · {device}", device, rank
 
 
 def _device_rank(cat_code: int) -> int:
