@@ -115,6 +115,11 @@ class DepGraph:
     def flush(self) -> None:
         if not self._pending:
             return
+        if not len(self.src) and len(self._pending) == 1:  # the first edges (the chains): no copy of them
+            self.src, self.dst, self.etype, self.event, self.kind = (np.array(col, copy=not col.flags.owndata)
+                                                                     for col in self._pending[0])
+            self._pending = []
+            return
         parts = [(self.src, self.dst, self.etype, self.event, self.kind), *self._pending]
         self.src, self.dst, self.etype, self.event, self.kind = (np.concatenate(col) for col in zip(*parts,
                                                                                                      strict=True))
@@ -143,9 +148,10 @@ class DepGraph:
         counted = back if owned is None else back & (t[self.dst] >= owned[0]) & (t[self.dst] < owned[1])
         for ty in np.unique(self.etype[counted]).tolist():
             self.dropped[EDGE_TYPES[ty]] = int((self.etype[counted] == ty).sum())
-        keep = ~back
-        for name in ("src", "dst", "etype", "event", "kind"):
-            setattr(self, name, getattr(self, name)[keep])
+        if back.any():  # else every edge stays: no copy
+            keep = ~back
+            for name in ("src", "dst", "etype", "event", "kind"):
+                setattr(self, name, getattr(self, name)[keep])
         self.binding = np.full(len(t), -1, dtype=np.int64)
         indeg = np.bincount(self.dst, minlength=len(t))
         one = indeg[self.dst] == 1  # most nodes have one in-edge: it binds
@@ -389,12 +395,13 @@ def _wakes(g: DepGraph, pid: np.ndarray, owned: tuple[int, int] | None = None) -
     nh = g.n_host
     if not nh:
         return
-    g.flush()
-    gap = (g.etype == E["chain"]) & (g.kind == K["idle"]) & (g.src < 2 * nh) & (g.dst < 2 * nh)
+    m = g.n_chain  # the chain edges come first (_chains): only they can be idle gaps, no flush of the rest
+    src_, dst_ = g.src[:m], g.dst[:m]
+    gap = (g.etype[:m] == E["chain"]) & (g.kind[:m] == K["idle"]) & (src_ < 2 * nh) & (dst_ < 2 * nh)
     gi = np.flatnonzero(gap)
     t = g.node_t()
-    a, b = t[g.src[gi]], t[g.dst[gi]]
-    dst, gap_chain = g.dst[gi], g.ev_chain[g.src[gi] // 2]
+    a, b = t[src_[gi]], t[dst_[gi]]
+    dst, gap_chain = dst_[gi], g.ev_chain[src_[gi] // 2]
     if owned is not None and len(g.ev_ts) and int(g.ev_ts.min()) < owned[0]:  # not the rank's first slice
         first = _first_points(g, owned[0])
         a, b = np.r_[a, np.full(len(first), owned[0], np.int64)], np.r_[b, g.ev_ts[first]]
