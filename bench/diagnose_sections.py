@@ -228,7 +228,7 @@ def _analysis_runs(trees: list[_Tree], path: Path, rounds: int, each: int) -> di
     return out
 
 
-def _analysis_report(runs: dict[str, list[dict[str, Any]]], mine: str, other: str | None) -> None:
+def _analysis_report(runs: dict[str, list[dict[str, Any]]], mine: str, other: str | None, each: int) -> None:
     """The least wall and CPU seconds of every stage over the runs, per tree, and this tree's / the other's."""
     def least(tree: str, kind: str) -> dict[str, float]:
         stages = dict.fromkeys(k for r in runs[tree] for k in r[kind])
@@ -258,6 +258,10 @@ def _analysis_report(runs: dict[str, list[dict[str, Any]]], mine: str, other: st
         line += (f" {total(other, 'wall'):10.3f} {total(other, 'cpu'):9.3f} "
                  f"{total(mine, 'wall') / total(other, 'wall'):6.2f}x {total(mine, 'cpu') / total(other, 'cpu'):6.2f}x")
     print(line)
+    for tree in (mine, other) if other is not None else (mine,):
+        print(f"{'  every run, wall / CPU s':<28} {tree}: " + ", ".join(
+            f"{sum(r['wall'].values()):.2f}/{sum(r['cpu'].values()):.2f}" for r in runs[tree])
+            + f"  (each child's first run is its first after the load: {each} per child)")
 
 
 def main() -> None:
@@ -293,7 +297,7 @@ def main() -> None:
         _report(other, "versus", mb, base_mb, args.repeat)
         _versus(mine, other)
     if runs is not None:
-        _analysis_report(runs, str(mine.root), str(other.root) if other is not None else None)
+        _analysis_report(runs, str(mine.root), str(other.root) if other is not None else None, args.analysis)
     print(f"\nHTA 0.5.0 has no end-to-end equivalent of diagnose (its parse is compared in bench/parse_speed.py)."
           f"\nload average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
