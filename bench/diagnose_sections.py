@@ -98,8 +98,10 @@ def _prepare(trace: Path, tmp: str) -> Path:
 class _Tree:
     """One tree's runs: the fastest run's (wall, stages, CPU), the largest peak, the document of the first."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, readonly: bool = False) -> None:
         self.env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        if readonly:  # another checkout: no __pycache__ written into it
+            self.env["PYTHONDONTWRITEBYTECODE"] = "1"
         self.root = root
         self.best: tuple[float, dict[str, float], float] | None = None
         self.walls: list[float] = []
@@ -276,7 +278,7 @@ def main() -> None:
                          "run it N times (wall and CPU seconds per stage)")
     args = ap.parse_args()
     mine = _Tree(ROOT)
-    other = _Tree(args.versus.resolve()) if args.versus else None
+    other = _Tree(args.versus.resolve(), readonly=True) if args.versus else None
     with tempfile.TemporaryDirectory(prefix="nt-diag-bench-") as tmp:
         path = _prepare(args.trace, tmp)
         size = path.stat().st_size
