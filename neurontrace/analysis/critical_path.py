@@ -63,7 +63,8 @@ def analyse(trace: Trace, window: tuple[int, int] | None = None, frames: dict[in
         lo = min(max(lo, owned[0]), hi)
         hi = max(min(hi, owned[1]), lo)
     path = window_path(w, lo, hi)
-    ranks = sorted({int(r) for r in np.unique(g.ev_rank) if r >= 0})
+    ranks = (np.flatnonzero(np.bincount(g.ev_rank[g.ev_rank >= 0])).tolist()  # ranks are small: no sort
+             if (g.ev_rank >= 0).any() else [])
     steps = []
     host = g.host
     cat, cats = codes(host["category"])

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from neurontrace.analysis import cross_rank, malformed, phases, registry
 from neurontrace.analysis.attribution import DeviceAttribution, attribute, default_origin
@@ -206,7 +207,7 @@ def diagnose_rank(trace: Trace, options: Options | None = None, *, timings: Timi
             value = s.compute(ctx)
         if value is not None:
             ctx.sections[s.key] = value
-    ranks = {r for t in (trace.system_events, trace.device_events) for r in t["rank"].to_pylist()}
+    ranks = {r for t in (trace.system_events, trace.device_events) for r in pc.unique(t["rank"]).to_pylist()}
     # Time 0: the default windows' start (with --window, the caller's origin, else this rank's own).
     origin = min((d.window[0] for d in devices), default=None) if options.window is None else \
         options.origin_ns if options.origin_ns is not None else default_origin(trace)

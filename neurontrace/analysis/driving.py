@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from neurontrace.analysis.table_memo import per_table
 from neurontrace.columns import codes, isin, keep, of_rank, row_codes, select
 from neurontrace.trace import Trace
 
@@ -35,7 +36,7 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
         linked = host.filter(pa.array(np.isin(host["event_id"].to_numpy(), src)))
         pids = [p for p in pc.unique(linked["pid"].cast(pa.string())).to_pylist() if p is not None]
         if pids:
-            return keep(host, isin(host["pid"], pids))
+            return _of_pids(trace, host, rank, pids)
     corr = dev["correlation"].drop_null()
     if len(corr) > LINK_SAMPLE:  # a few thousand links name the driving processes as well as all do
         corr = corr.take(pa.array(np.linspace(0, len(corr) - 1, LINK_SAMPLE).astype(np.int64)))
@@ -43,8 +44,15 @@ def driving_host_events(trace: Trace, dev: pa.Table) -> pa.Table:
         linked = host.filter(pc.fill_null(pc.is_in(host["correlation"], pc.unique(corr)), False))
         pids = [p for p in pc.unique(linked["pid"].cast(pa.string())).to_pylist() if p is not None]
         if pids:
-            return keep(host, isin(host["pid"], pids))
+            return _of_pids(trace, host, rank, pids)
     return host
+
+
+def _of_pids(trace: Trace, host: pa.Table, rank: int | None, pids: list[str]) -> pa.Table:
+    """The rows of ``host`` (the trace's host events of ``rank``, no args) of ``pids``: filtered once per trace
+    for every section that asks for the same rank and processes (attribution, dominant, overlap)."""
+    key = f"driving host events {rank!r} {sorted(set(pids))!r}"
+    return per_table(trace.system_events, key, lambda: keep(host, isin(host["pid"], pids)))
 
 
 def launch_sources(trace: Trace, dev: pa.Table) -> np.ndarray:

@@ -236,8 +236,27 @@ class _Coded:
         return None if c < 0 else self.values[c]
 
 
-def _coded(col: pa.ChunkedArray | pa.Array, fn: Any = None) -> _Coded:
-    """``col`` as a :class:`_Coded` (each distinct value through ``fn`` when given)."""
+class _Ints:
+    """An integer column indexed like a list (None where null), each value through ``fn`` when given: ids
+    (op events, frames) are near-unique, so coding them by distinct value would cost a Python int per row."""
+
+    def __init__(self, col: pa.ChunkedArray | pa.Array, fn: Any = None) -> None:
+        self.valid = col.is_valid().to_numpy(zero_copy_only=False)
+        self.value = pc.fill_null(col, 0).to_numpy(zero_copy_only=False)
+        self.fn = fn
+
+    def __getitem__(self, i: int) -> Any:
+        if not self.valid[i]:
+            return None
+        v = int(self.value[i])
+        return v if self.fn is None else self.fn(v)
+
+
+def _coded(col: pa.ChunkedArray | pa.Array, fn: Any = None) -> _Coded | _Ints:
+    """``col`` as a :class:`_Coded` (each distinct value through ``fn`` when given); an integer column as
+    :class:`_Ints`."""
+    if pa.types.is_integer(col.type):
+        return _Ints(col, fn)
     code, values = codes(col)
     return _Coded(code, values if fn is None else [fn(v) for v in values])
 
@@ -253,9 +272,14 @@ class _Rows:
     reserved: np.ndarray | None
     freed_at: np.ndarray  # per row: the position at which its block is freed or reused (len: never)
     tracked: np.ndarray  # per row: an allocation of a known block (with its address)
-    op: _Coded  # per row, from a code array and the distinct values: no Python object per memory event
-    source: _Coded
-    op_event: _Coded
+    op: _Coded | _Ints  # per row, from a code array and the distinct values: no Python object per memory event
+    source: _Coded | _Ints
+    op_event: _Coded | _Ints
+    is_alloc: np.ndarray = field(init=False)  # action == "alloc", once: each step's figures read it
+    is_free: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.is_alloc, self.is_free = self.action == "alloc", self.action == "free"
 
     def group(self, rows: np.ndarray, top: int = TOP_GROUPS) -> list[LiveGroup]:
         """Rows (allocations) grouped by op and source, most bytes first."""
@@ -359,8 +383,8 @@ def _freed_at(addr: pa.ChunkedArray, action: np.ndarray) -> np.ndarray:
 def _step(rows: _Rows, number: int, lo: int, hi: int) -> StepMemory:
     first, last = np.searchsorted(rows.ts, lo, side="left"), np.searchsorted(rows.ts, hi, side="left")
     inside = np.arange(first, last)
-    alloc = inside[rows.action[inside] == "alloc"]
-    free = inside[rows.action[inside] == "free"]
+    alloc = inside[rows.is_alloc[first:last]]
+    free = inside[rows.is_free[first:last]]
     end = int(rows.allocated[last - 1]) if last > 0 else None
     temps = alloc[(rows.freed_at[alloc] < last) & rows.tracked[alloc]]
     tmp = None
