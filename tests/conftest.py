@@ -37,6 +37,17 @@ def corpus() -> Path:
     return root
 
 
+def run_workload(script: str, *args: str | Path, timeout: float = 600) -> None:
+    """Run ``tests/SCRIPT ARGS`` (a real torch workload) in a process of its own; a failure fails the test with
+    the workload's exit and the end of its output (a fixture's bare CalledProcessError says neither)."""
+    cmd = [sys.executable, str(ROOT / "tests" / script), *map(str, args)]
+    try:
+        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"tests/{script} ran past {timeout:.0f} s")
+    if res.returncode:
+        pytest.fail(f"tests/{script} exited {res.returncode}:\n{(res.stdout + res.stderr)[-3000:]}")
+
 
 @pytest.fixture(scope="session")
 def outofcore_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -44,8 +55,7 @@ def outofcore_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     session in a process of its own: what the out-of-core tests stream and slice."""
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("outofcore_run")
-    subprocess.run([sys.executable, str(ROOT / "tests" / "outofcore_workload.py"), str(out)], cwd=ROOT, check=True,
-                   timeout=300, capture_output=True)
+    run_workload("outofcore_workload.py", out)
     return out / "train.pt.trace.json"
 
 
@@ -55,8 +65,7 @@ def verdict_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with a sleeping data loader, a 2-rank DDP job with a sleeping rank, and what each measured itself."""
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("verdict_runs")
-    subprocess.run([sys.executable, str(ROOT / "tests" / "verdict_runs.py"), str(out)], cwd=ROOT, check=True,
-                   timeout=300, capture_output=True)
+    run_workload("verdict_runs.py", out)
     return out
 
 
@@ -66,8 +75,7 @@ def memory_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     their own (torch.profiler records every thread's frames), once per session."""
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("memory_runs")
-    subprocess.run([sys.executable, str(ROOT / "tests" / "memory_workload.py"), str(out)], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    run_workload("memory_workload.py", out)
     return {kind: out / f"{kind}.pt.trace.json" for kind in ("leak", "noleak")}
 
 

@@ -32,7 +32,7 @@ from neurontrace.columns import matches
 from neurontrace.trace import Trace
 from tests import critpath_runs as runs
 
-from .conftest import ROOT, SAMPLES
+from .conftest import ROOT, SAMPLES, run_workload
 
 HTA_INPUT = "HolisticTraceAnalysis/tests/data/critical_path/simple_add/benchmark_result_493459_1694039959_trace.json.gz"
 HTA_OUTPUT = Path(__file__).parent / "data" / "hta_critical_path" / "overlaid_critical_path_trace.json.gz"
@@ -42,8 +42,7 @@ SGLANG = "TraceLens/tests/traces/inference/sglang_decode/sglang_Qwen3-8B_decode.
 @pytest.fixture(scope="session")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("critpath_job")
-    subprocess.run([sys.executable, str(Path(__file__).parent / "critpath_runs.py"), str(out)], check=True,
-                   capture_output=True, timeout=300, cwd=ROOT)
+    run_workload("critpath_runs.py", out)
     return out
 
 

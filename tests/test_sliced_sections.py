@@ -7,8 +7,6 @@ boundaries only (analysis/critical_path_slices.py says why); memory and compile 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import warnings
 from typing import Any
 
@@ -21,7 +19,7 @@ from neurontrace.analysis import compile, critical_path, memory, memory_fold, ne
 from neurontrace.analysis.contract import Context, Options
 from neurontrace.analysis.stalls import frame_sources
 from neurontrace.trace import Trace
-from tests.conftest import ROOT, corpus_root
+from tests.conftest import ROOT, corpus_root, run_workload
 from tests.sliced_sections import Sliced, even_cuts, step_cuts
 
 RESNET = "kineto-tb_plugin/tb_plugin/samples/resnet50_num_workers_0"
@@ -47,8 +45,7 @@ def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> Sliced:
     """tests/sliced_workload.py, once per session in a process of its own, diagnosed whole."""
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("sliced_run") / "run.pt.trace.json"
-    subprocess.run([sys.executable, str(ROOT / "tests" / "sliced_workload.py"), str(out)], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    run_workload("sliced_workload.py", out)
     return Sliced(neurontrace.load(out))
 
 

@@ -43,6 +43,7 @@ from neurontrace.analysis.critical_walk import (
     last_node,
     path_of,
     small_kernels,
+    with_tail,
 )
 from neurontrace.analysis.depgraph import KINDS
 
@@ -57,7 +58,7 @@ def keep_slice(cp: CriticalPath, w: Walker, lo: int, hi: int, owned: tuple[int, 
         cp.pieces = Pieces()
         return
     edges, ns, _, _ = w.walk(node, lo)
-    edges, ns = _with_tail(w, node, lo, hi, edges, ns)
+    edges, ns = with_tail(w, node, lo, hi, edges, ns)
     pieces = w.pieces(edges, ns)
     if len(edges):
         g = w.g
@@ -71,21 +72,6 @@ def keep_slice(cp: CriticalPath, w: Walker, lo: int, hi: int, owned: tuple[int, 
                 got = ns[ev == i]
                 pieces.top[lab] = [int(np.rint(got.sum())), int(g.ev_kind[i])]
     cp.pieces = pieces
-
-
-def _with_tail(w: Walker, node: int, lo: int, hi: int, edges: np.ndarray, ns: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """The walk with the time from its last recorded point to the slice's end, on the edge of that point's
-    thread or track that crosses the end (the whole rank's path crosses the cut on it: what was open there, as
-    in memory), where the slice holds one; else that time stays idle."""
-    g = w.g
-    t = w.t_np
-    if t[node] >= hi:
-        return edges, ns
-    out = np.flatnonzero((g.src[:g.n_chain] == node) & (t[g.dst[:g.n_chain]] > hi))
-    if not len(out):
-        return edges, ns
-    return np.r_[out[:1], edges], np.r_[hi - max(int(t[node]), lo), ns]
 
 
 def _join(into: Pieces, part: Pieces) -> None:

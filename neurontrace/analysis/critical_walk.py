@@ -256,7 +256,24 @@ def window_path(w: Walker, lo: int, hi: int) -> Path:
     if node < 0:
         return path_of(Pieces(), lo, hi)
     edges, ns, _, _ = w.walk(node, lo)
-    return path_of(w.pieces(edges, ns), lo, hi)  # after the last recorded point nothing ran: idle
+    edges, ns = with_tail(w, node, lo, hi, edges, ns)
+    return path_of(w.pieces(edges, ns), lo, hi)  # after the last recorded point, if nothing was open: idle
+
+
+def with_tail(w: Walker, node: int, lo: int, hi: int, edges: np.ndarray, ns: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The walk with the time from its last recorded point to ``hi`` (the window's or a slice's end), on the
+    edge of that point's thread or track that crosses ``hi``: what was still running there (a matmul the window
+    ends in is on the path to its end, not idle; a slice's path crosses its cut on it, as the whole rank's
+    does); where none crosses, that time stays idle."""
+    g = w.g
+    t = w.t_np
+    if t[node] >= hi:
+        return edges, ns
+    out = np.flatnonzero((g.src[:g.n_chain] == node) & (t[g.dst[:g.n_chain]] > hi))
+    if not len(out):
+        return edges, ns
+    return np.r_[out[:1], edges], np.r_[hi - max(int(t[node]), lo), ns]
 
 
 def small_kernels(p: Path) -> dict[str, int]:

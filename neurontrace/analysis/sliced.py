@@ -66,12 +66,12 @@ def step_cuts(steps: list[tuple[int, int]], sizes: list[tuple[int, int]] | None 
     part_start = np.array([s for s, _ in parts], np.int64)
     weight = np.r_[0, np.cumsum([b for _, b in parts])]
 
-    def before(t: int) -> int:  # the weight of the parts starting before t
+    def before(t: float) -> int:  # the weight of the parts starting before t
         return int(weight[np.searchsorted(part_start, t, side="left")])
 
     cuts: list[int] = []
     last = 0
-    for prev, t in zip([None, *ordered], ordered, strict=False):
+    for prev, t in zip([None, *ordered], [*ordered, float("inf")], strict=True):  # inf: the last slice's end
         if prev is not None and before(t) - last > budget:
             cuts.append(prev)
             last = before(prev)
