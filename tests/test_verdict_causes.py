@@ -177,11 +177,15 @@ def test_phase_split_matches_the_run_s_own_clock(verdict_runs: Path) -> None:
     split = diag.phases.split
     assert split is not None and [s["step"] for s in split.steps] == [first, first + 1, first + 2]
     steps = {s["step"]: s for s in diag.phases.steps}
+    close = []
     for row in split.steps:
         assert sum(row[p] for p in PHASES) == steps[row["step"]]["dur_ns"]  # the four add up to the step
         want = facts[row["step"]]
-        for phase in ("forward_ns", "backward_ns", "optimizer_ns"):
-            assert abs(row[phase] - want[phase]) <= 0.1 * want[phase] + 0.5 * MS, (row, want)
+        close.append(all(abs(row[phase] - want[phase]) <= 0.1 * want[phase] + 0.5 * MS
+                         for phase in ("forward_ns", "backward_ns", "optimizer_ns")))
+    # a loaded host can preempt the run between two marks of a phase (after Optimizer.step, before zero_grad):
+    # its clock counts that gap, the split gives it to "other"; a wrong rule would miss in every step
+    assert sum(close) >= 2, (split.steps, facts)
     assert split.total == {p: sum(s[p] for s in split.steps) for p in PHASES}
     doc = diag.as_dict()["phases"]["split"]
     assert set(doc["total"]) == set(PHASES) and len(doc["steps"]) == 3
