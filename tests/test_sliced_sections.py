@@ -10,10 +10,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 import neurontrace
-from neurontrace.analysis import compile, critical_path, memory, neuron_summary
+from neurontrace.analysis import compile, critical_path, memory, memory_fold, neuron_summary
 from neurontrace.analysis.contract import Context, Options
 from neurontrace.analysis.stalls import frame_sources
 from neurontrace.trace import Trace
@@ -95,6 +97,55 @@ def test_resnet50_merges_exactly_at_step_boundaries(resnet: Sliced) -> None:
         assert resnet.doc(section, sliced) == resnet.want(section), section.key  # diagnose_sliced too
     assert resnet.want(critical_path.SECTION)["breakdown_ns"]["launch"] > 0  # a GPU run's path: launches
     assert resnet.want(memory.SECTION)["devices"]
+
+
+def _live_blocks(trace: Trace, before: int) -> int:
+    """The blocks allocated before ``before`` and not freed or reused by then, over the rank's allocators (from
+    the whole rank's rows, by memory.py's own rules)."""
+    t = trace.memory_events
+    keys = [f"{r}|{d}|{p}" for r, d, p in zip(t["rank"].to_pylist(), t["device"].cast(pa.string()).to_pylist(),
+                                              t["pid"].cast(pa.string()).to_pylist(), strict=True)]
+    live = 0
+    for key in set(keys):
+        dev = t.filter(pa.array([k == key for k in keys]))
+        dev = dev.take(pa.array(np.argsort(dev["ts_ns"].to_numpy(), kind="stable")))
+        rows = memory._rows(dev, {})
+        upto = int(np.searchsorted(rows.ts, before, "left"))
+        live += int((rows.tracked[:upto] & (rows.freed_at[:upto] >= upto)).sum())
+    return live
+
+
+def _holds_tables(obj: Any) -> bool:
+    stack, seen = [obj], set()
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, (pa.Table, pa.Array, pa.ChunkedArray, np.ndarray)):
+            return True
+        stack += list(o.values()) if isinstance(o, dict) else list(o) if isinstance(o, (list, tuple)) else \
+            list(vars(o).values()) if hasattr(o, "__dict__") else []
+    return False
+
+
+def test_memory_folds_slice_by_slice_holding_the_live_blocks_only(cpu_run: Sliced) -> None:
+    """diagnose DATASET folds each slice into memory's state and drops it (analysis/memory_fold.py): after every
+    slice (cuts at arbitrary instants, inside steps and allocations) the state holds no row table or array and
+    exactly the blocks live at the slice's end in the whole rank (a leak's among them), and it finishes to the
+    whole rank's value."""
+    slices = cpu_run.slices(even_cuts(cpu_run.trace, 9))
+    state = None
+    held = []
+    for s in slices:
+        part = s.get(memory.SECTION.key)
+        state = memory_fold.fold(state, part)
+        assert state is not None and state.owned is not None and not _holds_tables(state)
+        held.append((sum(len(d.live) for d in state.devices.values()), _live_blocks(cpu_run.trace, state.owned[1])))
+    assert all(got == want for got, want in held), held
+    assert max(got for got, _ in held) > 0  # the run allocates and frees across the cuts
+    assert memory.SECTION.finish is not None
+    assert memory.SECTION.to_json(memory.SECTION.finish(state)) == cpu_run.want(memory.SECTION)
 
 
 def test_resnet50_memory_at_arbitrary_instants(resnet: Sliced) -> None:

@@ -116,6 +116,11 @@ class Section:
     # One rank's per-slice values (computed with Options.owned, in time order) -> the rank's value, equal to
     # ``compute`` on the whole rank. None: the section cannot be computed out of core (a warning says so).
     merge: Callable[[list[Any]], Any] | None = None
+    # Out of core without holding the slices' values: ``fold(state, value)`` (state None before the first slice)
+    # folds one slice's value in, in time order, and ``finish(state)`` gives what ``merge`` gives on them all.
+    # Without them the values are held and merged at the end (analysis/sliced.py).
+    fold: Callable[[Any, Any], Any] | None = None
+    finish: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,8 @@ class DeviceSection:
     from_json: Callable[[Any], Any] = _same
     text: Callable[[Any], list[str]] = _no_text
     merge: Callable[[list[Any]], Any] | None = None  # one device's per-slice values -> its value (as Section)
+    fold: Callable[[Any, Any], Any] | None = None  # as Section's
+    finish: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True)

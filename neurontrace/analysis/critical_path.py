@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 
-from neurontrace.analysis import cross_rank
+from neurontrace.analysis import critical_path_slices, cross_rank
 from neurontrace.analysis.contract import Context, Finding, FindingFamily, Section
 from neurontrace.analysis.critical_path_slices import keep_slice, merge_slices
 from neurontrace.analysis.critical_walk import (
@@ -257,7 +257,8 @@ def findings(ctx: Context) -> list[Finding]:
 
 
 SECTION = Section("critical_path", "critical path", _compute, to_json=lambda v: v.as_dict(),
-                  from_json=CriticalPath.from_dict, text=_text, combine=combine, merge=merge)
+                  from_json=CriticalPath.from_dict, text=_text, combine=combine, merge=merge,
+                  fold=critical_path_slices.fold, finish=critical_path_slices.finish)
 FINDINGS = FindingFamily("critical path", findings)
 
 

@@ -29,10 +29,12 @@ event that ended before the cut (the gap idle) and in the slice the enclosing fr
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
 from neurontrace.analysis.critical_walk import (
+    Collective,
     CriticalPath,
     Label,
     Pieces,
@@ -79,70 +81,109 @@ def _join(into: Pieces, part: Pieces) -> None:
         into.top[lab] = [into.top.get(lab, [0, kd])[0] + n, kd]
 
 
-def merge_slices(parts: list[CriticalPath | None]) -> CriticalPath | None:
-    """The rank's value from its slices' values, in time order (see the module's docstring for what is exact)."""
-    vals = [p for p in parts if p is not None]
-    if not vals:
-        return None
-    if any(p.owned is None or p.pieces is None or p.window is None for p in vals):
-        raise ValueError("critical_path.merge takes values computed with Options.owned")
-    lo = min(p.window[0] for p in vals if p.window is not None)
-    hi = max(p.window[1] for p in vals if p.window is not None)
-    pieces = Pieces()
-    seen: Counter[Label] = Counter()
-    for p in vals:
-        if p.pieces is not None:
-            _join(pieces, p.pieces)
-        seen.update(p.crossing)
-    pieces.count -= sum(n - 1 for n in seen.values())  # an event crossing a cut is one event
-    path = path_of(pieces, lo, hi)
-    dropped: Counter[str] = Counter()
-    for p in vals:
-        dropped.update(p.dropped_edges)
-    ranks = sorted({r for p in vals for r in p.ranks})
-    cp = CriticalPath(path, [s for p in vals for s in p.steps], ranks, False, dropped_edges=dict(dropped),
-                      small_kernels=small_kernels(path), rank=ranks[0] if ranks else None)
-    cp.per_rank = [{"rank": cp.rank, "length_ns": path.length_ns, "breakdown_ns": path.breakdown_ns}]
-    _merge_segments(cp, vals)
-    cp.check()
-    return cp
+class PathFold:
+    """The running state of the critical path over one rank's slices, in time order: the pieces joined, the
+    events crossing cuts, the steps (a row each in the JSON: O(steps), the output), the collectives'
+    segments resolved as their slice is folded, and for the segments still to come, the latest slice's own
+    segment resolved back (with the starts of the slices after it that hold none). A slice's value is not
+    kept."""
 
+    def __init__(self) -> None:
+        self.window: tuple[int, int] | None = None
+        self.pieces = Pieces()
+        self.seen: Counter[Label] = Counter()
+        self.dropped: Counter[str] = Counter()
+        self.ranks: set[int] = set()
+        self.steps: list[dict[str, Any]] = []
+        self.collectives: dict[str, Collective] = {}
+        self.segments: dict[str, Segment] = {}
+        self.last: Segment | None = None  # the latest slice's own segment, resolved back
+        self.last_bounds: tuple[tuple[int, int], tuple[int, int]] | None = None  # its (owned, window)
+        self.skipped: list[int] = []  # the starts of the slices after it (none: no segment of their own)
+        self.count = 0
 
-def _merge_segments(cp: CriticalPath, vals: list[CriticalPath]) -> None:
-    """Each collective's segment from the slice its collective starts in, continued back through the slices
-    before it where it reached its slice's start; the rank's last segment likewise."""
-    def resolved(seg: Segment, k: int, idle: int = 0) -> Segment:
-        pieces = Pieces()
-        _join(pieces, seg.pieces)
-        pieces.breakdown[KINDS.index("idle")] += idle
-        while seg.stop is None and k > 0 and seg.begin_ns <= _start(vals[k]):
-            k -= 1
-            prev = vals[k].segments.get("")
-            if prev is None:
-                continue
-            _join(pieces, prev.pieces)
-            seg = prev
-        return Segment(pieces, seg.stop, seg.begin_ns)
-
-    for k, p in enumerate(vals):
-        assert p.owned is not None
+    def add(self, p: CriticalPath | None) -> None:
+        if p is None:
+            return
+        if p.owned is None or p.pieces is None or p.window is None:
+            raise ValueError("critical_path.merge takes values computed with Options.owned")
+        w = self.window
+        self.window = p.window if w is None else (min(w[0], p.window[0]), max(w[1], p.window[1]))
+        _join(self.pieces, p.pieces)
+        self.seen.update(p.crossing)
+        self.dropped.update(p.dropped_edges)
+        self.ranks.update(p.ranks)
+        self.steps += p.steps
+        start = _start(p)
         for key, c in p.collectives.items():
             if p.owned[0] <= c.start_ns < p.owned[1] and key in p.segments:
-                cp.collectives[key] = c
-                cp.segments[key] = resolved(p.segments[key], k)
-    last = next((k for k in range(len(vals) - 1, -1, -1) if "" in vals[k].segments), None)
-    if last is not None:
-        cp.segments[""] = resolved(vals[last].segments[""], last, _idle_after(vals, last))
+                self.collectives[key] = c
+                self.segments[key] = self._resolved(p.segments[key], start)
+        own = p.segments.get("")
+        if own is None:
+            self.skipped.append(start)
+        else:
+            self.last, self.last_bounds, self.skipped = self._resolved(own, start), (p.owned, p.window), []
+        self.count += 1
+
+    def _resolved(self, seg: Segment, start: int) -> Segment:
+        """``seg`` of the slice starting at ``start`` continued back through the slices before it while it reaches
+        its slice's start (as _merge_segments did over the held values)."""
+        pieces = Pieces()
+        _join(pieces, seg.pieces)
+        if seg.stop is not None or self.count == 0 or seg.begin_ns > start:
+            return Segment(pieces, seg.stop, seg.begin_ns)
+        for s in reversed(self.skipped):  # the slices between, holding no segment: the test moves back
+            if seg.begin_ns > s:
+                return Segment(pieces, seg.stop, seg.begin_ns)
+        if self.last is None:
+            return Segment(pieces, seg.stop, seg.begin_ns)
+        _join(pieces, self.last.pieces)
+        return Segment(pieces, self.last.stop, self.last.begin_ns)
+
+    def finish(self) -> CriticalPath | None:
+        if self.window is None:
+            return None
+        lo, hi = self.window
+        pieces = self.pieces
+        pieces.count -= sum(n - 1 for n in self.seen.values())  # an event crossing a cut is one event
+        path = path_of(pieces, lo, hi)
+        ranks = sorted(self.ranks)
+        cp = CriticalPath(path, self.steps, ranks, False, dropped_edges=dict(self.dropped),
+                          small_kernels=small_kernels(path), rank=ranks[0] if ranks else None)
+        cp.per_rank = [{"rank": cp.rank, "length_ns": path.length_ns, "breakdown_ns": path.breakdown_ns}]
+        cp.collectives, cp.segments = self.collectives, self.segments
+        if self.last is not None and self.last_bounds is not None:
+            (owned, window) = self.last_bounds
+            seg = self.last
+            tail = Pieces()
+            _join(tail, seg.pieces)
+            tail.breakdown[KINDS.index("idle")] += max(0, hi - max(min(window[1], owned[1]), window[0]))
+            cp.segments[""] = Segment(tail, seg.stop, seg.begin_ns)
+        cp.check()
+        return cp
+
+
+def fold(state: PathFold | None, part: CriticalPath | None) -> PathFold:
+    """``state`` with one more slice's value folded in (the slices in time order)."""
+    st = state or PathFold()
+    st.add(part)
+    return st
+
+
+def finish(state: PathFold | None) -> CriticalPath | None:
+    """The rank's value from the folded state (see the module's docstring for what is exact)."""
+    return None if state is None else state.finish()
+
+
+def merge_slices(parts: list[CriticalPath | None]) -> CriticalPath | None:
+    """The rank's value from its slices' values, in time order (see the module's docstring for what is exact)."""
+    state: PathFold | None = None
+    for p in parts:
+        state = fold(state, p)
+    return finish(state)
 
 
 def _start(p: CriticalPath) -> int:
     assert p.owned is not None and p.window is not None
     return min(max(p.window[0], p.owned[0]), p.window[1])
-
-
-def _idle_after(vals: list[CriticalPath], last: int) -> int:
-    """The window after the last slice holding work: idle, as after the last recorded point in memory."""
-    p = vals[last]
-    assert p.owned is not None and p.window is not None
-    hi = max(v.window[1] for v in vals if v.window is not None)
-    return max(0, hi - max(min(p.window[1], p.owned[1]), p.window[0]))

@@ -264,25 +264,46 @@ def _summarize(ops: pa.Table, rows: np.ndarray, how: str, busy_s: np.ndarray, bu
     return out
 
 
+FallbackFold = dict[tuple[str, str, str], tuple[FallbackOp, dict[int, None]]]  # key -> (op so far, its event ids)
+
+
+def fold_slices(state: FallbackFold | None, ops: list[FallbackOp]) -> FallbackFold:
+    """``state`` with one more time slice's fallback ops folded in (the slices in time order): calls, times
+    and sources summed, event ids once each (in the order first seen)."""
+    merged: FallbackFold = {} if state is None else state
+    for op in ops:
+        key = (op.found_by, (op.evidence == "named_not_seen" and "unseen") or "seen", op.name)
+        got = merged.get(key)
+        if got is None:
+            merged[key] = (FallbackOp(op.name, op.calls, op.host_ns, op.device_idle_ns, op.found_by, op.source, [],
+                                      op.evidence, list(op.named_by), op.also_executed_on_device, dict(op.sources)),
+                           dict.fromkeys(op.event_ids))
+            continue
+        cur, ids = got
+        cur.calls, cur.host_ns, cur.device_idle_ns = (cur.calls + op.calls, cur.host_ns + op.host_ns,
+                                                      cur.device_idle_ns + op.device_idle_ns)
+        ids.update(dict.fromkeys(op.event_ids))
+        for src, n in op.sources.items():
+            cur.sources[src] = cur.sources.get(src, 0) + n
+    return merged
+
+
 def merge_slices(parts: list[list[FallbackOp]]) -> list[FallbackOp]:
     """One rank's fallback ops from its time slices' (each computed with ``owned``), as :func:`find_fallback`
     gives them on the whole rank: calls, times and sources summed, event ids once each, a named op "not seen"
     only where no slice saw it, in the whole rank's order."""
-    merged: dict[tuple[str, str, str], FallbackOp] = {}
+    state: FallbackFold | None = None
     for ops in parts:
-        for op in ops:
-            key = (op.found_by, (op.evidence == "named_not_seen" and "unseen") or "seen", op.name)
-            cur = merged.get(key)
-            if cur is None:
-                merged[key] = FallbackOp(op.name, op.calls, op.host_ns, op.device_idle_ns, op.found_by, op.source,
-                                         list(dict.fromkeys(op.event_ids)), op.evidence, list(op.named_by),
-                                         op.also_executed_on_device, dict(op.sources))
-                continue
-            cur.calls, cur.host_ns, cur.device_idle_ns = (cur.calls + op.calls, cur.host_ns + op.host_ns,
-                                                          cur.device_idle_ns + op.device_idle_ns)
-            cur.event_ids = list(dict.fromkeys([*cur.event_ids, *op.event_ids]))
-            for src, n in op.sources.items():
-                cur.sources[src] = cur.sources.get(src, 0) + n
+        state = fold_slices(state, ops)
+    return finish_slices(state)
+
+
+def finish_slices(folded: FallbackFold | None) -> list[FallbackOp]:
+    """The rank's fallback ops from the folded state (:func:`merge_slices`)."""
+    merged: dict[tuple[str, str, str], FallbackOp] = {}
+    for key, (op, ids) in (folded or {}).items():
+        op.event_ids = list(ids)
+        merged[key] = op
     seen = {_short(op.name) for op in merged.values() if op.found_by == "explicit" and op.evidence != "named_not_seen"}
     out = []
     for kind in (("explicit", "seen"), ("explicit", "unseen"), ("signature", "seen")):

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace import trace_facts, units
-from neurontrace.analysis import memory_slices
+from neurontrace.analysis import memory_fold, memory_slices
 from neurontrace.analysis import phases as phases_section
 from neurontrace.analysis.contract import Context, Section
 from neurontrace.analysis.memory_slices import MemorySlice
@@ -419,15 +419,14 @@ def _compute(ctx: Context) -> Memory | MemorySlice | None:
 
 
 def merge(parts: list[MemorySlice | None]) -> Memory | None:
-    """One rank's Memory from its time slices' values, in time order (analysis/memory_slices.py)."""
-    return memory_slices.merge_slices(parts, _of_rows)
+    """One rank's Memory from its time slices' values, in time order (analysis/memory_fold.py)."""
+    got: Memory | None = memory_fold.merge(parts, _MAKE)
+    return got
 
 
-def _of_rows(t: pa.Table | None, steps: list[tuple[int, int, int]], frames: dict[int, str],
-             capacity: Callable[[str], tuple[int | None, str | None]], neuron: list[NeuronMemory]) -> Memory | None:
-    if t is None:  # no memory events in the rank
-        return Memory([], neuron) if neuron else None
-    return from_rows(t, steps, frames, capacity, neuron)
+def _finish(state: memory_fold.MemoryFold | None) -> Memory | None:
+    got: Memory | None = memory_fold.finish(state, _MAKE)
+    return got
 
 
 def combine(parts: list[Memory]) -> Memory:
@@ -465,5 +464,6 @@ def text(m: Memory) -> list[str]:
     return out
 
 
+_MAKE = memory_fold.Makers(LiveGroup, StepMemory, OutOfMemory, DeviceMemory, Memory)
 SECTION = Section("memory", "memory", _compute, to_json=lambda v: v.as_dict(), from_json=Memory.from_dict,
-                  text=text, combine=combine, merge=merge)
+                  text=text, combine=combine, merge=merge, fold=memory_fold.fold, finish=_finish)

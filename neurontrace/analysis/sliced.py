@@ -18,6 +18,7 @@ arbitrary cut can change, and why.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -25,12 +26,12 @@ import numpy as np
 
 from neurontrace.analysis import load_warnings, malformed, registry
 from neurontrace.analysis.attribution import DeviceAttribution, detail_priority, planned_labels
-from neurontrace.analysis.contract import Options
+from neurontrace.analysis.contract import DeviceSection, Options, Section
 from neurontrace.analysis.diagnose import RankResult, diagnose_rank
-from neurontrace.analysis.fallback import merge_slices
+from neurontrace.analysis.fallback import FallbackFold, finish_slices, fold_slices
 from neurontrace.analysis.slice_plan import Reader, plan_rank
 from neurontrace.analysis.slices import DevicePlan, RankPlan, slice_of
-from neurontrace.analysis.stall_merge import LabelKey, label_keys, merge_stalls
+from neurontrace.analysis.stall_merge import LabelKey, StallFold, label_keys
 from neurontrace.analysis.stalls import Stall, describe, frame_sources
 from neurontrace.analysis.window import trace_span
 from neurontrace.causes import CAUSES
@@ -97,35 +98,39 @@ def diagnose_sliced(trace: Trace, cuts: list[int], options: Options | None = Non
 
 
 def diagnose_slices(read: Reader, slices: list[tuple[int, int]], options: Options | None = None, *,
-                    progress: Progress = no_progress, halo: int | None = None) -> RankResult:
+                    progress: Progress = no_progress, halo: int | None = None,
+                    on_fold: Callable[[int, RankFold], None] | None = None) -> RankResult:
     """One rank from ``read`` (the events overlapping a slice) over ``slices`` (in time order); each slice's
     analysis reads its instants widened by ``halo`` ns on both sides (what it owns stays its instants): by default
-    the plan's, which its first pass found (``RankPlan.halo_ns``, analysis/slice_reach.py)."""
+    the plan's, which its first pass found (``RankPlan.halo_ns``, analysis/slice_reach.py). Each slice's result
+    is folded into a :class:`RankFold` as soon as it is computed and dropped (``on_fold(k, fold)`` after slice
+    ``k``: bench/fold_state.py)."""
     options = options or Options()
     progress("planning the slices", 0, len(slices))
     plan = plan_rank(read, slices, options.window)
-    parts: list[RankResult] = []
+    fold = RankFold(plan, options)
     for i, owned in enumerate(slices):
         progress("diagnosing slice by slice", i, len(slices))
         margin = plan.halo_ns if halo is None else halo
         held = (owned[0] - margin, owned[1] + margin)
-        parts.append(diagnose_rank(read(held), replace(options, owned=owned, plan=plan)))
+        fold.add(diagnose_rank(read(held), replace(options, owned=owned, plan=plan)))
+        if on_fold is not None:
+            on_fold(i, fold)
     progress("diagnosing slice by slice", len(slices), len(slices))
-    return merge_rank(parts, plan, options, _Describer(read, slices, plan, parts))
+    return fold.finish(_Describer(read, slices, plan))
 
 
 class _Describer:
     """Finds the events behind a stall joined across cuts, on the slices it spans, read again together."""
 
-    def __init__(self, read: Reader, slices: list[tuple[int, int]], plan: RankPlan, parts: list[RankResult]):
-        self.read, self.slices, self.plan, self.parts = read, slices, plan, parts
+    def __init__(self, read: Reader, slices: list[tuple[int, int]], plan: RankPlan):
+        self.read, self.slices, self.plan = read, slices, plan
 
     def __call__(self, dp: DevicePlan, members: list[int], start: int, end: int, cause: str,
-                 owner: LabelKey) -> Stall:
+                 owner: LabelKey, fallback: np.ndarray) -> Stall:
+        """``fallback``: the charged fallback event ids of those slices."""
         owned = (self.slices[members[0]][0], self.slices[members[-1]][1])
         trace, _ = malformed.sanitize(self.read(owned), owned, self.plan)
-        fallback = np.fromiter({i for k in members for op in self.parts[k].fallback_ops if op.charged
-                                for i in op.event_ids}, np.int64)
         labels = planned_labels(trace, dp, self.plan, fallback)
         keys = label_keys(labels)
         k = keys.index(owner) if owner in keys else -1
@@ -133,60 +138,124 @@ class _Describer:
                         (dp.python_cutoff_ns,))[0]
 
 
-def merge_rank(parts: list[RankResult], plan: RankPlan, options: Options, describer: _Describer) -> RankResult:
-    """The rank's result from its slices' (in time order)."""
-    devices = [_merge_device(dp, [d for p in parts for d in p.devices if (d.device, d.rank) == (dp.device, dp.rank)],
-                             options, describer) for dp in plan.devices]
-    left_out: list[str] = []
-    for dev_section in registry.DEVICE_SECTIONS:
-        if dev_section.merge is None:
-            left_out.append(dev_section.key)
-    sections: dict[str, Any] = {}
-    for s in registry.SECTIONS:
-        values = [p.sections[s.key] for p in parts if s.key in p.sections]
-        if s.merge is None:
-            left_out.append(s.key)
-        elif values:
-            value = s.merge(values)
-            if value is not None:
-                sections[s.key] = value
-    warned = sections.get(load_warnings.SECTION.key, load_warnings.LoadWarnings())
-    warned = load_warnings.with_checks(warned, sections.get(malformed.SECTION.key))
-    if left_out:
-        warned.items.append(load_warnings.LoadWarning("diagnose", OUT_OF_CORE, (
-            f"diagnosed out of core, {len(parts)} time slices: {', '.join(left_out)} cannot be computed slice "
-            f"by slice yet and are left out (docs/scale.md, 'diagnose DATASET')")))
-    if warned.items or load_warnings.SECTION.key in sections:
-        sections[load_warnings.SECTION.key] = warned
-    origin = options.origin_ns if options.window is not None and options.origin_ns is not None else \
-        min((d.window[0] for d in devices), default=None)
-    first = parts[0]
-    return RankResult(first.rank, first.inputs, devices, merge_slices([p.fallback_ops for p in parts]), sections,
-                      first.synthetic, origin)
+class _Folding:
+    """One section's (or device section's) values over the slices: folded when it declares ``fold``, else held
+    for its ``merge``."""
+
+    def __init__(self, section: Section | DeviceSection) -> None:
+        self.section, self.state, self.held, self.any = section, None, list[Any](), False
+        self.folds = section.fold is not None and section.finish is not None
+
+    def add(self, value: Any) -> None:
+        self.any = True
+        if self.folds:
+            assert self.section.fold is not None
+            self.state = self.section.fold(self.state, value)
+        else:
+            self.held.append(value)
+
+    def finish(self) -> Any:
+        if self.folds:
+            assert self.section.finish is not None
+            return self.section.finish(self.state)
+        assert self.section.merge is not None
+        return self.section.merge(self.held)
 
 
-def _merge_device(dp: DevicePlan, slices: list[DeviceAttribution], options: Options,
-                  describer: _Describer) -> DeviceAttribution:
-    window = options.window or dp.window.span
-    causes = dict.fromkeys(CAUSES, 0)
-    detail: dict[str, int] = {}
-    for d in slices:
+class _DeviceFold:
+    """One planned device's running state: causes and details summed, stalls, device sections."""
+
+    def __init__(self, dp: DevicePlan, top: int) -> None:
+        self.dp = dp
+        self.causes = dict.fromkeys(CAUSES, 0)
+        self.detail: dict[str, int] = {}
+        self.stalls = StallFold(top)
+        self.sections = {ds.key: _Folding(ds) for ds in registry.DEVICE_SECTIONS if ds.merge is not None}
+
+    def add(self, k: int, d: DeviceAttribution, fallback: np.ndarray) -> None:
         for c, v in d.causes_ns.items():
-            causes[c] += v
-        for k, v in d.detail_ns.items():
-            detail[k] = detail.get(k, 0) + v
-    detail = {k: detail[k] for k in sorted(detail, key=lambda k: detail_priority(*k.split(".", 1)))}
-    rule = ("option", "--window", None, 0) if options.window else (dp.window.rule, dp.window.source,
-                                                                   dp.window.lag_ns, dp.window.steps)
-    out = DeviceAttribution(dp.device, dp.rank, window, rule[1], causes, detail, window_rule=rule[0],
-                            window_steps=rule[3], device_lag_ns=rule[2])
-    out.top_stalls = merge_stalls([(d.top_stalls, d.slice_stalls) for d in slices if d.slice_stalls is not None],
-                                  options.top, lambda members, s, e, c, owner: describer(dp, members, s, e, c, owner))
-    for ds in registry.DEVICE_SECTIONS:
-        values = [d.sections[ds.key] for d in slices if ds.key in d.sections]
-        if ds.merge is not None and values:
-            value = ds.merge(values)
-            if value is not None:
-                out.sections[ds.key] = value
-    out.check()
-    return out
+            self.causes[c] += v
+        for key, v in d.detail_ns.items():
+            self.detail[key] = self.detail.get(key, 0) + v
+        if d.slice_stalls is not None:
+            self.stalls.add(k, d.top_stalls, d.slice_stalls, fallback)
+        for key, f in self.sections.items():
+            if key in d.sections:
+                f.add(d.sections[key])
+
+
+class RankFold:
+    """One rank's result folded slice by slice, in time order (:func:`diagnose_slices`): attribution summed,
+    stalls joined across cuts (analysis/stall_merge.StallFold), fallback ops (fallback.fold_slices), each
+    section by its ``fold`` (or its values held for its ``merge``). A slice's result is not kept."""
+
+    def __init__(self, plan: RankPlan, options: Options) -> None:
+        self.plan, self.options = plan, options
+        self.devices = {(dp.device, dp.rank): _DeviceFold(dp, options.top) for dp in plan.devices}
+        self.sections = {s.key: _Folding(s) for s in registry.SECTIONS if s.merge is not None}
+        self.fallback: FallbackFold | None = None
+        self.first: RankResult | None = None
+        self.count = 0
+
+    def add(self, part: RankResult) -> None:
+        """The next slice's result (in time order)."""
+        k = self.count
+        self.count += 1
+        if self.first is None:
+            self.first = RankResult(part.rank, part.inputs, [], [], {}, part.synthetic)
+        ids = np.fromiter({i for op in part.fallback_ops if op.charged for i in op.event_ids}, np.int64)
+        self.fallback = fold_slices(self.fallback, part.fallback_ops)
+        for d in part.devices:
+            got = self.devices.get((d.device, d.rank))
+            if got is not None:
+                got.add(k, d, ids)
+        for key, f in self.sections.items():
+            if key in part.sections:
+                f.add(part.sections[key])
+
+    def finish(self, describer: _Describer) -> RankResult:
+        """The rank's result from the slices folded in."""
+        assert self.first is not None, "a rank of no slices"
+        options = self.options
+        devices = [self._device(f, describer) for f in self.devices.values()]
+        left_out = [ds.key for ds in registry.DEVICE_SECTIONS if ds.merge is None]
+        sections: dict[str, Any] = {}
+        for s in registry.SECTIONS:
+            f = self.sections.get(s.key)
+            if f is None:
+                left_out.append(s.key)
+            elif f.any:
+                value = f.finish()
+                if value is not None:
+                    sections[s.key] = value
+        warned = sections.get(load_warnings.SECTION.key, load_warnings.LoadWarnings())
+        warned = load_warnings.with_checks(warned, sections.get(malformed.SECTION.key))
+        if left_out:
+            warned.items.append(load_warnings.LoadWarning("diagnose", OUT_OF_CORE, (
+                f"diagnosed out of core, {self.count} time slices: {', '.join(left_out)} cannot be computed slice "
+                f"by slice yet and are left out (docs/scale.md, 'diagnose DATASET')")))
+        if warned.items or load_warnings.SECTION.key in sections:
+            sections[load_warnings.SECTION.key] = warned
+        origin = options.origin_ns if options.window is not None and options.origin_ns is not None else \
+            min((d.window[0] for d in devices), default=None)
+        first = self.first
+        return RankResult(first.rank, first.inputs, devices, finish_slices(self.fallback), sections,
+                          first.synthetic, origin)
+
+    def _device(self, f: _DeviceFold, describer: _Describer) -> DeviceAttribution:
+        dp, options = f.dp, self.options
+        window = options.window or dp.window.span
+        detail = {k: f.detail[k] for k in sorted(f.detail, key=lambda k: detail_priority(*k.split(".", 1)))}
+        rule = ("option", "--window", None, 0) if options.window else (dp.window.rule, dp.window.source,
+                                                                       dp.window.lag_ns, dp.window.steps)
+        out = DeviceAttribution(dp.device, dp.rank, window, rule[1], dict(f.causes), detail, window_rule=rule[0],
+                                window_steps=rule[3], device_lag_ns=rule[2])
+        out.top_stalls = f.stalls.finish(lambda members, s, e, c, owner, ids: describer(dp, members, s, e, c, owner,
+                                                                                          ids))
+        for key, sf in f.sections.items():
+            if sf.any:
+                value = sf.finish()
+                if value is not None:
+                    out.sections[key] = value
+        out.check()
+        return out

@@ -121,40 +121,95 @@ class _Chain:
 
 # (slices it spans, start, end, cause, owner label) -> the stall, its events found on those slices
 Describe = Callable[[list[int], int, int, str, LabelKey], Stall]
+# the same, given the charged fallback event ids of those slices (what labels the events there)
+DescribeWith = Callable[[list[int], int, int, str, LabelKey, np.ndarray], Stall]
+NO_IDS = np.zeros(0, np.int64)
+
+
+@dataclass
+class _Open:
+    """A run joined across cuts so far, with the charged fallback event ids of the slices it spans."""
+
+    chain: _Chain
+    ids: list[np.ndarray]
+
+
+class StallFold:
+    """The top stalls of one device, its slices folded in time order (as :func:`merge_stalls`), holding only
+    the ``top`` longest runs found so far, the run open at the last cut, and the previous slice's longest runs
+    (whether the run at its end is cut is known at the next slice)."""
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.found: list[tuple[tuple[int, int, int, int, int], Stall | _Open]] = []
+        self.open: _Open | None = None
+        self.pending: tuple[int, list[Stall], set[int]] | None = None  # (slice, its runs, starts excluded)
+        self.closed = 0
+
+    def add(self, k: int, stalls: list[Stall], ss: SliceStalls, ids: np.ndarray = NO_IDS) -> None:
+        """Slice ``k``'s longest runs and edge runs (and its charged fallback event ids)."""
+        mine: set[int] = set()
+        joined = False
+        op = self.open
+        if op is not None and ss.head is not None and ss.head.cause == op.chain.cause and \
+                ss.head.start == op.chain.end:
+            op.chain.members.append((k, ss.head))
+            op.ids.append(ids)
+            joined = True
+            mine.add(ss.head.start)
+            if self.pending is not None:  # the chain is cut now: its member in the slice before is excluded
+                self.pending[2].update(r.start for j, r in op.chain.members if j == self.pending[0])
+            if ss.head is ss.tail:
+                self._settle(k, stalls, mine)
+                return  # the run fills the slice: it may go on into the next
+        if op is not None:
+            self._close(op)
+            self.open = None
+        if ss.tail is not None and not (joined and ss.tail is ss.head):
+            self.open = _Open(_Chain([(k, ss.tail)]), [ids])
+        self._settle(k, stalls, mine)
+
+    def _settle(self, k: int, stalls: list[Stall], mine: set[int]) -> None:
+        """The previous slice's runs are final now; this slice's wait for the next."""
+        if self.pending is not None:
+            j, runs, excluded = self.pending
+            for n, s in enumerate(runs):
+                if s.start_ns not in excluded:
+                    self._push((-s.dur_ns, s.start_ns, 1, j, n), s)
+        self.pending = (k, stalls, mine)
+
+    def _close(self, op: _Open) -> None:
+        c = op.chain
+        self.closed += 1
+        if len(c.members) >= 2 and c.end - c.start >= MIN_STALL_NS:
+            self._push((c.start - c.end, c.start, 0, self.closed, 0), op)
+
+    def _push(self, key: tuple[int, int, int, int, int], item: Stall | _Open) -> None:
+        self.found.append((key, item))
+        if len(self.found) > 2 * self.top + 8:
+            self.found = sorted(self.found, key=lambda f: f[0])[:self.top]
+
+    def finish(self, describe: DescribeWith) -> list[Stall]:
+        """The ``top`` longest stalls, longest first; a run joined across cuts described on its slices."""
+        self._settle(-1, [], set())
+        if self.open is not None:
+            self._close(self.open)
+            self.open = None
+        out = []
+        for _, s in sorted(self.found, key=lambda f: f[0])[:self.top]:
+            if isinstance(s, Stall):
+                out.append(s)
+                continue
+            c = s.chain
+            ids = np.unique(np.concatenate(s.ids)) if s.ids else NO_IDS
+            out.append(describe([k for k, _ in c.members], c.start, c.end, c.cause, c.owner(), ids))
+        return out
 
 
 def merge_stalls(parts: list[tuple[list[Stall], SliceStalls]], top: int, describe: Describe) -> list[Stall]:
     """The ``top`` longest stalls of a device (longest first) from its slices' (longest runs, edge runs), in
     time order."""
-    chains: list[_Chain] = []
-    open_: _Chain | None = None
-    for k, (_, ss) in enumerate(parts):
-        joined = False
-        if open_ is not None and ss.head is not None and ss.head.cause == open_.cause and ss.head.start == open_.end:
-            open_.members.append((k, ss.head))
-            joined = True
-            if ss.head is ss.tail:
-                continue  # the run fills the slice: it may go on into the next
-        if open_ is not None:
-            chains.append(open_)
-            open_ = None
-        if ss.tail is not None and not (joined and ss.tail is ss.head):
-            open_ = _Chain([(k, ss.tail)])
-    if open_ is not None:
-        chains.append(open_)
-    excluded = set()
-    found: list[tuple[int, int, Stall | _Chain]] = []
-    for c in chains:
-        if len(c.members) < 2:
-            continue  # not cut: the slice's own run, among its longest if it is long enough
-        excluded |= {(k, r.start) for k, r in c.members}
-        if c.end - c.start >= MIN_STALL_NS:
-            found.append((c.end - c.start, c.start, c))
-    for k, (stalls, _) in enumerate(parts):
-        found += [(s.dur_ns, s.start_ns, s) for s in stalls if (k, s.start_ns) not in excluded]
-    found.sort(key=lambda f: (-f[0], f[1]))
-    out = []
-    for _, _, s in found[:top]:
-        out.append(s if isinstance(s, Stall) else
-                   describe([k for k, _ in s.members], s.start, s.end, s.cause, s.owner()))
-    return out
+    fold = StallFold(top)
+    for k, (stalls, ss) in enumerate(parts):
+        fold.add(k, stalls, ss)
+    return fold.finish(lambda members, s, e, c, owner, _: describe(members, s, e, c, owner))
