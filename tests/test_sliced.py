@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import neurontrace
@@ -21,6 +22,7 @@ from neurontrace.analysis import critical_path
 from neurontrace.analysis import sliced as sliced_module
 from neurontrace.analysis.contract import Options
 from neurontrace.analysis.diagnose import combine, diagnose_rank
+from neurontrace.analysis.slice_plan import _among, _joined
 from neurontrace.analysis.sliced import (
     diagnose_sliced,
     host_step_starts,
@@ -162,3 +164,16 @@ def test_the_planner_cuts_at_step_starts(cpu_run: Trace) -> None:
     slices = slices_of((lo, hi), cuts)
     assert slices[0][0] == lo and slices[-1][1] == hi + 1
     assert all(a[1] == b[0] for a, b in itertools.pairwise(slices))
+
+
+def test_the_plan_joins_ids_slice_by_slice_as_one_sorted_set() -> None:
+    # the first pass holds each id once, joined as slices arrive, and looks ids up without sorting them again
+    rng = np.random.default_rng(7)
+    held, seen = np.zeros(0, np.int64), []
+    for _ in range(30):
+        new = rng.integers(-3, 2_000, int(rng.integers(0, 80)))
+        seen.append(new)
+        held = _joined(held, new)
+        assert held.tolist() == np.unique(np.concatenate(seen)).tolist()
+        probe = rng.integers(-10, 2_010, 200)
+        assert _among(probe, held).tolist() == np.isin(probe, np.concatenate(seen)).tolist()

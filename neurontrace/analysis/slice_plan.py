@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from neurontrace.analysis import names
+from neurontrace.analysis import value_counts as vc
 from neurontrace.analysis.attribution import CPU_DEVICE, cpu_work, device_rows
 from neurontrace.analysis.default_window import Window, step_cluster
 from neurontrace.analysis.device_activity import Unrecorded, unrecorded
@@ -64,7 +65,8 @@ class _PassA:
     dev_extent: dict[Device, _Extent] = field(default_factory=dict)
     execs: dict[Device, tuple[int, _Extent]] = field(default_factory=dict)
     work_extent: dict[str, _Extent] = field(default_factory=dict)  # host work per pid
-    launch_ns: dict[str, list[np.ndarray]] = field(default_factory=dict)  # launch call durations per pid
+    launch_ns: dict[str, vc.Counts] = field(default_factory=dict)  # launch call durations per pid, as value
+    # counts: their median is exact and they grow with the distinct durations, not with the launches
     latest: list[tuple[int, int, int]] = field(default_factory=list)  # (end, begin, id) ending last
     python: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # pid -> (rows, first end, its start)
     first_begin: int | None = None
@@ -110,7 +112,8 @@ class _PassA:
         ms, me = spans(mine)
         mpid = np.asarray(mine["pid"].cast(pa.string()).to_numpy(zero_copy_only=False), dtype=object)
         for p in set(mpid[calls].tolist()):
-            self.launch_ns.setdefault(str(p), []).append((me - ms)[calls & (mpid == p)])
+            self.launch_ns[str(p)] = vc.merge([self.launch_ns.get(str(p), vc.Counts()),
+                                               vc.of((me - ms)[calls & (mpid == p)])])
         if not dev.num_rows:
             return
         pairs = dev.filter(pa.array(od)).select(["device", "rank"]).group_by(["device", "rank"]).aggregate([])
@@ -199,7 +202,7 @@ def plan_rank(read: Reader, slices: list[tuple[int, int]], window: tuple[int, in
     for key in pairs:
         pids = None if plan.cpu else (a.pids.get(key) or a.corr_pids.get(key) or None)
         mine = [s for s in steps if pids is None or s[1] in pids]
-        launches = [d for p, ds in a.launch_ns.items() if pids is None or p in pids for d in ds]
+        launches = vc.merge(c for p, c in a.launch_ns.items() if pids is None or p in pids)
         dp = DevicePlan(key[0], key[1], Window((0, 0), "empty", "empty trace"),
                         None if pids is None else tuple(sorted(pids)))
         plan.devices.append(dp)
@@ -221,8 +224,7 @@ def plan_rank(read: Reader, slices: list[tuple[int, int]], window: tuple[int, in
         py = [v for p, v in a.python.items() if pids is None or p in pids]
         if sum(n for n, _, _ in py) > 1:
             dp.python_cutoff_ns = min((end, start) for _, end, start in py)[1]
-        durations = np.concatenate(launches) if launches else np.zeros(0, np.int64)
-        medians[id(dp)] = float(np.median(durations)) if len(durations) else None
+        medians[id(dp)] = vc.median(launches)
     _pass_b(read, slices, plan, pending, medians)
     return plan
 
@@ -246,9 +248,11 @@ class _Launched:
 
     lo: int
     hi: int
-    step_dst: list[np.ndarray] = field(default_factory=list)  # device ids the launches in the steps flow to
-    step_corr: list[np.ndarray] = field(default_factory=list)  # correlation ids of the launches in the steps
-    all_corr: list[np.ndarray] = field(default_factory=list)  # correlation ids of every driving host event
+    # Sorted distinct ids, joined slice by slice (held once, not concatenated again at every slice): the device
+    # ids the launches in the steps flow to, the correlation ids of those launches, and of every driving host event.
+    step_dst: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    step_corr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    all_corr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     any_work: bool = False
     extent: _Extent = field(default_factory=_Extent)
 
@@ -261,24 +265,40 @@ class _Launched:
         flows = select(t.flows, "kind", "launch") if t.flows.num_rows else t.flows
         src = flows["src_event_id"].fill_null(-1).to_numpy()
         dst = flows["dst_event_id"].fill_null(-1).to_numpy()
-        self.step_dst.append(dst[np.isin(src, host["event_id"].to_numpy()[in_steps])])
+        self.step_dst = _joined(self.step_dst, dst[np.isin(src, host["event_id"].to_numpy()[in_steps])])
         hcorr = pc.fill_null(host["correlation"], -1).to_numpy()
-        self.step_corr.append(hcorr[in_steps & (hcorr >= 0)])
-        self.all_corr.append(hcorr[oh & (hcorr >= 0)])
+        self.step_corr = _joined(self.step_corr, hcorr[in_steps & (hcorr >= 0)])
+        self.all_corr = _joined(self.all_corr, hcorr[oh & (hcorr >= 0)])
         dev = device_rows(t, dp.device, dp.rank)
         dev = dev.filter(pa.array(owned_rows(dev, owned)))
         dev_ids = dev["event_id"].to_numpy()
         work = np.isin(device_categories(dev), list(DEVICE_WORK))
         dcorr = pc.fill_null(dev["correlation"], -1).to_numpy()
         by_flow = np.isin(dev_ids, dst)
-        by_corr = (dcorr >= 0) & np.isin(dcorr, np.concatenate(self.all_corr))
-        launched = np.isin(dev_ids, np.concatenate(self.step_dst))
-        launched |= ~by_flow & (dcorr >= 0) & np.isin(dcorr, np.concatenate(self.step_corr))
+        by_corr = (dcorr >= 0) & _among(dcorr, self.all_corr)
+        launched = _among(dev_ids, self.step_dst)
+        launched |= ~by_flow & (dcorr >= 0) & _among(dcorr, self.step_corr)
         ds, de = spans(dev)
         unlinked = ~by_flow & ~by_corr & (ds < self.hi) & (de > self.lo)
         self.any_work |= bool((launched & work).any())
         pick = (launched | unlinked) & work
         self.extent.add(ds[pick], de[pick])
+
+
+def _joined(held: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``held`` (sorted, distinct) with ``new`` joined in: two sorted runs, which a stable sort merges in one
+    pass (a slice's join costs its size plus the held ids', never a sort of them all)."""
+    both = np.concatenate([held, np.unique(new.astype(np.int64, copy=False))])
+    both.sort(kind="stable")
+    return both[np.r_[True, both[1:] != both[:-1]]] if len(both) else both
+
+
+def _among(values: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """``np.isin(values, held)`` for ``held`` sorted and distinct, by binary search (no sort of ``held``)."""
+    at = np.searchsorted(held, values)
+    found = at < len(held)
+    found[found] = held[at[found]] == values[found]
+    return found
 
 
 def _pass_b(read: Reader, slices: list[tuple[int, int]], plan: RankPlan,
