@@ -10,6 +10,7 @@ sanitize's ``longer_than_trace``, a whole-rank rule).
 from __future__ import annotations
 
 import itertools
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,27 @@ def test_named_fallback_ops_count_each_call_once(cpu_run: Trace) -> None:
         assert ops["aten::addmm"]["calls"] >= 12 and ops["aten::addmm"]["evidence"] == "confirmed"
         assert ops["aten::addmm"]["device_idle_ns"] > 0 and ops["aten::addmm"]["source"]
         assert ops["aten::not_in_this_run"]["evidence"] == "named_not_seen"
+
+
+def test_a_run_in_whole_microseconds_cut_at_its_steps_gives_the_whole_answer(outofcore_run: Path,
+                                                                              tmp_path: Path) -> None:
+    # The real CPU run with its timestamps rounded to whole microseconds, as older torch versions wrote
+    # them (the corpus's tb_plugin samples): many events tie on the path, and a step starts at the instant of
+    # the frames that open it. Which of the tied events the path shows, and where a slice's path leaves its
+    # cut, must not depend on the cuts.
+    doc = json.loads(outofcore_run.read_text())
+    for e in doc["traceEvents"]:
+        for key in ("ts", "dur"):
+            if isinstance(e.get(key), float):
+                e[key] = round(e[key])
+    whole_us = tmp_path / "train_us.pt.trace.json"
+    whole_us.write_text(json.dumps(doc))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = neurontrace.load(whole_us)
+    out = same_answer(trace, host_step_starts(trace)[1:])
+    on_path = [e["on_path_ns"] for e in out["critical_path"]["events"]]
+    assert len(on_path) == critical_path.TOP_EVENTS and all(n % 1000 == 0 for n in on_path)
 
 
 def test_a_whole_rank_rule_of_sanitize_holds_in_every_slice() -> None:

@@ -17,6 +17,22 @@ TOP_EVENTS = 50  # events kept per path in the JSON (the longest on the path); t
 Label = tuple[str, int | None, str | None, int, int, str | None]  # name, rank, device, start, dur, source
 
 
+def _order(item: tuple[Label, int]) -> tuple[int, int, int, str, str, int, str]:
+    """Longest on the path first, then a total order of labels: which of several events tied at the
+    TOP_EVENTS-th place are shown must not depend on how the path was put together (whole or from slices)."""
+    (name, rank, device, start, dur, source), n = item
+    return (-n, start, -1 if rank is None else rank, name, device or "", dur, source or "")
+
+
+def _keep_top(top: dict[Label, list[int]]) -> dict[Label, list[int]]:
+    """The events as long on the path as the TOP_EVENTS-th longest, or longer (ties at that place all kept, so
+    that any later choice among them sees every one)."""
+    if len(top) <= TOP_EVENTS:
+        return top
+    cut = sorted((v[0] for v in top.values()), reverse=True)[TOP_EVENTS - 1]
+    return {lab: v for lab, v in top.items() if v[0] >= cut}
+
+
 @dataclass
 class Path:
     """One path: its length, the length by kind (adding up to it exactly) and the events it ran through."""
@@ -128,7 +144,7 @@ class Pieces:
         for lab, (n, kd) in other.top.items():
             self.top[lab] = [self.top.get(lab, [0, kd])[0] + n, kd]
         if len(self.top) > 4 * TOP_EVENTS:
-            self.top = dict(sorted(self.top.items(), key=lambda kv: -kv[1][0])[:TOP_EVENTS])
+            self.top = _keep_top(self.top)
 
 
 class Walker:
@@ -218,8 +234,10 @@ class Walker:
         tot = np.rint(per[has]).astype(np.int64)
         kinds = self.g.ev_kind[uniq].astype(np.int64)
         out.count = len(uniq)
-        keep = np.argsort(-tot, kind="stable")[:TOP_EVENTS] if len(tot) <= 4 * TOP_EVENTS else \
-            np.argpartition(-tot, TOP_EVENTS)[:TOP_EVENTS]
+        if len(tot) <= TOP_EVENTS:
+            keep = np.arange(len(tot))
+        else:  # ties at the TOP_EVENTS-th place all kept: path_of chooses among them in the labels' order
+            keep = np.flatnonzero(tot >= -np.partition(-tot, TOP_EVENTS - 1)[TOP_EVENTS - 1])
         out.top = {self.label(int(uniq[j])): [int(tot[j]), int(kinds[j])] for j in keep.tolist()}
         return out
 
@@ -237,7 +255,8 @@ def path_of(pieces: Pieces, lo: int, hi: int) -> Path:
     """A Path over [lo, hi] from its pieces; what they do not cover (before the first event) is idle."""
     breakdown = dict(zip(KINDS, pieces.breakdown, strict=True))
     breakdown["idle"] += (hi - lo) - sum(pieces.breakdown)
-    top = sorted(((lab, n, kd) for lab, (n, kd) in pieces.top.items() if n > 0), key=lambda x: -x[1])[:TOP_EVENTS]
+    top = sorted(((lab, n, kd) for lab, (n, kd) in pieces.top.items() if n > 0),
+                 key=lambda x: _order((x[0], x[1])))[:TOP_EVENTS]
     top.sort(key=lambda x: (x[0][3], x[0][1] or 0))
     events = [{"name": lab[0], "rank": lab[1], "device": lab[2], "start_ns": lab[3], "dur_ns": lab[4],
                "on_path_ns": n, "source": lab[5], "kind": KINDS[kd]} for lab, n, kd in top]
@@ -245,10 +264,20 @@ def path_of(pieces: Pieces, lo: int, hi: int) -> Path:
 
 
 def last_node(g: DepGraph, hi: int) -> int:
-    """The last node at or before ``hi`` (its latest end; -1 when none)."""
+    """The last node at or before ``hi`` (its latest end; -1 when none). Of several at that instant, one a chain
+    edge leaves across ``hi`` (what ``with_tail`` continues on): timestamps of whole microseconds put a frame's
+    start, and the start of the frame it opens, at one instant before a cut inside them."""
     t = g.node_t()
     ok = np.flatnonzero((t <= hi) & (np.repeat(g.ev_chain, 2) >= 0))
-    return int(ok[np.argmax(t[ok])]) if len(ok) else -1
+    if not len(ok):
+        return -1
+    last = ok[t[ok] == t[ok].max()]
+    if len(last) > 1:
+        src, dst = g.src[:g.n_chain], g.dst[:g.n_chain]
+        across = src[np.isin(src, last) & (t[dst] > hi)]
+        if len(across):
+            return int(across[0])
+    return int(last[0])
 
 
 def window_path(w: Walker, lo: int, hi: int) -> Path:

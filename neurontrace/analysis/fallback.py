@@ -163,7 +163,7 @@ def find_fallback(trace: Trace, explicit: Iterable[str] = (), frames: dict[int, 
         ran = {_short(n) for n in executed}
         for op in out:
             op.also_executed_on_device = _short(op.name) in ran
-    return sorted(out, key=lambda o: -o.device_idle_ns)
+    return sorted(out, key=_idle_first)
 
 
 def _device_busy(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -239,6 +239,18 @@ def _overlap(s: np.ndarray, e: np.ndarray, us: np.ndarray, ue: np.ndarray) -> np
     return np.asarray(upto(e) - upto(s))
 
 
+def _most_common(counts: dict[str | None, int]) -> str | None:
+    """The source with the most calls; of several tied, the first by name (not the order they were met in, which
+    differs between a whole rank and its slices)."""
+    if not counts:
+        return None
+    return min(counts, key=lambda src: (-counts[src], src is None, src or ""))
+
+
+def _idle_first(op: FallbackOp) -> tuple[int, str, str]:
+    return (-op.device_idle_ns, op.name, op.found_by)
+
+
 def _summarize(ops: pa.Table, rows: np.ndarray, how: str, busy_s: np.ndarray, busy_e: np.ndarray,
                frames: dict[int, str], owned: tuple[int, int] | None = None) -> list[FallbackOp]:
     if not len(rows):
@@ -255,10 +267,10 @@ def _summarize(ops: pa.Table, rows: np.ndarray, how: str, busy_s: np.ndarray, bu
         us, ue = union(*clip(s[m], e[m], owned))
         idle = int((ue - us).sum() - _overlap(us, ue, busy_s, busy_e).sum())
         srcs = [frames.get(int(f)) for f in frame[m & own] if f is not None and not np.isnan(f)]
-        source = max(set(srcs), key=srcs.count) if srcs else None
         counts: dict[str | None, int] = {}
         for src in srcs:
             counts[src] = counts.get(src, 0) + 1
+        source = _most_common(counts)
         out.append(FallbackOp(str(op), int((m & own).sum()), int((e[m & own] - s[m & own]).sum()), idle, how,
                               source, [int(i) for i in ids[m]], sources=counts))
     return out
@@ -311,6 +323,6 @@ def finish_slices(folded: FallbackFold | None) -> list[FallbackOp]:
             if (how, state) != kind or (state == "unseen" and _short(name) in seen):
                 continue
             if op.sources:
-                op.source = max(set(op.sources), key=lambda s: op.sources[s])
+                op.source = _most_common(op.sources)
             out.append(op)
-    return sorted(out, key=lambda o: -o.device_idle_ns)
+    return sorted(out, key=_idle_first)
