@@ -88,7 +88,8 @@ def compile_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixtur
     pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("compile_run")
     (out / "compile").mkdir()
-    cache = request.config.cache.mkdir("neurontrace-inductor") if request.config.cache else out / "inductor"
+    kept = getattr(request.config, "cache", None)  # absent under -p no:cacheprovider
+    cache = kept.mkdir("neurontrace-inductor") if kept else out / "inductor"
     env = {**os.environ, "TORCH_TRACE": str(out / "compile" / "torch_trace"),
            "TORCH_LOGS": "recompiles,graph_breaks", "TORCHINDUCTOR_CACHE_DIR": str(cache)}
     with (out / "compile" / "torch_logs.txt").open("w") as err:
