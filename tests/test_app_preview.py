@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("dash")
 
+from dash import no_update
 from plotly.io.json import to_json_plotly
 
 import neurontrace
@@ -184,5 +185,5 @@ def test_the_full_page_opens_where_the_user_was_on_the_preview(models: tuple[Vie
     assert (view["t0"], view["t1"], view["auto"]) == (0, span, True)  # still free to move to the analysis window
     assert _props(page, "nt-groups")["value"] == layout.default_expanded(fm) != []
     # the preview's URL, written from its own view, is no move: the page keeps following the analysis window
-    assert callbacks.on_url(fm, view["query"], view)[1] is callbacks.no_update
+    assert callbacks.on_url(fm, view["query"], view)[1] is no_update
     assert callbacks.on_url(fm, _props(page, "nt-view")["data"]["query"], {**view, "t1": span // 2})[1]["t1"] == span
