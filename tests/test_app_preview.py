@@ -15,10 +15,11 @@ import pytest
 
 pytest.importorskip("dash")
 
+from dash import no_update
 from plotly.io.json import to_json_plotly
 
 import neurontrace
-from neurontrace.app import callbacks, figures, lod, preview, server, tracks
+from neurontrace.app import callbacks, figures, layout, lod, preview, server, tracks
 from neurontrace.app.model import MARKER_CATEGORIES, ViewModel
 from neurontrace.app.server import PREVIEW, READY, ViewerState, create_app, main_page
 from neurontrace.trace import Trace
@@ -102,14 +103,16 @@ def test_groups_binned_from_events_match_at_any_zoom(real: Trace, monkeypatch: p
         assert got is not None and want is not None and {**got, "lane": 0} == {**want, "lane": 0}
 
 
-def _poll(state: ViewerState, shown: str) -> tuple[int, str]:
-    """POST the page's load poll as the browser does: (HTTP status, response body)."""
+def _poll(state: ViewerState, shown: str, carry: Any = None) -> tuple[int, str]:
+    """POST the page's load poll as the browser does (``carry``: the nt-carry store, what the user chose on
+    the preview): (HTTP status, response body)."""
     client = create_app(state).server.test_client()
     outputs = [{"id": "nt-page", "property": "children"}, {"id": "nt-load-poll", "property": "disabled"},
                {"id": "nt-page-stage", "property": "data"}]
     body = {"output": "..nt-page.children...nt-load-poll.disabled...nt-page-stage.data..", "outputs": outputs,
             "inputs": [{"id": "nt-load-poll", "property": "n_intervals", "value": 1}],
-            "state": [{"id": "nt-page-stage", "property": "data", "value": shown}],
+            "state": [{"id": "nt-page-stage", "property": "data", "value": shown},
+                      {"id": "nt-carry", "property": "data", "value": carry}],
             "changedPropIds": ["nt-load-poll.n_intervals"]}
     res = client.post("/_dash-update-component", json=body)
     return res.status_code, res.get_data(as_text=True)
@@ -139,3 +142,48 @@ def test_the_server_shows_the_preview_then_the_full_index(real: Trace, monkeypat
     code, body = _poll(state, PREVIEW)  # the full page replaces the preview; the poll stops
     assert code == 200 and "indexing 45," not in body and json.loads(body)["response"]["nt-load-poll"]["disabled"]
     assert json.loads(_poll(state, READY)[1])["response"] == {"nt-load-poll": {"disabled": True}}
+
+
+def _props(tree: Any, ident: str) -> dict[str, Any]:
+    """The props of the component with id ``ident`` in a page sent as JSON."""
+    if isinstance(tree, dict):
+        if tree.get("props", {}).get("id") == ident:
+            return dict(tree["props"])
+        tree = list(tree.values())
+    for item in tree if isinstance(tree, list) else []:
+        found = _props(item, ident)
+        if found:
+            return found
+    return {}
+
+
+def test_the_full_page_opens_where_the_user_was_on_the_preview(models: tuple[ViewModel, ViewModel]) -> None:
+    """A zoom, the groups, Python frames, levels and the selection chosen on the preview (the nt-carry store
+    CARRY_JS keeps) are what the page replacing it opens on; left alone, it opens as it would have."""
+    pm, fm = models
+    state = ViewerState("real")
+    state.model, state.status = fm, READY
+    span = fm.index.span_ns
+    zoom = (span // 3, span // 3 + span // 40)
+    group = fm.index.groups[-1].key
+    picked = int(pm.index.event_id[len(pm.index.event_id) // 2])  # an event the preview drew
+    chosen = {"view": {"t0": zoom[0], "t1": zoom[1], "origin": 0, "auto": False}, "groups": [group, "nope"],
+              "python": ["python"], "depth": 4, "selected": picked}
+    page = json.loads(_poll(state, PREVIEW, chosen)[1])["response"]["nt-page"]["children"]
+    view = _props(page, "nt-view")["data"]
+    assert (view["t0"], view["t1"], view["auto"]) == (*zoom, False)
+    assert f"start_ns={fm.absolute(zoom[0])}&end_ns={fm.absolute(zoom[1])}&event={picked}" in view["query"]
+    origin = view["origin"]
+    assert _props(page, "nt-timeline")["figure"]["layout"]["xaxis"]["range"] == \
+        [(zoom[0] - origin) / 1e6, (zoom[1] - origin) / 1e6]
+    assert _props(page, "nt-groups")["value"] == [group]  # an unknown key dropped
+    assert (_props(page, "nt-python")["value"], _props(page, "nt-depth")["value"]) == (["python"], 4)
+    assert _props(page, "nt-selected")["data"] == picked
+    untouched = {"view": {"t0": 0, "t1": span, "origin": 0, "auto": True}, "python": [], "depth": 10}
+    page = json.loads(_poll(state, PREVIEW, untouched)[1])["response"]["nt-page"]["children"]
+    view = _props(page, "nt-view")["data"]
+    assert (view["t0"], view["t1"], view["auto"]) == (0, span, True)  # still free to move to the analysis window
+    assert _props(page, "nt-groups")["value"] == layout.default_expanded(fm) != []
+    # the preview's URL, written from its own view, is no move: the page keeps following the analysis window
+    assert callbacks.on_url(fm, view["query"], view)[1] is no_update
+    assert callbacks.on_url(fm, _props(page, "nt-view")["data"]["query"], {**view, "t1": span // 2})[1]["t1"] == span

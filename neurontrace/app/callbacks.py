@@ -7,6 +7,8 @@ Data flow::
     timeline click / table row / flow link ──► on_navigate ──► nt-selected, nt-goto
     keys ] and [ (follow a flow) ──► on_follow ──► nt-selected, nt-goto
     zoom, pan (nt-zoom), nt-goto, groups, depth, highlight ──► on_timeline ──► figure, nt-view
+    nt-view, groups, Python frames, levels, nt-selected ──► CARRY_JS ──► nt-carry (what the user chose on the
+        preview, app/preview.py: the full page opens on it, ``chosen``)
     nt-selected ──► on_details ──► details panel, source panel (call stack + lines)
     summary click ──► on_summary ──► nt-highlight (and the summary figure outlines it)
     nt-analysis-ready ──► on_report ──► the Report tab (every registered section's text)
@@ -19,6 +21,7 @@ from __future__ import annotations
 import re
 import time
 import urllib.parse
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import dash
@@ -42,7 +45,7 @@ class PageState(Protocol):
     analysis_error: str | None
     reader: SourceReader
 
-    def page(self, url_query: str = "") -> Any: ...
+    def page(self, url_query: str = "", carry: Any = None) -> Any: ...
 
     def require(self) -> ViewModel: ...
 
@@ -141,6 +144,37 @@ def focus_view(model: ViewModel) -> tuple[int, int] | None:
     return clamp(model, t0 - pad, t1 + pad)
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """What the user chose on the preview page, checked against the model the full page draws (None, or the
+    defaults: not chosen, or not valid)."""
+
+    window: tuple[int, int] | None = None  # a zoom or pan (not the page's own move to the analysis window)
+    expanded: list[str] | None = None  # the groups, once a box was ticked or unticked (the preview opens folded)
+    python: bool = False
+    depth: int = layout.DEFAULT_DEPTH
+    selected: int | None = None
+
+
+def chosen(model: ViewModel, carry: Any) -> Chosen:
+    """The page's ``nt-carry`` store (kept by CARRY_JS while the preview shows) as a :class:`Chosen`."""
+    if not isinstance(carry, dict):
+        return Chosen()
+    view, groups, python = carry.get("view"), carry.get("groups"), carry.get("python")
+    stored = view_of(view)
+    moved = stored is not None and isinstance(view, dict) and view.get("auto") is False
+    known = {g.key for g in model.index.groups} | {figures.COUNTERS}
+    picked = groups if isinstance(groups, list) and len(groups) <= len(known) else None
+    depth = as_int(carry.get("depth"))
+    selected = as_int(carry.get("selected"))
+    return Chosen(
+        window=clamp(model, stored[0], stored[1]) if moved and stored else None,
+        expanded=None if picked is None else [g for g in picked if isinstance(g, str) and g in known],
+        python=isinstance(python, list) and "python" in python,
+        depth=depth if depth in layout.DEPTHS else layout.DEFAULT_DEPTH,
+        selected=selected if selected is not None and model.index.position(selected) is not None else None)
+
+
 def url_query(model: ViewModel, view: tuple[int, int], selected: Any) -> str:
     """The page URL's query for a view: the window in the trace's own ns clock, and the selection."""
     query = f"?start_ns={model.absolute(view[0])}&end_ns={model.absolute(view[1])}"
@@ -236,9 +270,11 @@ def on_navigate(model: ViewModel, trigger: Any, click: Any, view: Any) -> tuple[
     return no_update, no_update
 
 
-def on_url(model: ViewModel, search: Any) -> tuple[Any, Any]:
+def on_url(model: ViewModel, search: Any, view: Any = None) -> tuple[Any, Any]:
     """(selected event, window to go to) of a page URL ``?start_ns=…&end_ns=…&event=…`` (the
-    window in the trace's own ns clock); no_update for what the URL does not say (or says wrongly)."""
+    window in the trace's own ns clock); no_update for what the URL does not say (or says wrongly), and for
+    the window already in ``view`` (the page's own, written into the URL by the page before: the preview's,
+    which is no move of the user's, so the page still moves to the analysis window when it is known)."""
     if not isinstance(search, str) or len(search) > 2000:
         return no_update, no_update
     query = urllib.parse.parse_qs(search.lstrip("?"))
@@ -252,7 +288,8 @@ def on_url(model: ViewModel, search: Any) -> tuple[Any, Any]:
     if start is not None and end is not None and end > start:
         o = model.index.origin_ns
         t0, t1 = as_int(start - o), as_int(end - o)
-        if t0 is not None and t1 is not None:
+        shown = view_of(view)
+        if t0 is not None and t1 is not None and (shown is None or shown[:2] != (t0, t1)):
             goto = {"t0": t0, "t1": t1, "nonce": time.monotonic_ns()}
     selected = event if event is not None and model.index.position(event) is not None else no_update
     return selected, goto
@@ -469,13 +506,15 @@ def register(app: dash.Dash, state: PageState) -> None:
     """Attach every callback to ``app``; they read the model from ``state``."""
 
     @app.callback(Output("nt-page", "children"), Output("nt-load-poll", "disabled"), Output("nt-page-stage", "data"),
-                  Input("nt-load-poll", "n_intervals"), State("nt-page-stage", "data"), prevent_initial_call=True)
-    def _poll(_n: Any, shown: Any) -> tuple[Any, bool, Any]:
+                  Input("nt-load-poll", "n_intervals"), State("nt-page-stage", "data"), State("nt-carry", "data"),
+                  prevent_initial_call=True)
+    def _poll(_n: Any, shown: Any, carry: Any) -> tuple[Any, bool, Any]:
         status = state.status  # loading: progress each tick; the preview, then the full page, once each
         waiting = status in ("loading", "preview")
         if status == shown and status != "loading":
             return no_update, not waiting, no_update
-        return state.page(), not waiting, status
+        # the full page after the preview opens where the user was on it (their zoom, groups, selection)
+        return state.page(carry=carry if shown == "preview" else None), not waiting, status
 
     @app.callback(Output("nt-analysis-ready", "data"), Output("nt-analysis-poll", "disabled"),
                   Output("nt-findings", "children"), Output("nt-analysis-status", "children"),
@@ -539,9 +578,9 @@ def register(app: dash.Dash, state: PageState) -> None:
         return on_navigate(state.require(), trigger, click, view)
 
     @app.callback(Output("nt-selected", "data", allow_duplicate=True), Output("nt-goto", "data", allow_duplicate=True),
-                  Input("nt-url", "search"), prevent_initial_call="initial_duplicate")
-    def _url(search: Any) -> tuple[Any, Any]:
-        return on_url(state.require(), search)
+                  Input("nt-url", "search"), State("nt-view", "data"), prevent_initial_call="initial_duplicate")
+    def _url(search: Any, view: Any) -> tuple[Any, Any]:
+        return on_url(state.require(), search, view)
 
     @app.callback(Output("nt-search-results", "children"), Output("nt-selected", "data", allow_duplicate=True),
                   Output("nt-goto", "data", allow_duplicate=True),
@@ -604,6 +643,11 @@ def register(app: dash.Dash, state: PageState) -> None:
         URL_JS, Output("nt-link", "value"), Input("nt-view", "data"),
     )
     app.clientside_callback(  # type: ignore[no-untyped-call]
+        CARRY_JS, Output("nt-carry", "data"), Input("nt-view", "data"), Input("nt-groups", "value"),
+        Input("nt-python", "value"), Input("nt-depth", "value"), Input("nt-selected", "data"),
+        State("nt-carry", "data"), prevent_initial_call=True,
+    )
+    app.clientside_callback(  # type: ignore[no-untyped-call]
         COPY_JS, Output("nt-copy", "children"), Input("nt-copy", "n_clicks"), prevent_initial_call=True,
     )
     app.clientside_callback(  # type: ignore[no-untyped-call]
@@ -650,6 +694,18 @@ function(view) {
   if (!view || !view.query) return window.dash_clientside.no_update;
   window.history.replaceState(null, '', window.location.pathname + view.query);
   return window.location.href;
+}
+"""
+
+# What the user chose, kept outside the page (nt-carry, in the root layout) so that the page replacing the
+# preview can open on it (``chosen``). The groups only once a box was clicked: the preview opens them all
+# folded, the full page with its own default unless the user chose.
+CARRY_JS = """
+function(view, groups, python, depth, selected, carry) {
+  const kept = Object.assign({}, carry || {}, {view: view, python: python, depth: depth, selected: selected});
+  const ctx = window.dash_clientside.callback_context;
+  if (ctx.triggered.some(t => t.prop_id === 'nt-groups.value')) kept.groups = groups;
+  return kept;
 }
 """
 

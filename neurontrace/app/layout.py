@@ -119,7 +119,8 @@ def legend(model: ViewModel) -> list[Any]:
 
 
 def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roots: list[str],
-         view: dict[str, Any], selected: int | None = None) -> html.Div:
+         view: dict[str, Any], selected: int | None = None, *, python: bool = False,
+         depth: int = DEFAULT_DEPTH) -> html.Div:
     ix = model.index
     badges = [(model.trace.meta("format", "trace") or "trace", False), (f"{ix.n_events:,} events", False)]
     if model.synthetic:
@@ -152,11 +153,11 @@ def main(model: ViewModel, first: figures.Drawn, expanded: list[str], source_roo
                         critical_path_panel(),
                         dcc.Checklist(id="nt-python", options=[{"label": " Python frames", "value": "python",
                                                                 "disabled": not has_python}],
-                                      value=[], inline=True, className="nt-groups"),
+                                      value=["python"] if python else [], inline=True, className="nt-groups"),
                         html.Label("levels", title="Python frame levels drawn, innermost first"),
                         dcc.Dropdown(id="nt-depth", options=[{"label": "all" if d >= 1000 else str(d), "value": d}
                                                              for d in DEPTHS],
-                                     value=DEFAULT_DEPTH, clearable=False, searchable=False,
+                                     value=depth, clearable=False, searchable=False,
                                      style={"width": "70px", "fontSize": "12px"}),
                         dcc.Input(id="nt-search", type="search", debounce=False, placeholder="search events (text or /regex/)",
                                   className="nt-filter nt-search", n_submit=0),

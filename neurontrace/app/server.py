@@ -174,42 +174,49 @@ class ViewerState:
             raise dash.exceptions.PreventUpdate
         return self.model
 
-    def page(self, url_query: str = "") -> Any:
+    def page(self, url_query: str = "", carry: Any = None) -> Any:
         """The page body for the current status (the main view is built once per analysis stage; a
-        page URL naming a window, ``?start_ns=…&end_ns=…``, is drawn at that window instead)."""
+        page URL naming a window, ``?start_ns=…&end_ns=…``, is drawn at that window instead, and the page
+        replacing the preview where the user was on it: ``carry``, the page's ``nt-carry`` store)."""
         if self.status == FAILED:
             return layout.error(self.path, self.error or "unknown error")
         if self.status == LOADING or self.model is None:
             return layout.loading(self.path, self.stage, self.fraction)
         if self.status == PREVIEW:
             return main_page(self.model, self.source_roots, url_query, preview=True)
-        if "start_ns=" in url_query:
-            return main_page(self.model, self.source_roots, url_query)
+        if "start_ns=" in url_query or carry is not None:
+            return main_page(self.model, self.source_roots, url_query, carry=carry)
         with self._lock:
             if self._page_cache is None:
                 self._page_cache = (time.perf_counter(), main_page(self.model, self.source_roots))
             return self._page_cache[1]
 
 
-def main_page(model: ViewModel, source_roots: list[str], url_query: str = "", *, preview: bool = False) -> Any:
+def main_page(model: ViewModel, source_roots: list[str], url_query: str = "", *, preview: bool = False,
+              carry: Any = None) -> Any:
     """Layout and first figure of the main view: what "first render" measures. The ``preview`` page (the
-    index not built yet: app/preview.py) opens with every group folded to its header row."""
-    expanded = [] if preview else layout.default_expanded(model)
+    index not built yet: app/preview.py) opens with every group folded to its header row; the page replacing
+    it opens on what the user chose there (``carry``: ``callbacks.chosen``)."""
+    kept = callbacks.chosen(model, carry)
+    expanded = kept.expanded if kept.expanded is not None else [] if preview else layout.default_expanded(model)
     focus = callbacks.focus_view(model)  # the analysis window once known, else the whole trace
     window = focus or (0, model.index.span_ns)
     selected, goto = callbacks.on_url(model, url_query)
-    selected = selected if isinstance(selected, int) else None
+    selected = selected if isinstance(selected, int) else kept.selected
     auto = focus is None  # jump to the analysis window when it is known
     if isinstance(goto, dict):  # the page URL names a window: open there, and stay
         window, auto = callbacks.clamp(model, goto["t0"], goto["t1"]), False
-    req = callbacks.request(model, window, expanded=expanded, selected=selected)
+    elif kept.window is not None:  # zoomed or panned on the preview: the same window, and stay
+        window, auto = kept.window, False
+    req = callbacks.request(model, window, expanded=expanded, selected=selected, depth=kept.depth,
+                            python=["python"] if kept.python else [])
     first = figures.timeline(model, req)
     if preview:
         first = dataclasses.replace(first, status=f"indexing {model.trace.num_events:,} events: each process and "
                                     "device as its header row until its lanes are ready")
     view = {"t0": window[0], "t1": window[1], "origin": req.origin, "auto": auto,
             "query": callbacks.url_query(model, window, selected)}
-    return layout.main(model, first, expanded, source_roots, view, selected)
+    return layout.main(model, first, expanded, source_roots, view, selected, python=kept.python, depth=kept.depth)
 
 
 def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:
@@ -229,6 +236,7 @@ def create_app(state: ViewerState, *, debug: bool = False) -> dash.Dash:
             html.Div(state.page(query[:2000]), id="nt-page"),
             dcc.Interval(id="nt-load-poll", interval=300, disabled=ready),
             dcc.Store(id="nt-page-stage", data=state.status),  # what nt-page shows: redrawn when it changes
+            dcc.Store(id="nt-carry", data=None),  # what the user chose on the preview (callbacks.CARRY_JS)
         ])
 
     app.layout = root
