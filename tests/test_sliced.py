@@ -23,7 +23,7 @@ from neurontrace.analysis import critical_path
 from neurontrace.analysis import sliced as sliced_module
 from neurontrace.analysis.contract import Options
 from neurontrace.analysis.diagnose import combine, diagnose_rank
-from neurontrace.analysis.slice_plan import _among, _joined
+from neurontrace.analysis.id_bits import IdBits
 from neurontrace.analysis.sliced import (
     diagnose_sliced,
     host_step_starts,
@@ -188,14 +188,21 @@ def test_the_planner_cuts_at_step_starts(cpu_run: Trace) -> None:
     assert all(a[1] == b[0] for a, b in itertools.pairwise(slices))
 
 
-def test_the_plan_joins_ids_slice_by_slice_as_one_sorted_set() -> None:
-    # the first pass holds each id once, joined as slices arrive, and looks ids up without sorting them again
+@pytest.mark.parametrize("spread", [2_000, 1 << 40, 0])
+def test_the_plan_joins_ids_slice_by_slice_into_one_set(spread: int) -> None:
+    # the first pass holds each id once, joined as slices arrive: a bit each where they are dense (2,000), a sorted
+    # array where they are not (2**40), and a set that starts dense and then gets one id far away (0)
     rng = np.random.default_rng(7)
-    held, seen = np.zeros(0, np.int64), []
-    for _ in range(30):
-        new = rng.integers(-3, 2_000, int(rng.integers(0, 80)))
+    held, seen = IdBits(), []
+    for k in range(30):
+        new = rng.integers(-3, spread or 2_000, int(rng.integers(0, 80)))
+        new = np.r_[new, 1 << 44] if spread == 0 and k == 20 else new
         seen.append(new)
-        held = _joined(held, new)
-        assert held.tolist() == np.unique(np.concatenate(seen)).tolist()
-        probe = rng.integers(-10, 2_010, 200)
-        assert _among(probe, held).tolist() == np.isin(probe, np.concatenate(seen)).tolist()
+        held.add(new)
+        every = np.unique(np.concatenate(seen))
+        assert len(held) == len(every)
+        probe = np.r_[rng.integers(-10, (spread or 2_000) + 10, 200), every[:40], 1 << 44]
+        assert held.has(probe).tolist() == np.isin(probe, every).tolist()
+    assert (held.bits is not None) == (spread == 2_000)
+    if held.bits is not None:
+        assert held.nbytes < len(held)  # under a byte an id: 8 bytes each as an array

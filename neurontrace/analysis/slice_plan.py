@@ -29,6 +29,7 @@ from neurontrace.analysis.default_window import Window, step_cluster
 from neurontrace.analysis.device_activity import Unrecorded, unrecorded
 from neurontrace.analysis.driving import LINK_SAMPLE
 from neurontrace.analysis.executions import device_executions
+from neurontrace.analysis.id_bits import IdBits
 from neurontrace.analysis.labels import spans
 from neurontrace.analysis.malformed import last_clipped, sanitize
 from neurontrace.analysis.phases import first_step_end
@@ -248,11 +249,11 @@ class _Launched:
 
     lo: int
     hi: int
-    # Sorted distinct ids, joined slice by slice (held once, not concatenated again at every slice): the device
-    # ids the launches in the steps flow to, the correlation ids of those launches, and of every driving host event.
-    step_dst: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    step_corr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    all_corr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Ids joined slice by slice (a bit each over their span, analysis/id_bits.py): the device ids the launches in
+    # the steps flow to, the correlation ids of those launches, and of every driving host event.
+    step_dst: IdBits = field(default_factory=IdBits)
+    step_corr: IdBits = field(default_factory=IdBits)
+    all_corr: IdBits = field(default_factory=IdBits)
     any_work: bool = False
     extent: _Extent = field(default_factory=_Extent)
 
@@ -265,40 +266,24 @@ class _Launched:
         flows = select(t.flows, "kind", "launch") if t.flows.num_rows else t.flows
         src = flows["src_event_id"].fill_null(-1).to_numpy()
         dst = flows["dst_event_id"].fill_null(-1).to_numpy()
-        self.step_dst = _joined(self.step_dst, dst[np.isin(src, host["event_id"].to_numpy()[in_steps])])
+        self.step_dst.add(dst[np.isin(src, host["event_id"].to_numpy()[in_steps])])
         hcorr = pc.fill_null(host["correlation"], -1).to_numpy()
-        self.step_corr = _joined(self.step_corr, hcorr[in_steps & (hcorr >= 0)])
-        self.all_corr = _joined(self.all_corr, hcorr[oh & (hcorr >= 0)])
+        self.step_corr.add(hcorr[in_steps & (hcorr >= 0)])
+        self.all_corr.add(hcorr[oh & (hcorr >= 0)])
         dev = device_rows(t, dp.device, dp.rank)
         dev = dev.filter(pa.array(owned_rows(dev, owned)))
         dev_ids = dev["event_id"].to_numpy()
         work = np.isin(device_categories(dev), list(DEVICE_WORK))
         dcorr = pc.fill_null(dev["correlation"], -1).to_numpy()
         by_flow = np.isin(dev_ids, dst)
-        by_corr = (dcorr >= 0) & _among(dcorr, self.all_corr)
-        launched = _among(dev_ids, self.step_dst)
-        launched |= ~by_flow & (dcorr >= 0) & _among(dcorr, self.step_corr)
+        by_corr = (dcorr >= 0) & self.all_corr.has(dcorr)
+        launched = self.step_dst.has(dev_ids)
+        launched |= ~by_flow & (dcorr >= 0) & self.step_corr.has(dcorr)
         ds, de = spans(dev)
         unlinked = ~by_flow & ~by_corr & (ds < self.hi) & (de > self.lo)
         self.any_work |= bool((launched & work).any())
         pick = (launched | unlinked) & work
         self.extent.add(ds[pick], de[pick])
-
-
-def _joined(held: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """``held`` (sorted, distinct) with ``new`` joined in: two sorted runs, which a stable sort merges in one
-    pass (a slice's join costs its size plus the held ids', never a sort of them all)."""
-    both = np.concatenate([held, np.unique(new.astype(np.int64, copy=False))])
-    both.sort(kind="stable")
-    return both[np.r_[True, both[1:] != both[:-1]]] if len(both) else both
-
-
-def _among(values: np.ndarray, held: np.ndarray) -> np.ndarray:
-    """``np.isin(values, held)`` for ``held`` sorted and distinct, by binary search (no sort of ``held``)."""
-    at = np.searchsorted(held, values)
-    found = at < len(held)
-    found[found] = held[at[found]] == values[found]
-    return found
 
 
 def _pass_b(read: Reader, slices: list[tuple[int, int]], plan: RankPlan,

@@ -44,7 +44,7 @@ from neurontrace.errors import MalformedTraceError, TruncatedTraceError
 from neurontrace.parsers._pool import POOL, pc
 from neurontrace.progress import Progress, no_progress
 
-from . import _kineto_native
+from . import _kineto_native, _kineto_repair
 
 CHUNK_BYTES = 2 << 20  # text decoded per chunk by the reference (see "How it stays lean")
 BATCH_EVENTS = 1 << 15  # events decoded into Python objects at a time (see _decode_chunk) ...
@@ -156,8 +156,22 @@ def decode(data: Document, *, complete: bool, device_categories: list[str] | Non
     try:
         if bytes(data[:len(UTF8_BOM)]) == UTF8_BOM:  # a byte-order mark (read_content drops it already)
             data = memoryview(data)[len(UTF8_BOM):]  # type: ignore[assignment]
-        return _decode(data, complete=complete, device_categories=device_categories or [], progress=progress,
-                       native=native)
+        try:
+            return _decode(data, complete=complete, device_categories=device_categories or [], progress=progress,
+                           native=native)
+        except MalformedTraceError:
+            repaired, rewritten = _kineto_repair.unescaped_names(bytes(data)) if complete else (b"", 0)
+            if not rewritten:
+                raise
+            try:
+                decoded = _decode(repaired, complete=True, device_categories=device_categories or [],
+                                  progress=progress, native=True)
+            except MalformedTraceError:
+                raise MalformedTraceError(
+                    "not valid JSON, even with the unescaped quotes torch.profiler writes in event names escaped "
+                    f"({rewritten} names): the file is corrupt") from None
+            decoded.notes.append(_kineto_repair.warning(rewritten))
+            return decoded
     except RecursionError:
         raise MalformedTraceError(
             f"the JSON nests deeper than {MAX_NESTING} levels; no trace nests that deep: the file is damaged "
