@@ -160,7 +160,7 @@ def decode(data: Document, *, complete: bool, device_categories: list[str] | Non
             return _decode(data, complete=complete, device_categories=device_categories or [], progress=progress,
                            native=native)
         except MalformedTraceError:
-            repaired, rewritten = _kineto_repair.unescaped_names(bytes(data)) if complete else (b"", 0)
+            repaired, rewritten = _kineto_repair.unescaped_names(data) if complete else (b"", 0)
             if not rewritten:
                 raise
             try:

@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import re
 
-_NAME_LINE = re.compile(rb'(?m)^([ \t]*"name": ")([^\n]*)("[ \t]*,?[ \t]*\r?)$')
+from neurontrace._io import Data
+
+# a name line whose value holds a quote (only those reach the Python callback: not one a line)
+_NAME_LINE = re.compile(rb'(?m)^([ \t]*"name": ")([^\n]*"[^\n]*)("[ \t]*,?[ \t]*\r?)$')
 _BARE_QUOTE = re.compile(rb'(?<!\\)((?:\\\\)*)"')  # a quote after an even run of backslashes (none included)
 
 
-def unescaped_names(data: bytes) -> tuple[bytes, int]:
+def unescaped_names(data: Data) -> tuple[bytes, int]:
     """``data`` with the bare quotes of its event names escaped, and how many names were rewritten."""
     rewritten = 0
 
     def fix(m: re.Match[bytes]) -> bytes:
         nonlocal rewritten
         body = m.group(2)
-        if b'"' not in body or b'": ' in body or b'", "' in body:
+        if b'": ' in body or b'", "' in body:
             return m.group(0)
         fixed = _BARE_QUOTE.sub(rb'\1\\"', body)
         if fixed == body:
