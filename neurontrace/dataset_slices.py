@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
@@ -39,6 +40,7 @@ from neurontrace.errors import InputChangedError
 from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import _EVENT_TABLES, _TIMED_TABLES, Trace, checked, conform
 
+ID_RANGES = 8  # id ranges a slice's flows are read in (_id_ranges)
 SLICE_EVENTS = 250_000  # host + device events per slice: measured, a slice of them peaks near 0.9 GB (docs/scale.md)
 
 
@@ -94,9 +96,10 @@ class PartReader:
             reach = (ts + pc.field("dur_ns") > a) | (ts >= a) if "dur_ns" in cols else ts >= a
             tables[name] = self._scan(name, parts, (ts < b) & reach)
         self.rows_read.append(sum(tables[n].num_rows for n in _EVENT_TABLES))
-        ids = pa.concat_arrays([tables[n]["event_id"].combine_chunks() for n in _EVENT_TABLES])
-        touching = pc.field("src_event_id").isin(ids) | pc.field("dst_event_id").isin(ids)
-        tables["flows"] = self._scan("flows", self.entries, touching)
+        ids = [tables[n]["event_id"].combine_chunks() for n in _EVENT_TABLES]
+        every = pa.concat_arrays(ids)
+        touching = pc.field("src_event_id").isin(every) | pc.field("dst_event_id").isin(every)
+        tables["flows"] = self._scan("flows", self.entries, _id_ranges(ids) & touching)
         trace = checked(Trace(**tables), str(self.ds.path / self.partition)).filter(start_ns=a, end_ns=b)
         return self.ds._own_warnings(trace, self.entries[0])
 
@@ -115,6 +118,26 @@ class PartReader:
             return table if columns is None else table.select(columns)
         got = pads.dataset(files, format="parquet", schema=spec.schema).to_table(filter=where, columns=columns)
         return got if columns is not None else file_order(name, conform(got, spec))
+
+
+def _id_ranges(ids: list[pa.Array], most: int = ID_RANGES) -> pc.Expression:
+    """Flows with an end in one of ``most`` id ranges covering the slice's events (cut at the widest gaps
+    between their ids): the same rows as ``isin`` alone, but the flows table (one file of the whole rank, its
+    row groups in file order, as event ids are) is read only where its row groups' statistics overlap a range,
+    not whole for every slice (issue #28: that read's peak grew with the rank, 69 MB at 2.1 GB to 254 MB at
+    8.5 GB). Several ranges, because a slice also holds the long events around it (a step, an outer Python
+    frame), whose ids lie far from the rest."""
+    got = np.unique(np.concatenate([a.to_numpy(zero_copy_only=False) for a in ids])) if ids else np.zeros(0, np.int64)
+    if not len(got):
+        return pc.scalar(False)
+    gaps = np.diff(got)
+    cut = np.sort(np.argsort(gaps, kind="stable")[len(gaps) - most + 1:]) if most > 1 else np.zeros(0, np.int64)
+    cut = cut[gaps[cut] > 1]
+    near = pc.scalar(False)
+    for lo, hi in zip(np.r_[got[0], got[cut + 1]].tolist(), np.r_[got[cut], got[-1]].tolist(), strict=True):
+        for end in ("src_event_id", "dst_event_id"):
+            near = near | ((pc.field(end) >= lo) & (pc.field(end) <= hi))
+    return near
 
 
 def _check(f: Path, entry: dict[str, Any], name: str) -> None:

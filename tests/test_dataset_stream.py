@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 import pytest
 
@@ -29,7 +31,7 @@ from neurontrace import dataset, distributed, errors, schema
 from neurontrace.analysis.sliced import slices_of, step_cuts
 from neurontrace.analysis.slices import slice_of
 from neurontrace.cli import main
-from neurontrace.dataset_slices import PartReader
+from neurontrace.dataset_slices import PartReader, _id_ranges
 from neurontrace.dataset_slices import streamed as streamed_dataset
 from neurontrace.dataset_stream import convert_trace
 from neurontrace.trace import ACCOUNTING_KEY, Trace, conform
@@ -37,6 +39,7 @@ from tests.conftest import corpus_root
 from tests.sliced_support import comparable
 
 QWEN = "TraceLens/tests/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+RESNET = "kineto-tb_plugin/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 NCCL = "HolisticTraceAnalysis/tests/data/nccl_parser_config/nccl_data.json.gz"
 
 
@@ -172,6 +175,42 @@ def test_a_slice_reads_only_the_events_it_holds(streamed: dict[str, tuple[Path, 
     assert len(slices) >= 4 and len(reader.rows_read) == len(slices)
     assert max(reader.rows_read) < rank_rows / 2  # each read a few parts, row-filtered, never the rank
     assert not streamed_dataset(opened.path.parent / "missing") and streamed_dataset(ds)
+
+
+def test_a_slice_reads_the_flows_near_its_events_only(tmp_path: Path) -> None:
+    # The flows table is one file of the whole rank (written last, into part 0; its rows in file order, as event
+    # ids are): a slice's scan of it is pruned by its row groups' id statistics (dataset_slices._id_ranges), where
+    # reading all of it for every slice made diagnose DATASET's peak grow with the rank (issue #28). Shown on the
+    # corpus ResNet-50 trace (its ids are local in time, as Kineto writes them), its flows in 16 row groups as a
+    # large rank's are; the rows read are those of the unpruned scan.
+    root = corpus_root()
+    if root is None or not (root / RESNET).is_file():
+        pytest.skip("the real-trace corpus is not beside this checkout")
+    ds = tmp_path / "ds"
+    convert_trace(root / RESNET, ds, part_bytes=8 << 20)
+    entry = dataset.open_dataset(ds).ranks[0]
+    f = ds / "flows" / entry["partition"] / "part-0.parquet"
+    flows = pq.read_table(f)
+    pq.write_table(flows, f, row_group_size=flows.num_rows // 16 + 1)
+    marker = json.loads((ds / dataset.MARKER).read_text())
+    marker["ranks"][0]["bytes"]["flows"] = f.stat().st_size  # the part as the marker lists it
+    (ds / dataset.MARKER).write_text(json.dumps(marker))
+    reader = PartReader(dataset.open_dataset(ds), entry["partition"])
+    lo, hi = reader.span
+    slices = slices_of(reader.span, [lo + (hi - lo) * k // 8 for k in range(1, 8)])
+    fragment = next(pads.dataset(str(f), format="parquet").get_fragments())
+    groups, read = fragment.metadata.num_row_groups, []
+    for owned in slices:
+        t = reader(owned)
+        ids = [t.tables[n]["event_id"].combine_chunks() for n in ("system_events", "device_events")]
+        every = pa.concat_arrays(ids)
+        touching = pc.field("src_event_id").isin(every) | pc.field("dst_event_id").isin(every)
+        pruned = fragment.split_by_row_group(_id_ranges(ids) & touching)
+        read.append(len(pruned))
+        got = [r for p in pruned for r in p.to_table(filter=touching).to_pylist()]
+        assert got == pads.dataset(str(f), format="parquet").to_table(filter=touching).to_pylist()
+        assert len(got) == t.flows.num_rows > 0
+    assert groups >= 16 and sum(read) <= groups * len(slices) / 4, read  # most row groups are never read
 
 
 def test_the_parts_are_time_ordered_and_their_spans_recorded(streamed: dict[str, tuple[Path, Path]]) -> None:
