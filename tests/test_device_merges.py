@@ -268,5 +268,14 @@ def test_the_reach_found_slice_by_slice_is_never_short(name: str) -> None:
         found.add(slices.slice_of(trace, owned), owned)
     exact = halo_ns(trace, [(d.device, d.rank) for d in devices])
     assert exact <= found.halo_ns <= 2 * exact
+    # What is carried is bounded by the last slices' launches: a launch of a kernel the trace does not hold
+    # (sanitize dropped it: zero length) is forgotten a slice after its flow's end
+    launch = select(trace.flows, "kind", "launch")
+    absent = ~np.isin(launch["dst_event_id"].fill_null(-1).to_numpy(), trace.device_events["event_id"].to_numpy())
+    recent = launch["dst_ts_ns"].fill_null(hi).to_numpy() >= edges[max(len(edges) - 3, 0)]
+    carried = np.isin(launch["dst_event_id"].fill_null(-1).to_numpy(), list(found._carried))
+    assert not (carried & ~recent).any()  # nothing older than the last two slices
+    if name == RESNET:
+        assert int((absent & ~recent).sum()) > 400  # carried to the end before (422 of them)
     if name in (RESNET, QWEN):
         _assert_same(whole_and_merged(trace, devices, cuts, found.halo_ns, keys=("ops", "launch")))

@@ -186,6 +186,7 @@ def plan_rank(read: Reader, slices: list[tuple[int, int]], window: tuple[int, in
         held = sanitize(read(owned), owned)[0]
         a.add(held, owned)
         reach.add(held, owned)
+        del held  # the next slice is read without this one held (both at once were the plan's peak)
     missing = None if a.device_work else a.missing
     plan = RankPlan([], cpu=not a.devices, clipped_ends=a.clipped_ends(), missing=missing, halo_ns=reach.halo_ns)
     clip = plan.clipped_ends
@@ -286,25 +287,29 @@ class _Launched:
         self.extent.add(ds[pick], de[pick])
 
 
+def _pass_b_slice(t: Trace, owned: tuple[int, int], plan: RankPlan, launched: dict[int, _Launched],
+                  uses: dict[int, FirstUses], found: dict[int, list[np.ndarray]]) -> None:
+    for dp in plan.devices:
+        if id(dp) in launched:
+            launched[id(dp)].add(t, dp, owned)
+        if plan.cpu:
+            host = of_rank(t.system_events, dp.rank)
+            found[id(dp)].append(sliced_startup_calls(host, Trace().flows, cpu_work(host).slice(0, 0), owned,
+                                                      uses[id(dp)]))  # as attribution's CPU labels
+            continue
+        host = of_rank(t.system_events.drop_columns(["args"]), dp.rank)
+        host = keep(host, isin(host["pid"], list(dp.pids))) if dp.pids else host
+        found[id(dp)].append(sliced_startup_calls(host, t.flows, device_rows(t, dp.device, dp.rank), owned,
+                                                  uses[id(dp)]))
+
+
 def _pass_b(read: Reader, slices: list[tuple[int, int]], plan: RankPlan,
             pending: list[tuple[DevicePlan, tuple[int, int, int]]], medians: dict[int, float | None]) -> None:
     launched = {id(dp): _Launched(lo, hi) for dp, (lo, hi, _) in pending}
     uses = {id(dp): FirstUses(medians.get(id(dp))) for dp in plan.devices}
     found: dict[int, list[np.ndarray]] = {id(dp): [] for dp in plan.devices}
-    for owned in slices:
-        t = sanitize(read(owned), owned, plan)[0]
-        for dp in plan.devices:
-            if id(dp) in launched:
-                launched[id(dp)].add(t, dp, owned)
-            if plan.cpu:
-                host = of_rank(t.system_events, dp.rank)
-                found[id(dp)].append(sliced_startup_calls(host, Trace().flows, cpu_work(host).slice(0, 0), owned,
-                                                          uses[id(dp)]))  # as attribution's CPU labels
-                continue
-            host = of_rank(t.system_events.drop_columns(["args"]), dp.rank)
-            host = keep(host, isin(host["pid"], list(dp.pids))) if dp.pids else host
-            found[id(dp)].append(sliced_startup_calls(host, t.flows, device_rows(t, dp.device, dp.rank), owned,
-                                                      uses[id(dp)]))
+    for owned in slices:  # one slice held at a time: each is dropped in _pass_b_slice before the next is read
+        _pass_b_slice(sanitize(read(owned), owned, plan)[0], owned, plan, launched, uses, found)
     for dp in plan.devices:
         dp.startup_ids = np.unique(np.concatenate(found[id(dp)] or [np.zeros(0, np.int64)]))
     for dp, (lo, hi, n) in pending:
