@@ -14,6 +14,8 @@ import gzip
 import io
 import json
 import shutil
+import subprocess
+import sys
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -143,6 +145,17 @@ def test_diagnose_of_the_dataset_equals_diagnose_of_the_trace(streamed: dict[str
             i.pop("path"), i.pop("format")
     assert comparable(b, sliced=True) == comparable(a, sliced=False)
     assert a["devices"] and a["critical_path"] and a["devices"][0]["top_stalls"]
+
+
+def test_diagnose_of_a_dataset_runs_on_arrows_own_pool(streamed: dict[str, tuple[Path, Path]]) -> None:
+    # slice after slice, mimalloc's peak stays lower than malloc's heap (neurontrace._allocator.use_arrow_pool);
+    # a trace's diagnose keeps the CLI's system allocator
+    src, ds = streamed["torch"]
+    code = ("import sys, pyarrow as pa\nfrom neurontrace.cli import main\n"
+            "main(['diagnose', sys.argv[1], '--json'])\nprint(pa.default_memory_pool().backend_name)")
+    pools = [subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, check=True,
+                            timeout=300).stdout.splitlines()[-1] for p in (ds, src)]
+    assert pools == ["mimalloc" if "mimalloc" in pa.supported_memory_backends() else "system", "system"]
 
 
 def test_a_window_of_the_dataset_is_the_window_of_the_trace(streamed: dict[str, tuple[Path, Path]]) -> None:

@@ -91,6 +91,7 @@ class DiagnoseCommand(common.Command):
 
     def _run_out_of_core(self, args: argparse.Namespace, explicit: list[str]) -> int:
         """A dataset holding a streamed rank: slice by slice, in bounded memory (neurontrace.dataset_slices)."""
+        from neurontrace._allocator import use_arrow_pool
         from neurontrace.dataset_slices import SLICE_EVENTS, diagnose_dataset
 
         if getattr(args, "save_run", None) is not None:
@@ -98,6 +99,7 @@ class DiagnoseCommand(common.Command):
                                     "without holding it: run --save-run on the original trace")
         timings = Timings() if args.timings else None
         compiles, compile_warnings = _compile_logs(args)
+        use_arrow_pool()  # slice after slice, mimalloc's peak stays lower than the heap's (neurontrace._allocator)
         with stage(timings, "diagnose"), common.progress_bar() as progress:
             diag, cut = diagnose_dataset(args.path[0], window=args.window, fallback_ops=explicit, top=args.top,
                                          compiles=compiles, compile_warnings=compile_warnings, progress=progress,
