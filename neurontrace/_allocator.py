@@ -14,7 +14,8 @@ a 291 MB rank, three in a row in one process (growth of the peak RSS):
 
 :data:`ENV` is for processes started for neurontrace (LocalCluster workers), where it holds from the first
 allocation; :func:`use_system_allocator` applies it to a running process (the CLI, a worker of a cluster
-started elsewhere), from then on; :func:`handing_back` trims the heap after a rank that left much behind.
+started elsewhere), from then on; :func:`handing_back` trims the heap after a rank that left much behind;
+:func:`use_arrow_pool` gives Arrow its mimalloc pool back for ``diagnose DATASET`` (slice after slice, it does better).
 """
 
 from __future__ import annotations
