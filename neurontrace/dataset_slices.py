@@ -96,9 +96,8 @@ class PartReader:
             reach = (ts + pc.field("dur_ns") > a) | (ts >= a) if "dur_ns" in cols else ts >= a
             tables[name] = self._scan(name, parts, (ts < b) & reach)
         self.rows_read.append(sum(tables[n].num_rows for n in _EVENT_TABLES))
-        ids = [tables[n]["event_id"].combine_chunks() for n in _EVENT_TABLES]
-        every = pa.concat_arrays(ids)
-        touching = pc.field("src_event_id").isin(every) | pc.field("dst_event_id").isin(every)
+        ids = pa.concat_arrays([tables[n]["event_id"].combine_chunks() for n in _EVENT_TABLES])
+        touching = pc.field("src_event_id").isin(ids) | pc.field("dst_event_id").isin(ids)
         tables["flows"] = self._scan("flows", self.entries, _id_ranges(ids) & touching)
         trace = checked(Trace(**tables), str(self.ds.path / self.partition)).filter(start_ns=a, end_ns=b)
         return self.ds._own_warnings(trace, self.entries[0])
@@ -120,18 +119,18 @@ class PartReader:
         return got if columns is not None else file_order(name, conform(got, spec))
 
 
-def _id_ranges(ids: list[pa.Array], most: int = ID_RANGES) -> pc.Expression:
-    """Flows with an end in one of ``most`` id ranges covering the slice's events (cut at the widest gaps
+def _id_ranges(ids: pa.Array) -> pc.Expression:
+    """Flows with an end in one of ``ID_RANGES`` id ranges covering the slice's events (cut at the widest gaps
     between their ids): the same rows as ``isin`` alone, but the flows table (one file of the whole rank, its
     row groups in file order, as event ids are) is read only where its row groups' statistics overlap a range,
     not whole for every slice (issue #28: that read's peak grew with the rank, 69 MB at 2.1 GB to 254 MB at
     8.5 GB). Several ranges, because a slice also holds the long events around it (a step, an outer Python
     frame), whose ids lie far from the rest."""
-    got = np.unique(np.concatenate([a.to_numpy(zero_copy_only=False) for a in ids])) if ids else np.zeros(0, np.int64)
+    got = np.unique(ids.to_numpy(zero_copy_only=False))
     if not len(got):
         return pc.scalar(False)
     gaps = np.diff(got)
-    cut = np.sort(np.argsort(gaps, kind="stable")[len(gaps) - most + 1:]) if most > 1 else np.zeros(0, np.int64)
+    cut = np.sort(np.argsort(gaps, kind="stable")[max(len(gaps) - ID_RANGES + 1, 0):])  # the widest gaps
     cut = cut[gaps[cut] > 1]
     near = pc.scalar(False)
     for lo, hi in zip(np.r_[got[0], got[cut + 1]].tolist(), np.r_[got[cut], got[-1]].tolist(), strict=True):

@@ -215,9 +215,8 @@ def test_a_slice_reads_the_flows_near_its_events_only(tmp_path: Path) -> None:
     groups, read = fragment.metadata.num_row_groups, []
     for owned in slices:
         t = reader(owned)
-        ids = [t.tables[n]["event_id"].combine_chunks() for n in ("system_events", "device_events")]
-        every = pa.concat_arrays(ids)
-        touching = pc.field("src_event_id").isin(every) | pc.field("dst_event_id").isin(every)
+        ids = pa.concat_arrays([t.tables[n]["event_id"].combine_chunks() for n in ("system_events", "device_events")])
+        touching = pc.field("src_event_id").isin(ids) | pc.field("dst_event_id").isin(ids)
         pruned = fragment.split_by_row_group(_id_ranges(ids) & touching)
         read.append(len(pruned))
         got = [r for p in pruned for r in p.to_table(filter=touching).to_pylist()]
