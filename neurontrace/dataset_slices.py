@@ -26,6 +26,7 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from neurontrace import schema
+from neurontrace._allocator import release_pool
 from neurontrace._io import check_parquet_expansion, identity
 from neurontrace.analysis.attribution import default_origin
 from neurontrace.analysis.contract import Options
@@ -41,7 +42,7 @@ from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import _EVENT_TABLES, _TIMED_TABLES, Trace, checked, conform
 
 ID_RANGES = 8  # id ranges a slice's flows are read in (_id_ranges)
-SLICE_EVENTS = 250_000  # host + device events per slice: measured, a slice of them peaks near 0.9 GB (docs/scale.md)
+SLICE_EVENTS = 200_000  # host + device events per slice: measured, a slice of them peaks near 1 GB (docs/scale.md)
 
 
 def streamed(path: str | Path) -> bool:
@@ -87,6 +88,7 @@ class PartReader:
                 for e in self.entries if e.get("span_ns")]
 
     def __call__(self, owned: tuple[int, int]) -> Trace:
+        release_pool()  # the previous slice is dropped: its pages go back before this one's are taken
         a, b = owned
         parts = [e for e in self.entries if e.get("span_ns") and e["span_ns"][0] < b and e["span_ns"][1] >= a]
         tables: dict[str, pa.Table] = dict(self._fixed)
@@ -164,7 +166,7 @@ def diagnose_dataset(path: str | Path, *, window: WindowSpec | None = None, fall
     for p in partitions:
         if all(time_parts(e) for e in ds.ranks if e["partition"] == p):
             reader = PartReader(ds, p)
-            cuts = step_cuts(reader.steps(), reader.sizes(), slice_events)
+            cuts = step_cuts(reader.steps(), reader.sizes(), slice_events, reader.span[1])
             ranks.append((reader, slices_of(reader.span, cuts)))
         else:
             trace = ds.load_partition(p)

@@ -49,9 +49,11 @@ def slices_of(span: tuple[int, int], cuts: list[int]) -> list[tuple[int, int]]:
     return list(itertools.pairwise(bounds))
 
 
-def step_cuts(steps: list[tuple[int, int]], sizes: list[tuple[int, int]] | None = None, budget: int = 0) -> list[int]:
+def step_cuts(steps: list[tuple[int, int]], sizes: list[tuple[int, int]] | None = None, budget: int = 0,
+              end: int | None = None) -> list[int]:
     """Where to cut a rank with profiled ``steps`` (start, end): at the starts of steps only (a rank without
-    steps: at the starts of its time parts, ``sizes``: (first start, weight) of each); every candidate without ``sizes``, else as few as keep each slice near ``budget`` of weight (a
+    steps: at the starts of its time parts, ``sizes``: (first start, weight) of each; ``end``: the rank's last
+    end); every candidate without ``sizes``, else as few as keep each slice near ``budget`` of weight (a
     slice holds at least one candidate's stretch, whatever it weighs). A step is never cut: the phase split
     reads each step whole (docs/scale.md)."""
     starts = sorted({s for s, _ in steps})
@@ -64,13 +66,22 @@ def step_cuts(steps: list[tuple[int, int]], sizes: list[tuple[int, int]] | None 
         return ordered
     parts = sorted(sizes)
     part_start = np.array([s for s, _ in parts], np.int64)
-    weight = np.r_[0, np.cumsum([b for _, b in parts])]
+    part_end = np.r_[part_start[1:], max(end if end is not None else part_start[-1], part_start[-1])]
+    part_weight = np.array([b for _, b in parts], np.float64)
+    weight = np.r_[0, np.cumsum(part_weight)]
 
-    def before(t: float) -> int:  # the weight of the parts starting before t
-        return int(weight[np.searchsorted(part_start, t, side="left")])
+    def before(t: float) -> float:
+        """The weight before t: the parts starting before it, the one it falls in pro rata of its time (up to the
+        next part's start, or ``end``), so a slice holds about ``budget`` however much the parts weigh."""
+        k = int(np.searchsorted(part_start, t, side="left"))
+        if k == 0:
+            return 0.0
+        lo, hi = part_start[k - 1], part_end[k - 1]
+        share = min(max((t - lo) / (hi - lo), 0.0), 1.0) if hi > lo else 1.0
+        return float(weight[k - 1] + part_weight[k - 1] * share)
 
     cuts: list[int] = []
-    last = 0
+    last = 0.0
     for prev, t in zip([None, *ordered], [*ordered, float("inf")], strict=True):  # inf: the last slice's end
         if prev is not None and before(t) - last > budget:
             cuts.append(prev)

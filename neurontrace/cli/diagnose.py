@@ -51,7 +51,7 @@ class DiagnoseCommand(common.Command):
                                  "trace paths must be readable by its workers")
         parser.add_argument("--slice-events", type=common.positive_int, metavar="N", default=None,
                             help="a dataset rank streamed by `convert --dataset` is diagnosed out of core, one "
-                                 "time slice of about N host + device events at a time (default 250,000; "
+                                 "time slice of about N host + device events at a time (default 200,000; "
                                  "docs/scale.md)")
         parser.add_argument("--timings", action="store_true",
                             help="print on stderr the seconds each stage took: loading, every registered "
