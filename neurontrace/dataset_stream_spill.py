@@ -86,9 +86,11 @@ class SpillWriter:
         self.cols: dict[str, list[Any]] = {k: [] for k in ("file", "pos", "lo", "hi", "untimed", "route")}
 
     def cast(self, table: pa.Table) -> pa.Table:
-        """The table in the spill's columns (the first table's)."""
+        """The table in the spill's columns: the first table's, dictionary columns as their text (an IPC file
+        holds one dictionary a column, and each chunk's decode has its own)."""
         if self.schema is None:
-            self.schema = table.schema
+            self.schema = pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f
+                                     for f in table.schema])
         return table if table.schema == self.schema else table.cast(self.schema)
 
     def write(self, table: pa.Table, route: int) -> None:

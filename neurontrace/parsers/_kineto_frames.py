@@ -95,7 +95,12 @@ def _call_stacks(system: pa.Table, offset: int) -> tuple[pa.Table, np.ndarray] |
         return None
     rows = np.flatnonzero(has)
     all_codes, distinct = dictionary(system["call_stack"])  # the distinct stacks; the rows' text is not copied
-    stack_codes = all_codes[rows]
+    # Stacks numbered in the order they first occur, whatever order the decoder's dictionary holds them in.
+    used, first_row = np.unique(all_codes[rows], return_index=True)
+    used = used[np.argsort(first_row)]
+    renumber = np.empty(len(distinct), dtype=np.int64)
+    renumber[used] = np.arange(len(used))
+    stack_codes, distinct = renumber[all_codes[rows]], distinct.take(pa.array(used, memory_pool=POOL))
     nodes: dict[tuple[int, str], int] = {}
     parent_of: list[int] = []
     locations: list[tuple[str | None, int | None, str]] = []

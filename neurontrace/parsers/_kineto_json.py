@@ -117,7 +117,7 @@ _OP, _PYTHON, _MEMORY, _META = range(4)
 _ARG_COLUMNS = {
     "external_id": pa.int64(), "external_id_legacy": pa.int64(), "correlation": pa.int64(),
     "device": pa.string(), "stream": pa.string(), "nbytes": pa.int64(), "kind": pa.string(),
-    "python_id": pa.int64(), "python_parent_id": pa.int64(), "call_stack": pa.string(),
+    "python_id": pa.int64(), "python_parent_id": pa.int64(), "call_stack": _kineto_native.STACKS,
     "mem_device_type": pa.int64(), "mem_device_id": pa.int64(), "mem_bytes": pa.float64(),
     "mem_total_allocated": pa.float64(), "mem_total_reserved": pa.float64(),
     "label": pa.string(), "labels": pa.string(),
@@ -658,6 +658,8 @@ def _raw_strings(raws: list[msgspec.Raw], first_index: int) -> pa.Array:
 
 
 def _array(values: list[Any], typ: pa.DataType) -> pa.Array:
+    if pa.types.is_dictionary(typ):  # the text column, then its codes, as the scanner writes it
+        return pc.dictionary_encode(_array(values, typ.value_type))
     try:
         return pa.array(values, typ, memory_pool=POOL)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
