@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from neurontrace.parsers._pool import POOL, pc
 
-__all__ = ["codes", "constant", "dictionary", "encoded", "flat", "lookup", "map_unique", "min_by_key",
+__all__ = ["codes", "constant", "dictionary", "encoded", "first_seen", "flat", "lookup", "map_unique", "min_by_key",
            "pair_codes", "pair_index"]
 
 
@@ -36,6 +36,16 @@ def dictionary(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array
     """(int64 code per row, -1 for null; the distinct values as an array) of a column."""
     enc = encoded(values)
     return pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary
+
+
+def first_seen(codes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Codes (of ``n`` values) renumbered in order of first appearance, as ``dictionary_encode`` numbers values:
+    (the codes used, in that order; each row's new code)."""
+    used, first = np.unique(codes, return_index=True)
+    order = used[np.argsort(first)]
+    remap = np.zeros(n, dtype=np.int64)
+    remap[order] = np.arange(len(order))
+    return order, remap[codes]
 
 
 def codes(values: pa.Array | pa.ChunkedArray) -> np.ndarray:

@@ -19,7 +19,7 @@ import pyarrow as pa
 from neurontrace.parsers._pool import POOL, pc
 from neurontrace.trace import ParseAccounting
 
-from ._arrow import dictionary, lookup, min_by_key, pair_codes
+from ._arrow import dictionary, first_seen, lookup, min_by_key, pair_codes
 from ._stacks import innermost_enclosing, is_user_file, python_frames, rows_of
 
 _OP_CATEGORIES = pa.array(["cpu_op", "Operator"])
@@ -96,11 +96,8 @@ def _call_stacks(system: pa.Table, offset: int) -> tuple[pa.Table, np.ndarray] |
     rows = np.flatnonzero(has)
     all_codes, distinct = dictionary(system["call_stack"])  # the distinct stacks; the rows' text is not copied
     # Stacks numbered in the order they first occur, whatever order the decoder's dictionary holds them in.
-    used, first_row = np.unique(all_codes[rows], return_index=True)
-    used = used[np.argsort(first_row)]
-    renumber = np.empty(len(distinct), dtype=np.int64)
-    renumber[used] = np.arange(len(used))
-    stack_codes, distinct = renumber[all_codes[rows]], distinct.take(pa.array(used, memory_pool=POOL))
+    used, stack_codes = first_seen(all_codes[rows], len(distinct))
+    distinct = distinct.take(pa.array(used, memory_pool=POOL))
     nodes: dict[tuple[int, str], int] = {}
     parent_of: list[int] = []
     locations: list[tuple[str | None, int | None, str]] = []

@@ -41,6 +41,7 @@ from . import _kineto_host_only as host_only
 from ._arrow import (
     constant,
     encoded,
+    first_seen,
     flat,
     lookup,
     map_unique,
@@ -512,12 +513,9 @@ def _tracks(t: pa.Table, names: dict[str, Any], default: str) -> pa.Array:
     labels = [label(p, t) for p, t in pairs]
     distinct = {v: i for i, v in enumerate(dict.fromkeys(labels))}
     row_label = np.asarray([distinct[v] for v in labels], dtype=np.int64)[code]
-    used, first = np.unique(row_label, return_index=True)
-    order = used[np.argsort(first)]
-    remap = np.zeros(len(distinct), dtype=np.int32)
-    remap[order] = np.arange(len(order), dtype=np.int32)
+    order, renumbered = first_seen(row_label, len(distinct))
     values = np.asarray(list(distinct), dtype=object)[order]
-    indices = pa.array(remap[row_label], pa.int32(), memory_pool=POOL)
+    indices = pa.array(renumbered, pa.int32(), memory_pool=POOL)
     return pa.DictionaryArray.from_arrays(indices, pa.array(values, pa.string()))
 
 
