@@ -113,7 +113,10 @@ class PartReader:
     def _scan(self, name: str, entries: Sequence[dict[str, Any]], where: pc.Expression | None,
               columns: list[str] | None = None) -> pa.Table:
         spec = schema.TABLES[name]
-        files = [str(self._file(name, e)) for e in entries if self._file(name, e).is_file()]
+        # A part the marker says holds none of this table's rows is not opened (the flows are all in part 0: each
+        # slice's flows read opened all 334 parts' files at 31.8 GB, 0.34-0.52 s against 0.18-0.26 s).
+        files = [str(self._file(name, e)) for e in entries
+                 if (e.get("rows") or {}).get(name) != 0 and self._file(name, e).is_file()]
         if not files:
             table = spec.empty()
             return table if columns is None else table.select(columns)

@@ -158,6 +158,29 @@ def test_diagnose_of_a_dataset_runs_on_arrows_own_pool(streamed: dict[str, tuple
     assert pools == ["mimalloc" if "mimalloc" in pa.supported_memory_backends() else "system", "system"]
 
 
+def test_a_slice_opens_only_the_parts_that_hold_rows(streamed: dict[str, tuple[Path, Path]],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # the flows (whole-trace tables) are all in part 0: a slice's flows read opened every part's file before
+    import neurontrace.dataset_slices as dsl
+
+    _, ds = streamed["torch"]
+    opened: list[str] = []
+    real = dsl.pads.dataset
+
+    def counting(files: list[str], **kw: Any) -> Any:
+        opened.extend(files)
+        return real(files, **kw)
+
+    monkeypatch.setattr(dsl.pads, "dataset", counting)
+    reader = PartReader(dataset.open_dataset(ds), dataset.open_dataset(ds).ranks[0]["partition"])
+    empty = {str(reader._file(n, e)) for e in reader.entries for n, rows in e["rows"].items() if rows == 0}
+    assert len(reader.entries) > 2 and empty
+    opened.clear()
+    got = reader(reader.span)
+    assert opened and not empty & set(opened)
+    assert got.flows.num_rows == _whole(streamed["torch"][0]).flows.num_rows
+
+
 def test_a_window_of_the_dataset_is_the_window_of_the_trace(streamed: dict[str, tuple[Path, Path]]) -> None:
     # --window counts from the job's time 0: out of core, the earliest default window the slice plans found
     src, ds = streamed["torch"]
