@@ -161,17 +161,15 @@ def test_diagnose_of_a_dataset_runs_on_arrows_own_pool(streamed: dict[str, tuple
 def test_a_slice_opens_only_the_parts_that_hold_rows(streamed: dict[str, tuple[Path, Path]],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     # the flows (whole-trace tables) are all in part 0: a slice's flows read opened every part's file before
-    import neurontrace.dataset_slices as dsl
-
     _, ds = streamed["torch"]
     opened: list[str] = []
-    real = dsl.pads.dataset
+    real = pads.dataset  # the module dataset_slices reads through
 
     def counting(files: list[str], **kw: Any) -> Any:
         opened.extend(files)
         return real(files, **kw)
 
-    monkeypatch.setattr(dsl.pads, "dataset", counting)
+    monkeypatch.setattr(pads, "dataset", counting)
     reader = PartReader(dataset.open_dataset(ds), dataset.open_dataset(ds).ranks[0]["partition"])
     empty = {str(reader._file(n, e)) for e in reader.entries for n, rows in e["rows"].items() if rows == 0}
     assert len(reader.entries) > 2 and empty
