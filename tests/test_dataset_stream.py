@@ -170,7 +170,8 @@ def test_a_slice_opens_only_the_parts_that_hold_rows(streamed: dict[str, tuple[P
         return real(files, **kw)
 
     monkeypatch.setattr(pads, "dataset", counting)
-    reader = PartReader(dataset.open_dataset(ds), dataset.open_dataset(ds).ranks[0]["partition"])
+    opened_ds = dataset.open_dataset(ds)
+    reader = PartReader(opened_ds, opened_ds.ranks[0]["partition"])
     empty = {str(reader._file(n, e)) for e in reader.entries for n, rows in e["rows"].items() if rows == 0}
     assert len(reader.entries) > 2 and empty
     opened.clear()
