@@ -63,8 +63,29 @@ def test_one_match_finds_exactly_the_args_the_cutting_empties(path: Path) -> Non
     assert texts
     variants: list[str | None] = [t.replace(",", " ,  ") for t in texts[:50]]
     variants += [t[:-1] + ', "Ev Idx": 3}' for t in texts[:50]] + [t[:-1] + ', "x": {"Bytes": 1}}' for t in texts[:50]]
+    variants += [t[:-1] + ', "a{b": 3}' for t in texts[:20]] + [t[:-1] + ', "Addr": 3, "Ev Idx": 4}' for t in texts[:20]]
+    variants += [t[:-1] + ', "Bytes": 12345678901234567}' for t in texts[:20]]  # beyond the column's digits
+    variants += [json.dumps(e, indent=4) for e in (json.loads(t) for t in texts[:50])]  # Kineto's layout
+    variants += [t[:-1] + ', "Ev Idx": 3, "y": 4}' for t in texts[:20]] + [t[:-1] + ', "Ev Idx": 3.5}'
+                                                                            for t in texts[:20]]
     variants += ['{"Bytes": 1}', '{ "Addr": 7 ,"Device Id": 0 }', '{"Bytes": 1.5}', "{}", None]
     col = pa.chunked_array([pa.array([*texts, *variants], pa.string())])
     fast = km._unexplained(col).to_pylist()
     assert fast == km._cut(col.combine_chunks()).to_pylist()
     assert fast[-5:] == [None, None, '{"Bytes": 1.5}', None, None]  # both ways through: matched, and cut
+    # Rows of such pairs, then members of plain keys and whole numbers or literals ("finished": false,
+    # "Ev Idx"), are taken by one match, not cut.
+    one_more = [t[:-1] + ', "Ev Idx": 3}' for t in texts[:50]] + [t[:-1] + ', "Ev Idx": -3 }' for t in texts[:20]]
+    one_more += [t[:-1] + ', "finished": true ,"x":null}' for t in texts[:20]]
+    one_more += [json.dumps({**json.loads(t), "Ev Idx": 9}, indent=4) for t in texts[:50]]  # Kineto's layout
+    col = pa.chunked_array([pa.array([*texts, *one_more], pa.string())])
+    want = km._cut(col.combine_chunks()).to_pylist()
+    cut, km._cut = km._cut, None  # type: ignore[assignment]  # the fast path alone: a call would fail
+    try:
+        assert km._unexplained(col).to_pylist() == want
+    finally:
+        km._cut = cut
+    # A held key after the others (all rows of the shape the one match takes) still goes through the cutting.
+    late = pa.chunked_array([pa.array([*texts, *(t[:-1] + ', "Ev Idx": 4, "Addr": 3}' for t in texts[:20])])])
+    assert km._unexplained(late).to_pylist() == km._cut(late.combine_chunks()).to_pylist()
+    assert any(w and w.endswith('"Ev Idx": 9}') for w in want) and any(w and w.endswith(' ,"x":null}') for w in want)
