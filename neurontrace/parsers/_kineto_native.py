@@ -157,12 +157,13 @@ def null_array(typ: pa.DataType, rows: int) -> pa.Array:
 
 def table(cols: dict[str, tuple[Any, ...]], rows: int, columns: list[str]) -> pa.Table:
     arrays = {}
+    empty: dict[pa.DataType, pa.Array] = {}  # most columns of a part are all null: one array a type serves them
     for name, bufs in cols.items():
         bits, nulls, *data = bufs
         if data[0] is None:  # not one value in this chunk
             typ = (_DICTIONARY_COLUMNS.get(name, pa.string()) if len(data) == 2
                    else pa.float64() if name in _FLOAT_COLUMNS else pa.int64())
-            arrays[name] = null_array(typ, rows)
+            arrays[name] = empty[typ] if typ in empty else empty.setdefault(typ, null_array(typ, rows))
             continue
         validity = pa.py_buffer(bits) if bits is not None else None
         if len(data) == 2:
