@@ -78,7 +78,7 @@ def test_one_match_finds_exactly_the_args_the_cutting_empties(path: Path) -> Non
     one_more = [t[:-1] + ', "Ev Idx": 3}' for t in texts[:50]] + [t[:-1] + ', "Ev Idx": -3 }' for t in texts[:20]]
     one_more += [t[:-1] + ', "finished": true ,"x":null}' for t in texts[:20]]
     one_more += [json.dumps({**json.loads(t), "Ev Idx": 9}, indent=4) for t in texts[:50]]  # Kineto's layout
-    col = pa.chunked_array([pa.array([*texts, *one_more], pa.string())])
+    col = pa.chunked_array([pa.array([*texts, *one_more, None], pa.string())])
     want = km._cut(col.combine_chunks()).to_pylist()
     cut, km._cut = km._cut, None  # type: ignore[assignment]  # the fast path alone: a call would fail
     try:

@@ -272,7 +272,7 @@ def _unexplained(args: pa.ChunkedArray) -> pa.ChunkedArray:
         shaped = pc.fill_null(pc.match_substring_regex(text, _PAIRS_THEN_REST), False)
         rest = pc.replace_substring_regex(text, _LEADING_PAIRS, "{")  # shaped: '{', the others, space, '}'
         plain = pc.and_(shaped, pc.invert(pc.fill_null(pc.match_substring_regex(rest, _HELD_KEY), True)))
-        if pc.all(pc.or_(explained, plain)).as_py():
+        if pc.all(pc.or_(pc.or_(explained, plain), pc.is_null(text))).as_py():  # a null stays null either way
             cut = pc.binary_join_element_wise(pc.utf8_rtrim_whitespace(pc.utf8_slice_codeunits(rest, 0, -1)), "}",
                                               "")
         else:
