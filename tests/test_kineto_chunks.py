@@ -21,7 +21,7 @@ import pytest
 
 from neurontrace import _io
 from neurontrace.errors import InputChangedError, InputTooLargeError
-from neurontrace.parsers import _kineto_chunks, _kineto_json, _kineto_native, _kineto_split, kineto
+from neurontrace.parsers import _kineto_chunks, _kineto_json, _kineto_native, kineto
 from neurontrace.parsers.kineto import EventChunk, TraceEnd, iter_chunks
 from tests import fuzz_structured as fs
 from tests.conftest import ROOT, corpus_files
@@ -145,22 +145,9 @@ def test_corpus_traces_in_small_chunks_give_the_table_of_one_chunk() -> None:
             assert end.top == top
 
 
-@pytest.mark.parametrize("ways", [1, 4], ids=["one thread", "pieces on 4 threads"])
-def test_fuzzed_traces_give_the_same_table_or_the_same_error_in_any_chunks(tmp_path: Path, cuts: list[int], ways: int,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fuzzed_traces_give_the_same_table_or_the_same_error_in_any_chunks(tmp_path: Path, cuts: list[int]) -> None:
     """Structure-aware mutations of real traces (dropped keys, odd types, duplicate keys, extreme numbers,
-    unicode): the chunked reader gives the whole document's rows, or fails like the whole decode; scanning
-    each buffer in one piece, or in pieces of 256 bytes and more on 4 threads (parsers/_kineto_split.py)."""
-    monkeypatch.setattr(_kineto_split, "WAYS", ways)
-    monkeypatch.setattr(_kineto_split, "MIN_PIECE", 256)
-    guessed: list[int] = []
-    guess = _kineto_split._cuts
-
-    def recorded(*args: object) -> list[int]:
-        guessed.extend(got := guess(*args))  # type: ignore[arg-type]
-        return got
-
-    monkeypatch.setattr(_kineto_split, "_cuts", recorded)
+    unicode): the chunked reader gives the whole document's rows, or fails like the whole decode."""
     rng = random.Random(2828)
     agreed = Counter[str]()
     kinds: Counter[str] = Counter()
@@ -185,7 +172,6 @@ def test_fuzzed_traces_give_the_same_table_or_the_same_error_in_any_chunks(tmp_p
         agreed["ok"] += 1
     assert agreed["ok"] > 20 and agreed["error"] > 3, agreed
     assert min(kinds[k] for k in ("string", "escape", "number", "nested args")) > 0, kinds
-    assert (len(guessed) > 100) == (ways > 1), len(guessed)  # the buffers were scanned in pieces, or not
 
 
 @native

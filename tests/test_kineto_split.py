@@ -1,7 +1,7 @@
 """One buffer scanned on several threads (parsers/_kineto_split.py) gives the rows of one scan in order.
 
-Every buffer is forced to split (4 ways, pieces of a few hundred bytes) on a real torch.profiler run and the
-ROCm traces of the corpus (the structure-aware fuzz cases run split too, in tests/test_kineto_chunks.py); and on a trace
+Every buffer is forced to split (4 ways, pieces of a few hundred bytes) on a real torch.profiler run, the
+ROCm traces of the corpus and the structure-aware fuzz cases (mutations of real traces); and on a trace
 whose names and args hold ``}, {`` so that the guessed cuts fall inside strings and nested args, where each
 guess must be found out and the rest of its buffer scanned in order.
 """
@@ -9,6 +9,8 @@ guess must be found out and the rest of its buffer scanned in order.
 from __future__ import annotations
 
 import json
+import random
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from neurontrace.parsers import _kineto_native, _kineto_split
+from tests import fuzz_structured as fs
 from tests.conftest import corpus_files
 from tests.test_kineto_chunks import streamed, torch_trace, whole  # noqa: F401 - torch_trace: a fixture
 
@@ -101,3 +104,26 @@ def test_an_error_past_the_first_piece_is_the_one_a_scan_in_order_meets(torch_tr
         assert messages[0] == messages[1] and f"(event at byte {data.rindex(b'{', 0, at)})" in messages[0], messages
         declined.append(messages[0])
     assert len(set(declined)) == 3
+
+
+def test_fuzzed_traces_give_the_same_table_split_or_not(tmp_path: Path, split: Counter[str]) -> None:
+    rng = random.Random(2829)
+    checked = 0
+    for i, (source, kind, data) in enumerate(fs.cases(29, 40, max_bytes=40_000)):
+        path = tmp_path / f"case{i % 4}.json"
+        path.write_bytes(data)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                reference, top = whole(path)
+        except Exception as exc:  # split or not, the reader fails the same way
+            with pytest.raises(type(exc)):
+                streamed(path, rng.randrange(4096, 16384))
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            table, end, _ = streamed(path, rng.randrange(4096, 16384))
+        assert table.equals(reference), f"case {i} ({kind} of {source})"
+        assert end.top == top
+        checked += 1
+    assert checked > 20 and split["buffers split"] > 20, (checked, split)
