@@ -33,7 +33,6 @@ from neurontrace.progress import Progress, no_progress
 from neurontrace.trace import ParseAccounting
 
 from . import _kineto_json, _kineto_native
-from ._kineto_split import scan_buffer
 
 CHUNK_BYTES = 4 << 20  # content read per chunk by default
 _HEAD_LIMIT = 256 << 20  # how far the start of the event list is looked for
@@ -197,17 +196,20 @@ def _scan(reader: ContentReader, chunk: int, progress: Progress, cats: list[str]
     while True:
         pieces: list[list[pa.Table]] = [[], [], [], []]
         start_rows = rows
-        try:  # the buffer's complete events, on several threads (_kineto_split)
-            calls, pos, rows, closed = scan_buffer(scanner, buf, pos, filled, rows, encoded,
-                                                   _kineto_native.CHUNK_BYTES)
-            for _, parts in calls:
+        while True:  # the buffer's complete events, a few MB per call
+            try:
+                stop, n, parts, closed = scanner.scan(buf, pos, filled, _kineto_native.CHUNK_BYTES, rows, encoded,
+                                                      False)
                 for k, (part_rows, cols) in enumerate(parts):
                     if part_rows:
                         pieces[k].append(_kineto_native.table(cols, part_rows, _kineto_json.COLUMNS))
-            del calls
-        except (scanner.UnsupportedError, pa.ArrowInvalid) as exc:
-            why = _in_content(str(exc), reader.delivered - filled)
-            raise _DeclinedError(f"python (native scanner declined: {why})") from None
+            except (scanner.UnsupportedError, pa.ArrowInvalid) as exc:
+                why = _in_content(str(exc), reader.delivered - filled)
+                raise _DeclinedError(f"python (native scanner declined: {why})") from None
+            rows += n
+            progressed, pos = stop > pos, stop
+            if closed or not progressed or pos >= filled:
+                break
         if rows > start_rows:
             kinds = [k for k, p in enumerate(pieces) if p]
             yield EventChunk([pa.concat_tables(pieces[k], memory_pool=POOL) for k in kinds], start_rows,

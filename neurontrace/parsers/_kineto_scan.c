@@ -40,32 +40,9 @@ typedef const unsigned char *Ptr;
 
 /* ---- growable buffers and Arrow columns ------------------------------------------------------ */
 
-/* The scan runs without the GIL (parsers/_kineto_split.py scans pieces of one buffer on several threads).
- * `released` holds this thread's state while it does; any call into Python takes the GIL back first and
- * keeps it (only errors do, after which the scan ends), so the hot path never touches the interpreter. */
-static _Thread_local PyThreadState *released;
-
-static void hold_gil(void) {
-    if (released) {
-        PyThreadState *ts = released;
-        released = NULL;
-        PyEval_RestoreThread(ts);
-    }
-}
-
-static void fail(const char *what) {
-    hold_gil();
-    PyErr_SetString(Unsupported, what);
-}
-
-/* Whether an error was set (one set took the GIL back, so a thread still without it has none). */
-static int failed(void) {
-    return !released && PyErr_Occurred() != NULL;
-}
-
-/* Column buffers live on the raw heap (usable without the GIL); a finished one is handed to Python as a
- * Block, a bare buffer object that Arrow wraps without a copy. */
+/* Column buffers are bytearrays from the start, so Arrow can wrap them without a copy. */
 typedef struct {
+    PyObject *obj; /* bytearray owning p */
     char *p;
     size_t len, cap;
 } Buf;
@@ -74,64 +51,30 @@ static int buf_reserve(Buf *b, size_t extra) {
     if (b->len + extra <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 1 << 12;
     while (cap < b->len + extra) cap *= 2;
-    char *p = PyMem_RawRealloc(b->p, cap);
-    if (!p) {
-        hold_gil();
-        PyErr_NoMemory();
+    if (!b->obj) {
+        b->obj = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)cap);
+        if (!b->obj) return -1;
+    } else if (PyByteArray_Resize(b->obj, (Py_ssize_t)cap) < 0) {
         return -1;
     }
-    b->p = p;
+    b->p = PyByteArray_AS_STRING(b->obj);
     b->cap = cap;
     return 0;
 }
 
-typedef struct {
-    PyObject_HEAD
-    char *p;
-    Py_ssize_t len;
-} Block;
-
-static void block_dealloc(Block *b) {
-    PyMem_RawFree(b->p);
-    Py_TYPE(b)->tp_free((PyObject *)b);
-}
-
-static int block_getbuffer(Block *b, Py_buffer *view, int flags) {
-    return PyBuffer_FillInfo(view, (PyObject *)b, b->p, b->len, 0, flags);
-}
-
-static PyBufferProcs BLOCK_BUFFER = {(getbufferproc)block_getbuffer, NULL};
-
-static PyTypeObject BlockType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_kineto_scan.Block",
-    .tp_doc = "One column buffer the scanner wrote (the buffer protocol only).",
-    .tp_basicsize = sizeof(Block),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_dealloc = (destructor)block_dealloc,
-    .tp_as_buffer = &BLOCK_BUFFER,
-};
-
-/* The buffer as a Block of its exact length (ownership passes to the caller; the GIL is held). */
+/* The buffer as a bytearray of its exact length (ownership passes to the caller). */
 static PyObject *buf_take(Buf *b) {
-    Block *blk = PyObject_New(Block, &BlockType);
-    if (!blk) return NULL;
-    char *p = PyMem_RawRealloc(b->p, b->len ? b->len : 1);
-    blk->p = p ? p : b->p;
-    blk->len = (Py_ssize_t)b->len;
+    if (!b->obj) return PyByteArray_FromStringAndSize(NULL, 0);
+    if (PyByteArray_Resize(b->obj, (Py_ssize_t)b->len) < 0) return NULL;
+    PyObject *obj = b->obj;
+    b->obj = NULL;
     b->p = NULL;
     b->len = b->cap = 0;
-    if (!blk->p && !(blk->p = PyMem_RawMalloc(1))) {
-        Py_DECREF(blk);
-        return PyErr_NoMemory();
-    }
-    return (PyObject *)blk;
+    return obj;
 }
 
 static void buf_free(Buf *b) {
-    PyMem_RawFree(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
+    Py_CLEAR(b->obj);
 }
 
 typedef struct {
@@ -179,7 +122,7 @@ typedef struct {
 
 static int col_end_string(Col *c) {
     if (c->data.len > INT32_MAX) {
-        fail("a chunk's string column exceeds 2 GiB");
+        PyErr_SetString(Unsupported, "a chunk's string column exceeds 2 GiB");
         return -1;
     }
     if (buf_reserve(&c->offsets, 4) < 0) return -1;
@@ -500,7 +443,7 @@ static int unescape_into(Buf *b, Ptr p, Ptr end) {
     b->len = (size_t)(o - b->p);
     return 0;
 bad:
-    fail("a string with an escape this scanner does not handle");
+    PyErr_SetString(Unsupported, "a string with an escape this scanner does not handle");
     return -1;
 }
 
@@ -750,7 +693,6 @@ typedef struct {
 } Event;
 
 static int unsupported(Ptr at, Ptr base, const char *what) {
-    hold_gil();
     PyErr_Format(Unsupported, "%s (event at byte %zd)", what, (Py_ssize_t)(at - base));
     return -1;
 }
@@ -804,7 +746,7 @@ static int put_text(Col *c, int64_t row, const Val *v, int mode) {
         return col_text(c, row, start, n, 0);
     }
     if (v->type == V_OTHER && mode == LOOSE) return 0; /* bool, object, array: null */
-    fail("a text field holds a value of another type");
+    PyErr_SetString(Unsupported, "a text field holds a value of another type");
     return -1;
 }
 
@@ -836,7 +778,7 @@ static int utf8_valid(Ptr p, size_t n) {
  * decodes it, and refuses one that is not UTF-8, so the scanner leaves such input to it. */
 static int ignored_string(const Val *v) {
     if (v->type == V_STRING && !utf8_valid(v->start, (size_t)(v->stop - v->start))) {
-        fail("a string that is not valid UTF-8 under a key the decoder reads");
+        PyErr_SetString(Unsupported, "a string that is not valid UTF-8 under a key the decoder reads");
         return -1;
     }
     return 0;
@@ -850,7 +792,7 @@ static int put_int(Col *c, int64_t row, const Val *v) {
     if (v->type == V_FLOAT) {
         double f;
         if (parse_f64(v, &f) < 0 || !isfinite(f)) {
-            fail("a number out of the range of a double");
+            PyErr_SetString(Unsupported, "a number out of the range of a double");
             return -1;
         }
         if (fabs(f) < 9223372036854775808.0) return col_i64(c, row, (int64_t)f);
@@ -863,7 +805,7 @@ static int put_float(Col *c, int64_t row, const Val *v) {
     if (v->type != V_INT && v->type != V_FLOAT) return ignored_string(v);
     double x;
     if (parse_f64(v, &x) < 0 || !isfinite(x)) {
-        fail("a number out of the range of a double");
+        PyErr_SetString(Unsupported, "a number out of the range of a double");
         return -1;
     }
     return col_f64(c, row, x);
@@ -873,7 +815,7 @@ static int put_ns(Col *c, int64_t row, const Val *v) {
     if (v->type == V_ABSENT || v->type == V_NULL) return 0;
     int64_t ns;
     if ((v->type != V_INT && v->type != V_FLOAT) || us_text_to_ns(v, &ns) < 0) {
-        fail("a timestamp or duration that is not a number in range");
+        PyErr_SetString(Unsupported, "a timestamp or duration that is not a number in range");
         return -1;
     }
     return col_i64(c, row, ns);
@@ -897,7 +839,7 @@ static int write_event(Out *o, const Event *e, int64_t index) {
     if (ph->type == V_ABSENT) { /* a missing ph is "" (msgspec default), a null one is an error */
         if (col_text(&c[C_PH], row, (Ptr) "", 0, 0) < 0) return -1;
     } else if (ph->type != V_STRING || put_text(&c[C_PH], row, ph, STRICT_STR) < 0) {
-        if (!failed()) fail("ph is not a string");
+        if (!PyErr_Occurred()) PyErr_SetString(Unsupported, "ph is not a string");
         return -1;
     }
     if (put_text(&c[C_CAT], row, &e->ev[K_CAT], STRICT_STR) < 0 ||
@@ -917,7 +859,7 @@ static int write_event(Out *o, const Event *e, int64_t index) {
     } else if (av->type == V_OTHER && e->args_start[0] == '{') {
         if (col_text(ac, row, e->args_start, alen, 0) < 0) return -1;
     } else {
-        fail("args is not an object");
+        PyErr_SetString(Unsupported, "args is not an object");
         return -1;
     }
 
@@ -1058,7 +1000,7 @@ static int scan_events(Out *parts, const Spans *device_cats, Ptr base, Ptr p, Pt
                     for (int i = 0; i < N_ARG_KEYS; i++) e.args[i].type = V_ABSENT;
                     Ptr s = p;
                     p = read_object(p, end, &ARG_INDEX, e.args, &o->scratch);
-                    if (!p) return failed() ? -1 : CUT_OR("malformed args object");
+                    if (!p) return PyErr_Occurred() ? -1 : CUT_OR("malformed args object");
                     e.ev[K_ARGS] = (Val){V_OTHER, s, p, 0};
                     e.args_start = s;
                     e.args_stop = p;
@@ -1088,7 +1030,6 @@ static int scan_events(Out *parts, const Spans *device_cats, Ptr base, Ptr p, Pt
             return 0;
         }
         if (write_event(&parts[route(&e, device_cats)], &e, index++) < 0) {
-            hold_gil();
             if (PyErr_ExceptionMatches(Unsupported)) {
                 PyObject *type, *value, *tb;
                 PyErr_Fetch(&type, &value, &tb);
@@ -1231,11 +1172,9 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         }
     Ptr base = (Ptr)view.buf, stop = NULL;
     int closed = 0;
-    released = PyEval_SaveThread(); /* the bytes are a locked view; the columns are this call's own */
-    int got = scan_events(parts, &device_cats, base, base + start, base + end, max_bytes, first_index, final, &stop,
-                          &closed);
-    hold_gil();
-    if (got < 0) goto done;
+    if (scan_events(parts, &device_cats, base, base + start, base + end, max_bytes, first_index, final, &stop,
+                    &closed) < 0)
+        goto done;
     lists = PyList_New(N_PARTS);
     if (!lists) goto done;
     long long rows = 0;
@@ -1276,7 +1215,6 @@ PyMODINIT_FUNC PyInit__kineto_scan(void) {
         PyErr_SetString(PyExc_ImportError, "_kineto_scan: two keys share a length and first byte");
         return NULL;
     }
-    if (PyType_Ready(&BlockType) < 0) return NULL;
     PyObject *m = PyModule_Create(&MODULE);
     if (!m) return NULL;
     Unsupported = PyErr_NewException("_kineto_scan.UnsupportedError", PyExc_ValueError, NULL);
