@@ -49,7 +49,7 @@ def test_memory_args_keep_what_no_column_holds_and_lose_nothing(path: Path) -> N
 
 
 @pytest.mark.parametrize("path", _inputs(), ids=lambda p: p.name)
-def test_one_match_finds_exactly_the_args_the_cutting_empties(path: Path) -> None:
+def test_one_match_finds_exactly_the_args_the_cutting_empties(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``_unexplained`` nulls the args made only of column-held pairs with one match and cuts only the others:
     the same texts as cutting every row, on each real instant's args and on variants of them (spaces, an extra
     key, a nested value, a key the columns do not hold)."""
@@ -80,11 +80,9 @@ def test_one_match_finds_exactly_the_args_the_cutting_empties(path: Path) -> Non
     one_more += [json.dumps({**json.loads(t), "Ev Idx": 9}, indent=4) for t in texts[:50]]  # Kineto's layout
     col = pa.chunked_array([pa.array([*texts, *one_more, None], pa.string())])
     want = km._cut(col.combine_chunks()).to_pylist()
-    cut, km._cut = km._cut, None  # type: ignore[assignment]  # the fast path alone: a call would fail
-    try:
+    with monkeypatch.context() as m:
+        m.setattr(km, "_cut", None)  # the fast path alone: a call would fail
         assert km._unexplained(col).to_pylist() == want
-    finally:
-        km._cut = cut
     # A held key after the others (all rows of the shape the one match takes) still goes through the cutting.
     late = pa.chunked_array([pa.array([*texts, *(t[:-1] + ', "Ev Idx": 4, "Addr": 3}' for t in texts[:20])])])
     assert km._unexplained(late).to_pylist() == km._cut(late.combine_chunks()).to_pylist()

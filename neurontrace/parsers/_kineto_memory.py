@@ -127,8 +127,8 @@ def _addresses(args: pa.ChunkedArray, acct: ParseAccounting) -> pa.Array:
 
 def _slices(args: pa.ChunkedArray | pa.Array) -> Iterator[pa.Array]:
     """The args text about ``_SLICE_ROWS`` rows at a time: each step's copies stay small, and the chunks of a
-    chunked read are joined up to that size (each compute call costs the same on a chunk of 500 rows: 64 chunks
-    of the BERT trace's memory instants took 119 ms where one took 72 ms)."""
+    chunked read are joined up to that size (a compute call costs about the same on a chunk of 500 rows: the BERT
+    trace's 34,220 memory instants in 64 chunks took 119 ms in ``_unexplained``, in one chunk 72 ms)."""
     group: list[pa.Array] = []
     rows = 0
     for chunk in args.chunks if isinstance(args, pa.ChunkedArray) else [args]:

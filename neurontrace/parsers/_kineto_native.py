@@ -163,7 +163,9 @@ def table(cols: dict[str, tuple[Any, ...]], rows: int, columns: list[str]) -> pa
         if data[0] is None:  # not one value in this chunk
             typ = (_DICTIONARY_COLUMNS.get(name, pa.string()) if len(data) == 2
                    else pa.float64() if name in _FLOAT_COLUMNS else pa.int64())
-            arrays[name] = empty[typ] if typ in empty else empty.setdefault(typ, null_array(typ, rows))
+            if typ not in empty:
+                empty[typ] = null_array(typ, rows)
+            arrays[name] = empty[typ]
             continue
         validity = pa.py_buffer(bits) if bits is not None else None
         if len(data) == 2:
