@@ -18,7 +18,8 @@ Method:
   peak / raw size (the target's) and (peak - baseline) / raw size.
 - The file is read once first so every child finds it in the page cache. With ``--repeat N`` the table
   shows the fastest run's stages and the largest peak.
-- ``--versus DIR`` (another checkout, e.g. main before a change): its children run with ``PYTHONPATH=DIR``,
+- ``--versus DIR`` (another checkout, e.g. main before a change): its children run with ``PYTHONPATH=DIR`` (every
+  child runs in the temporary folder, so the folder this is started from never shadows either tree),
   alternated with this tree's (this, other; then other, this; ...) on the same file, so both see the same
   load; it prints the ratios this / other (wall and CPU run by run, best against best, every stage, the
   peak) and checks that both trees print the same document byte for byte (exit 1 when they do not). Every
@@ -50,8 +51,9 @@ TARGET_MB_S = 100.0
 TARGET_RSS_RATIO = 2.5
 
 
-def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, subprocess.CompletedProcess[str]]:
-    """Run one child: (wall s, its peak RSS MB, its CPU s, the result); os.wait4's rusage is of that child alone."""
+def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int, subprocess.CompletedProcess[str]]:
+    """Run one child: (wall s, its peak RSS MB, its CPU s, its page faults, the result); os.wait4's rusage is of
+    that child alone."""
     with tempfile.TemporaryFile("w+") as err:  # stderr to a file: no pipe to fill while stdout is read
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
@@ -62,7 +64,7 @@ def _run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, subp
         if p.stdout:
             p.stdout.close()
         err.seek(0)
-        return (wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime,
+        return (wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, usage.ru_minflt,
                 subprocess.CompletedProcess(cmd, p.returncode, out, err.read()))
 
 
@@ -106,11 +108,12 @@ class _Tree:
         self.best: tuple[float, dict[str, float], float] | None = None
         self.walls: list[float] = []
         self.cpus: list[float] = []
+        self.faults: list[int] = []
         self.peak = 0.0
         self.doc: str | None = None
 
     def run(self, cmd: list[str], text: bool) -> None:
-        wall, rss, cpu, done = _run(cmd, self.env)
+        wall, rss, cpu, faults, done = _run(cmd, self.env)
         if done.returncode not in (0, 3):
             sys.exit(f"diagnose ({self.root}) failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
         if not text:
@@ -122,6 +125,7 @@ class _Tree:
             sys.exit(f"diagnose ({self.root}) gave two different documents for one trace")
         self.walls.append(wall)
         self.cpus.append(cpu)
+        self.faults.append(faults)
         self.peak = max(self.peak, rss)
         if self.best is None or wall < self.best[0]:
             self.best = (wall, _stages(done.stderr), cpu)
@@ -152,6 +156,8 @@ def _report(tree: _Tree, label: str, mb: float, base_mb: float, repeat: int) -> 
           f"{'PASS' if ratio <= TARGET_RSS_RATIO else 'FAIL'}")
     print(f"{'(peak - start-up RSS) / raw size':<40} {(tree.peak - base_mb) / mb:9.2f}x   "
           f"(peak {tree.peak:.0f} MB, start-up {base_mb:.0f} MB)")
+    print(f"{'page faults (fewest run), per MB':<40} {min(tree.faults) / mb:10.0f}   (each a page the kernel "
+          f"had to hand over: the system time, dear where the host backs memory lazily)")
 
 
 def _analysis(stages: dict[str, float]) -> float:
@@ -169,6 +175,7 @@ def _versus(mine: _Tree, other: _Tree) -> None:
     print(f"{'wall, best against best':<40} {mine.best[0] / other.best[0]:5.2f}x")
     print(f"{'CPU seconds, least against least':<40} {min(mine.cpus) / min(other.cpus):5.2f}x")
     print(f"{'peak RSS':<40} {mine.peak / other.peak:5.2f}x")
+    print(f"{'page faults, fewest against fewest':<40} {min(mine.faults) / max(min(other.faults), 1):5.2f}x")
     a, b = mine.best[1], other.best[1]
     print(f"\n{'stage (fastest runs)':<28} {'this':>8} {'other':>8} {'ratio':>7}")
     for name in dict.fromkeys([*a, *b]):
@@ -223,7 +230,7 @@ def _analysis_runs(trees: list[_Tree], path: Path, rounds: int, each: int) -> di
     out: dict[str, list[dict[str, Any]]] = {str(t.root): [] for t in trees}
     for k in range(rounds):
         for tree in trees if k % 2 == 0 else trees[::-1]:
-            _, _, _, done = _run([sys.executable, "-c", _ANALYSIS_CHILD, str(path), str(each)], tree.env)
+            _, _, _, _, done = _run([sys.executable, "-c", _ANALYSIS_CHILD, str(path), str(each)], tree.env)
             if done.returncode != 0:
                 sys.exit(f"the analysis child ({tree.root}) failed:\n{done.stderr[-3000:]}")
             out[str(tree.root)] += json.loads(done.stdout)
@@ -282,7 +289,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="nt-diag-bench-") as tmp:
         path = _prepare(args.trace, tmp)
         size = path.stat().st_size
-        _, base_mb, _, _ = _run([sys.executable, "-c", "import neurontrace.cli.diagnose, neurontrace.analysis.diagnose"],
+        here = Path.cwd()
+        os.chdir(tmp)  # `python -m`/`-c` put the working folder first on sys.path: run from a checkout, both trees
+        # would import that checkout, whatever PYTHONPATH says
+        _, base_mb, _, _, _ = _run([sys.executable, "-c", "import neurontrace.cli.diagnose, neurontrace.analysis.diagnose"],
                                 mine.env)
         cmd = [sys.executable, "-m", "neurontrace", "diagnose", str(path), "--timings"] + ([] if args.text else ["--json"])
         for k in range(args.repeat):
@@ -291,6 +301,7 @@ def main() -> None:
                 tree.run(cmd, args.text)
         runs = _analysis_runs([mine] if other is None else [mine, other], path, args.repeat, args.analysis) \
             if args.analysis else None
+        os.chdir(here)
     mb = size / 1e6
     print(f"trace: {args.trace} ({mb:.0f} MB raw JSON)   run: {' '.join(cmd[1:3])} diagnose ... "
           f"{'' if args.text else '--json '}--timings, best of {args.repeat}")
