@@ -11,6 +11,11 @@ a 291 MB rank, three in a row in one process (growth of the peak RSS):
 - Dask's worker default ``MALLOC_TRIM_THRESHOLD_=65536`` fixes the mmap threshold at 128 KiB: 366-395 MiB,
   but every large block is then a fresh mapping whose pages fault in, and a rank takes 31% longer. Our
   workers leave it unset (:data:`UNSET_ENV`).
+- Fixing the mmap threshold also fixes the trim threshold, at 128 KiB: the heap's free top goes back to the OS
+  at almost every free, and the next blocks fault the same pages in again. ``diagnose --json`` of the 1,206 MB
+  tiled ResNet-50 trace, in turn: 577-646 K page faults and 3.1-3.6 s of system time at 128 KiB, 427-429 K and
+  2.5 s with the heap's top kept up to :data:`TRIM_THRESHOLD`, for 1.6-2.5% more peak RSS; the wall time moved
+  within the machine's noise (``bench/diagnose_sections.py --versus``).
 
 :data:`ENV` is for processes started for neurontrace (LocalCluster workers), where it holds from the first
 allocation; :func:`use_system_allocator` applies it to a running process (the CLI, a worker of a cluster
@@ -29,8 +34,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 MMAP_THRESHOLD = 16 << 20
+TRIM_THRESHOLD = 256 << 20  # free heap top kept for the next blocks (a rank's large leftovers: handing_back)
 ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD)}
-_M_MMAP_THRESHOLD = -3  # glibc's <malloc.h>
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's <malloc.h>
 # Left unset in worker processes: Dask's 64 KiB trim threshold (a 291 MB rank: 4.7 s without it, 6.2 s with).
 UNSET_ENV = ("MALLOC_TRIM_THRESHOLD_",)
 TRIM_ABOVE = 64 << 20  # bytes a rank may leave behind before the heap is trimmed
@@ -39,7 +45,7 @@ TRIM_ABOVE = 64 << 20  # bytes a rank may leave behind before the heap is trimme
 @functools.cache
 def use_system_allocator() -> None:
     """:data:`ENV` for this running process, from now on (once): Arrow's default pool becomes the system
-    allocator, and glibc's mmap threshold is fixed (mallopt)."""
+    allocator, and glibc's mmap and trim thresholds are fixed (mallopt)."""
     import pyarrow as pa
 
     pa.set_memory_pool(pa.system_memory_pool())
@@ -47,6 +53,7 @@ def use_system_allocator() -> None:
     if libc is not None:
         with suppress(AttributeError):  # a libc without mallopt
             libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+            libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
 
 
 def use_arrow_pool() -> None:
