@@ -17,7 +17,9 @@ Method:
 - The decoder that ran is printed: ``native`` (the compiled scanner, neurontrace/parsers/_kineto_scan.c) or
   ``python (why)``. ``--reference`` adds a row with the pure-Python decoder forced.
 - ``--decoders``: reference rows for ``json.loads``, ``orjson.loads`` (when installed) and untyped
-  ``msgspec.json.decode`` of the same bytes (file read not timed).
+  ``msgspec.json.decode`` of the same bytes (file read not timed), and ``scanner alone``: the compiled scanner's
+  pass over the same bytes into its column buffers, as ``neurontrace.load`` calls it (no normalization; file
+  read not timed): what the normalizer and the read add is the gap to the neurontrace row.
 - ``--profile N``: one more neurontrace child under cProfile (a warm load: the child loads the trace once
   first); top N by own and cumulative time.
 - The file is read once before measuring so every child finds it in the page cache.
@@ -103,6 +105,18 @@ with open(sys.argv[1], "rb") as f:
 start()
 obj = fn(data)
 report()
+"""
+_SCANNER = _REPORT + """
+from neurontrace.parsers import _kineto_native
+scanner = _kineto_native.scanner()
+with open(sys.argv[1], "rb") as f:
+    data = bytearray(f.read())
+start()
+pos, rows, closed = scanner.find_events(memoryview(data)) + 1, 0, False
+while not closed:
+    pos, n, parts, closed = scanner.scan(data, pos, len(data), _kineto_native.CHUNK_BYTES, rows, (), False)
+    rows += n
+report(rows=rows)
 """
 _PROFILE = """
 import cProfile, pstats, sys, neurontrace, neurontrace.parsers.kineto
@@ -239,6 +253,8 @@ def bench_one(path: Path, args: argparse.Namespace, tmp: Path) -> None:
             r = measure(me, _DECODER, [str(raw), name], args.repeat)
             if not (name == "orjson" and "No module named" in r.get("error", "")):
                 rows.append((label, r))
+        if nt.get("decoder") == "native":
+            rows.append(("scanner alone", measure(me, _SCANNER, [str(raw)], args.repeat, args.env)))
 
     base_mb = base.get("rss_mb", float("nan"))
     print(f"baseline RSS (import neurontrace+pyarrow+kineto parser): {base_mb:.0f} MB; "
