@@ -20,8 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT.parent / "shared/corpus/kineto/kineto-tb_plugin/tb_plugin/samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
+from scale import ROOT, SOURCE  # the corpus ResNet-50 trace bench/scale.py tiles into ranks (item 5)
 
 _TOUCH = """
 import mmap, resource, sys

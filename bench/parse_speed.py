@@ -18,8 +18,8 @@ Method:
   ``python (why)``. ``--reference`` adds a row with the pure-Python decoder forced.
 - ``--decoders``: reference rows for ``json.loads``, ``orjson.loads`` (when installed) and untyped
   ``msgspec.json.decode`` of the same bytes (file read not timed), and ``scanner alone``: the compiled scanner's
-  pass over the same bytes into its column buffers, as ``neurontrace.load`` calls it (no normalization; file
-  read not timed): what the normalizer and the read add is the gap to the neurontrace row.
+  pass over the same bytes into its column buffers, in chunks of the size ``neurontrace.load`` scans (no Arrow
+  wrapping, no normalization; file read not timed): what the normalizer and the read add is the gap to the neurontrace row.
 - ``--profile N``: one more neurontrace child under cProfile (a warm load: the child loads the trace once
   first); top N by own and cumulative time.
 - The file is read once before measuring so every child finds it in the page cache.
